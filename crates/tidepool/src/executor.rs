@@ -1,0 +1,118 @@
+//! "Run this job": the one interface the replay driver and benchmarks need, so
+//! that a pool and the thread-per-request baseline are measured the same way.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::error::SubmitError;
+
+/// A job handed to an [`Executor`].
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Thread counts an executor reports, for the papers' "threads created" and
+/// "threads kept" metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecutorCounts {
+    /// Threads alive now.
+    pub live_threads: usize,
+    /// Threads created since the executor started.
+    pub threads_created: u64,
+    /// Jobs accepted but not yet started.
+    pub queued: usize,
+}
+
+/// Something that runs jobs on other threads.
+pub trait Executor: Send + Sync {
+    /// A short name for reports (`tidepool`, `tpr`, …).
+    fn name(&self) -> String;
+    /// Run `job` eventually. Fails only when the executor cannot accept it
+    /// (shut down, or its queue is full and it rejects).
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError>;
+    /// Current thread counts.
+    fn counts(&self) -> ExecutorCounts;
+    /// Block until every accepted job has finished.
+    fn wait_idle(&self);
+}
+
+/// Thread per request: one new OS thread for every job, the papers' TPR
+/// baseline. Cheap to reason about, expensive to run.
+///
+/// ```
+/// use tidepool::{Executor, ThreadPerRequest};
+/// let tpr = ThreadPerRequest::new();
+/// tpr.execute_job(Box::new(|| println!("on my own thread"))).unwrap();
+/// tpr.wait_idle();
+/// assert_eq!(tpr.counts().threads_created, 1);
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct ThreadPerRequest {
+    inner: Arc<TprInner>,
+}
+
+#[derive(Debug, Default)]
+struct TprInner {
+    created: AtomicU64,
+    live: AtomicUsize,
+    running: Mutex<usize>,
+    done: Condvar,
+}
+
+impl ThreadPerRequest {
+    /// A new thread-per-request executor.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Executor for ThreadPerRequest {
+    fn name(&self) -> String {
+        "tpr".to_string()
+    }
+
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
+        let inner = self.inner.clone();
+        *inner.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name("tidepool-tpr".into())
+            .spawn(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                inner.live.fetch_sub(1, Ordering::Relaxed);
+                let mut running = inner.running.lock().unwrap_or_else(|e| e.into_inner());
+                *running -= 1;
+                if *running == 0 {
+                    inner.done.notify_all();
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                self.inner.created.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.inner.live.fetch_sub(1, Ordering::Relaxed);
+                *self.inner.running.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                Err(SubmitError::Spawn(e.to_string()))
+            }
+        }
+    }
+
+    fn counts(&self) -> ExecutorCounts {
+        ExecutorCounts {
+            live_threads: self.inner.live.load(Ordering::Relaxed),
+            threads_created: self.inner.created.load(Ordering::Relaxed),
+            queued: 0,
+        }
+    }
+
+    fn wait_idle(&self) {
+        let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
+        while *running > 0 {
+            running = self
+                .inner
+                .done
+                .wait(running)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}

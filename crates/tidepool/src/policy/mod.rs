@@ -1,0 +1,214 @@
+//! Sizing policies: pure state machines that decide how big the pool should be.
+//!
+//! A policy receives an [`Observation`] (a window of the pool's statistics) and
+//! returns a [`Decision`]. It never reads a clock, sleeps, spawns or locks: the
+//! pool's controller owns time and threads, so the same policy runs in the real
+//! pool, in unit tests fed with scripted observations, and in virtual time.
+//!
+//! The controller calls [`SizingPolicy::decide`] at the moments the policy asks
+//! for through [`SizingPolicy::schedule`], and applies what it returns.
+
+mod fixed;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+pub use fixed::Fixed;
+
+/// Why the controller is calling the policy now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    /// The first call, right after the pool starts (lets a policy set its initial size).
+    Start,
+    /// The policy's [`Schedule::every`] period elapsed.
+    Tick,
+    /// [`Schedule::every_completions`] more tasks completed.
+    Completions,
+    /// The pool spawned a worker on demand because a task waited with nobody idle.
+    Starved,
+    /// A worker above the target size retired after its keep-alive elapsed.
+    Retired,
+}
+
+/// When the controller should call a policy.
+///
+/// A policy can ask for any combination; the controller calls it on whichever
+/// comes first. The default asks for nothing, so the policy is only called at
+/// [`Trigger::Start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Schedule {
+    /// Call every time this much time has passed since the last call.
+    pub every: Option<Duration>,
+    /// Call every time this many more tasks have completed.
+    pub every_completions: Option<u64>,
+    /// Call when the pool spawned a worker on demand ([`Trigger::Starved`]).
+    pub on_starved: bool,
+    /// Call when a surplus worker retired after its keep-alive ([`Trigger::Retired`]).
+    pub on_retired: bool,
+}
+
+/// What the pool looked like over the window since the policy's previous call.
+///
+/// Durations are `None` when the window holds no sample to average (no task
+/// completed, no two arrivals). All times are measured by the pool; a policy
+/// must not read a clock of its own.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observation {
+    /// Why the policy is being called.
+    pub trigger: Trigger,
+    /// Time since the pool started.
+    pub now: Duration,
+    /// Length of the window this observation covers.
+    pub window: Duration,
+    /// Tasks submitted (accepted into the queue) during the window.
+    pub arrivals: u64,
+    /// Tasks that finished during the window.
+    pub completions: u64,
+    /// Mean time a task that started in the window waited in the queue (the
+    /// papers' idle time; its mean is Xu & Bode's AIT).
+    pub mean_wait: Option<Duration>,
+    /// 99th percentile of the queue wait of tasks started in the window.
+    pub p99_wait: Option<Duration>,
+    /// Mean execution time of tasks that finished in the window.
+    pub mean_service: Option<Duration>,
+    /// Mean time between consecutive arrivals in the window.
+    pub mean_interarrival: Option<Duration>,
+    /// Tasks waiting in the queue at the end of the window.
+    pub queue_len: usize,
+    /// Worker threads alive at the end of the window.
+    pub live: usize,
+    /// Workers running a task at the end of the window.
+    pub busy: usize,
+    /// Workers waiting for a task at the end of the window.
+    pub idle: usize,
+    /// The pool's current target size.
+    pub target: usize,
+    /// The pool's current lower bound.
+    pub min: usize,
+    /// The pool's current upper bound.
+    pub max: usize,
+    /// Worker threads created during the window.
+    pub threads_created: u64,
+    /// Worker threads retired during the window.
+    pub threads_retired: u64,
+    /// Sum over workers of the time they spent running tasks in the window.
+    pub busy_time: Duration,
+    /// CPU time the whole process consumed during the window, if the OS tells.
+    pub cpu_time: Option<Duration>,
+    /// Logical CPUs available to the process.
+    pub cores: usize,
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Trigger::Start
+    }
+}
+
+impl Observation {
+    /// Fraction of the busy workers' time that was spent on a CPU, in `0.0..=1.0`
+    /// (1.0 = all compute, near 0.0 = all blocked). `None` without CPU data or
+    /// busy time.
+    pub fn cpu_fraction(&self) -> Option<f64> {
+        let cpu = self.cpu_time?.as_secs_f64();
+        let busy = self.busy_time.as_secs_f64();
+        (busy > 0.0).then(|| (cpu / busy).clamp(0.0, 1.0))
+    }
+
+    /// Completed tasks per second over the window.
+    pub fn throughput(&self) -> f64 {
+        let secs = self.window.as_secs_f64();
+        if secs > 0.0 {
+            self.completions as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What a policy wants the pool to do. Every field is optional: `None` leaves the
+/// pool's current setting as it is.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    /// New target size (clamped by the pool into `min..=max`).
+    pub target: Option<usize>,
+    /// New lower bound: the pool never retires below it.
+    pub min: Option<usize>,
+    /// New upper bound: the pool never spawns above it.
+    pub max: Option<usize>,
+    /// New keep-alive for idle workers above the target.
+    pub keep_alive: Option<Duration>,
+    /// Whether the pool may spawn a worker when a task waits and nobody is idle.
+    pub grow_on_demand: Option<bool>,
+    /// A short human-readable reason, recorded in the decision log.
+    pub reason: Cow<'static, str>,
+}
+
+impl Decision {
+    /// Keep everything as it is.
+    pub fn hold() -> Self {
+        Decision::default()
+    }
+
+    /// Set the target size, with a reason.
+    pub fn resize(target: usize, reason: impl Into<Cow<'static, str>>) -> Self {
+        Decision {
+            target: Some(target),
+            reason: reason.into(),
+            ..Decision::default()
+        }
+    }
+
+    /// True when the decision changes nothing.
+    pub fn is_hold(&self) -> bool {
+        self.target.is_none()
+            && self.min.is_none()
+            && self.max.is_none()
+            && self.keep_alive.is_none()
+            && self.grow_on_demand.is_none()
+    }
+}
+
+/// A controller that sets the pool size at run time.
+///
+/// Implementations must be deterministic functions of the observations they
+/// are fed: no clocks, sleeps, threads or locks.
+///
+/// ```
+/// use tidepool::policy::{Decision, Observation, Schedule, SizingPolicy};
+/// use std::time::Duration;
+///
+/// /// Grows by one thread whenever tasks are waiting at a tick.
+/// struct GrowWhenQueued;
+///
+/// impl SizingPolicy for GrowWhenQueued {
+///     fn name(&self) -> &str { "grow-when-queued" }
+///     fn schedule(&self) -> Schedule {
+///         Schedule { every: Some(Duration::from_millis(100)), ..Schedule::default() }
+///     }
+///     fn decide(&mut self, obs: &Observation) -> Decision {
+///         if obs.queue_len > 0 {
+///             Decision::resize(obs.target + 1, "tasks are waiting")
+///         } else {
+///             Decision::hold()
+///         }
+///     }
+/// }
+///
+/// let mut p = GrowWhenQueued;
+/// let obs = Observation { queue_len: 3, target: 2, ..Observation::default() };
+/// assert_eq!(p.decide(&obs).target, Some(3));
+/// ```
+pub trait SizingPolicy: Send {
+    /// The policy's name as used in spec strings and logs.
+    fn name(&self) -> &str;
+
+    /// When the controller should call [`decide`](Self::decide).
+    fn schedule(&self) -> Schedule {
+        Schedule::default()
+    }
+
+    /// Decide from an observation. Called once with [`Trigger::Start`], then
+    /// as the [`schedule`](Self::schedule) asks.
+    fn decide(&mut self, obs: &Observation) -> Decision;
+}

@@ -1,0 +1,184 @@
+//! The idle-worker protocol: a LIFO stack of parked workers.
+//!
+//! # Protocol (why no wake-up is ever lost)
+//!
+//! A worker that found the queue empty:
+//! 1. pushes its parker on the idle stack (under the stack's lock) and bumps
+//!    `num_idle`;
+//! 2. issues a `SeqCst` fence and checks the queue once more; if work appeared it
+//!    takes itself off the stack (or, if a waker already took it, consumes that
+//!    wake-up) and goes back to work;
+//! 3. otherwise waits on its own parker until notified (or the keep-alive ends).
+//!
+//! A submitter pushes its task, issues a `SeqCst` fence, then reads `num_idle`;
+//! if it is non-zero (and nobody is spinning for work) it pops the *most
+//! recently* idled worker and notifies it.
+//!
+//! The two fences order "push task → read num_idle" against "bump num_idle →
+//! re-check queue": at least one side sees the other's write, so either the
+//! worker sees the task in step 2 or the submitter sees the idle worker and
+//! wakes it. LIFO wake-up means the workers at the bottom of the stack stay
+//! idle for long stretches and really reach their keep-alive, so surplus
+//! threads retire instead of all being kept half-busy.
+
+use std::time::Duration;
+
+use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// One worker's private wake-up flag.
+#[derive(Debug, Default)]
+pub(crate) struct Parker {
+    notified: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// How a wait on the idle stack ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Work appeared before the worker parked.
+    WorkSeen,
+    /// Another thread popped this worker off the stack and notified it.
+    Notified,
+    /// The timeout elapsed; the worker is no longer on the stack.
+    TimedOut,
+}
+
+/// The stack of parked workers plus the counters the submit path reads.
+#[derive(Debug, Default)]
+pub(crate) struct Sleepers {
+    stack: Mutex<Vec<Arc<Parker>>>,
+    num_idle: AtomicUsize,
+    /// Workers spinning for work: a submitter need not wake anyone while one spins.
+    searching: AtomicUsize,
+}
+
+impl Sleepers {
+    /// Workers parked on the stack now.
+    pub(crate) fn idle(&self) -> usize {
+        self.num_idle.load(Relaxed)
+    }
+
+    /// Workers spinning for work now.
+    pub(crate) fn searching(&self) -> usize {
+        self.searching.load(Relaxed)
+    }
+
+    /// Mark the caller as spinning for work.
+    pub(crate) fn start_search(&self) {
+        self.searching.fetch_add(1, SeqCst);
+    }
+
+    /// The caller stopped spinning; returns true if it was the last spinner.
+    pub(crate) fn end_search(&self) -> bool {
+        self.searching.fetch_sub(1, SeqCst) == 1
+    }
+
+    /// Called by a submitter after it pushed work: wake one parked worker unless
+    /// someone is already spinning for it. Returns true if it woke a worker.
+    #[inline]
+    pub(crate) fn notify_work(&self) -> bool {
+        fence(SeqCst);
+        if self.num_idle.load(Relaxed) == 0 || self.searching.load(Relaxed) > 0 {
+            return false;
+        }
+        self.wake_one()
+    }
+
+    /// Wake the most recently parked worker, if any.
+    pub(crate) fn wake_one(&self) -> bool {
+        let parker = {
+            let mut stack = lock(&self.stack);
+            let p = stack.pop();
+            self.num_idle.store(stack.len(), SeqCst);
+            p
+        };
+        match parker {
+            Some(p) => {
+                *lock(&p.notified) = true;
+                p.cv.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wake every parked worker (shutdown, shrink).
+    pub(crate) fn wake_all(&self) {
+        while self.wake_one() {}
+    }
+
+    /// Park `me` until notified or `timeout` passes. `has_work` is re-checked
+    /// after registering, closing the lost-wake-up window (see module docs).
+    pub(crate) fn park(
+        &self,
+        me: &Arc<Parker>,
+        timeout: Option<Duration>,
+        has_work: impl Fn() -> bool,
+    ) -> Wake {
+        {
+            let mut stack = lock(&self.stack);
+            stack.push(me.clone());
+            self.num_idle.store(stack.len(), SeqCst);
+        }
+        fence(SeqCst);
+        if has_work() {
+            return if self.unregister(me) {
+                Wake::WorkSeen
+            } else {
+                self.wait_notified(me, None);
+                Wake::Notified
+            };
+        }
+        if self.wait_notified(me, timeout) {
+            return Wake::Notified;
+        }
+        if self.unregister(me) {
+            Wake::TimedOut
+        } else {
+            // A waker popped us between the timeout and the unregister: its
+            // notification is on its way and belongs to us.
+            self.wait_notified(me, None);
+            Wake::Notified
+        }
+    }
+
+    /// Take `me` off the stack; false if a waker already popped it.
+    fn unregister(&self, me: &Arc<Parker>) -> bool {
+        let mut stack = lock(&self.stack);
+        let found = stack.iter().rposition(|p| Arc::ptr_eq(p, me));
+        if let Some(i) = found {
+            stack.remove(i);
+            self.num_idle.store(stack.len(), SeqCst);
+        }
+        found.is_some()
+    }
+
+    /// Wait for (and consume) a notification. Returns false on timeout.
+    fn wait_notified(&self, me: &Parker, timeout: Option<Duration>) -> bool {
+        let mut notified = lock(&me.notified);
+        match timeout {
+            None => {
+                while !*notified {
+                    notified = me.cv.wait(notified).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            Some(t) => {
+                let deadline = std::time::Instant::now() + t;
+                while !*notified {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    notified = me
+                        .cv
+                        .wait_timeout(notified, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        *notified = false;
+        true
+    }
+}

@@ -1,0 +1,119 @@
+//! Task queues: one trait, four flavours.
+//!
+//! A queue only stores tasks; waiting for work is the pool's idle protocol
+//! (`pool::sleep`). What a flavour decides is how threads contend for the
+//! queue itself, and whether an idle worker spins a little before it parks.
+
+mod deque;
+mod hybrid;
+mod lock_free;
+mod mutex;
+mod spin;
+mod spin_lock;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::task::Task;
+
+pub use hybrid::HybridQueue;
+pub use lock_free::LockFreeQueue;
+pub use mutex::MutexQueue;
+pub use spin::SpinQueue;
+
+/// A multi-producer multi-consumer FIFO of tasks, optionally bounded.
+pub trait TaskQueue: Send + Sync + fmt::Debug {
+    /// Add a task; gives it back if the queue is full. Never blocks for long.
+    fn push(&self, task: Task) -> Result<(), Task>;
+    /// Take the oldest task, if any. Never blocks for long.
+    fn pop(&self) -> Option<Task>;
+    /// Tasks in the queue now (may be stale by the time it is read).
+    fn len(&self) -> usize;
+    /// True when no task is queued.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether an idle worker should spin (then yield) before it parks. Cheap
+    /// for a lock-free queue; the papers' mutex queue parks at once.
+    fn spin_before_park(&self) -> bool;
+}
+
+/// Which [`TaskQueue`] a pool uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueFlavor {
+    /// A mutex around a deque; idle workers park at once (the papers' baseline).
+    Mutex,
+    /// A spinlock around a deque (spin, then yield, while the lock is held).
+    Spin,
+    /// Bahadur et al.'s hybrid lock: `attempts` spinning tries, then sleep
+    /// `sleep` and start over.
+    Hybrid {
+        /// Lock attempts before sleeping (the paper: 3).
+        attempts: u32,
+        /// How long to sleep after the attempts failed (the paper: 10 ms).
+        sleep: Duration,
+    },
+    /// A lock-free segmented queue; idle workers spin, then yield, then park.
+    #[default]
+    LockFree,
+}
+
+impl QueueFlavor {
+    /// The hybrid queue with the paper's parameters (3 attempts, 10 ms sleep).
+    pub const HYBRID: QueueFlavor = QueueFlavor::Hybrid {
+        attempts: 3,
+        sleep: Duration::from_millis(10),
+    };
+
+    /// Build a queue of this flavour holding at most `capacity` tasks
+    /// (`None`: unbounded).
+    pub fn build(self, capacity: Option<usize>) -> Box<dyn TaskQueue> {
+        match self {
+            QueueFlavor::Mutex => Box::new(MutexQueue::new(capacity)),
+            QueueFlavor::Spin => Box::new(SpinQueue::new(capacity)),
+            QueueFlavor::Hybrid { attempts, sleep } => {
+                Box::new(HybridQueue::new(capacity, attempts, sleep))
+            }
+            QueueFlavor::LockFree => Box::new(LockFreeQueue::new(capacity)),
+        }
+    }
+
+    /// The flavour's short name (`mutex`, `spin`, `hybrid`, `lock-free`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueueFlavor::Mutex => "mutex",
+            QueueFlavor::Spin => "spin",
+            QueueFlavor::Hybrid { .. } => "hybrid",
+            QueueFlavor::LockFree => "lock-free",
+        }
+    }
+}
+
+impl fmt::Display for QueueFlavor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Error for an unknown queue flavour name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown queue flavour `{0}`: expected one of mutex, spin, hybrid, lock-free")]
+pub struct UnknownFlavor(pub String);
+
+impl FromStr for QueueFlavor {
+    type Err = UnknownFlavor;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mutex" => Ok(QueueFlavor::Mutex),
+            "spin" => Ok(QueueFlavor::Spin),
+            "hybrid" => Ok(QueueFlavor::HYBRID),
+            "lock-free" | "lockfree" => Ok(QueueFlavor::LockFree),
+            other => Err(UnknownFlavor(other.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
