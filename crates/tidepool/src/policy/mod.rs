@@ -131,7 +131,8 @@ pub struct Decision {
     pub min: Option<usize>,
     /// New upper bound: the pool never spawns above it.
     pub max: Option<usize>,
-    /// New keep-alive for idle workers above the target.
+    /// New keep-alive: how long an idle worker waits before retiring while the
+    /// pool is above `min` (each retirement lowers the target by one).
     pub keep_alive: Option<Duration>,
     /// Whether the pool may spawn a worker when a task waits and nobody is idle.
     pub grow_on_demand: Option<bool>,

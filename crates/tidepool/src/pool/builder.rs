@@ -135,8 +135,8 @@ impl Builder {
         self
     }
 
-    /// Workers started by `build` (default: min). Those above min retire after
-    /// the keep-alive unless resized or kept busy.
+    /// Workers started by `build` (default: min). Those above min retire one by
+    /// one as their keep-alive runs out while idle.
     pub fn initial_threads(mut self, n: usize) -> Self {
         self.initial = Some(n);
         self
@@ -160,8 +160,8 @@ impl Builder {
         self
     }
 
-    /// How long a worker above the target size may stay idle before it retires
-    /// (default 10 s).
+    /// How long a worker may stay idle before it retires, while the pool is
+    /// above `min` (default 10 s).
     pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -202,6 +202,14 @@ impl Builder {
             policy.name() != "fixed",
         )?;
         Pool::start(config, policy)
+    }
+}
+
+impl Builder {
+    /// The validated config without starting a pool (model tests).
+    #[cfg(all(test, loom))]
+    pub(crate) fn config_for_tests(self) -> Config {
+        validate(self, false).expect("valid test config")
     }
 }
 

@@ -3,6 +3,8 @@
 mod builder;
 mod controller;
 mod join;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod shared;
 pub(crate) mod sleep;
 mod worker;
@@ -258,10 +260,11 @@ impl Pool {
             return;
         }
         let limit = shared.sizes.max.load(Relaxed);
-        if shared.reserve_worker(limit.max(1))
-            && worker::spawn(&self.shared).is_ok()
-            && shared.control.want_starved.load(Relaxed)
-        {
+        if !shared.reserve_worker(limit.max(1)) {
+            return;
+        }
+        shared.raise_target_to_live();
+        if worker::spawn(&self.shared).is_ok() && shared.control.want_starved.load(Relaxed) {
             shared.control.raise(|f| f.starved = true);
         }
     }

@@ -102,7 +102,7 @@ impl Shared {
         Shared {
             sizes: CachePadded::new(Sizes {
                 live: AtomicUsize::new(0),
-                target: AtomicUsize::new(config.min),
+                target: AtomicUsize::new(config.initial),
                 min: AtomicUsize::new(config.min),
                 max: AtomicUsize::new(config.max),
             }),
@@ -160,6 +160,28 @@ impl Shared {
             .live
             .fetch_update(AcqRel, Relaxed, |l| (l > floor).then(|| l - 1))
             .is_ok()
+    }
+
+    /// A worker's keep-alive ran out: it is not needed. If the pool is above
+    /// `min`, retire it (true) and lower the target with it.
+    pub(crate) fn expire_worker(&self) -> bool {
+        let min = self.sizes.min.load(Relaxed);
+        let floor = self.target().saturating_sub(1).max(min);
+        if !self.release_worker(floor) {
+            return false;
+        }
+        let live = self.live();
+        let _ = self
+            .sizes
+            .target
+            .fetch_update(AcqRel, Relaxed, |t| Some(t.min(live).max(min)));
+        true
+    }
+
+    /// A worker was spawned on demand: the target follows it up, so the new
+    /// worker is not surplus (it leaves only through its keep-alive).
+    pub(crate) fn raise_target_to_live(&self) {
+        self.sizes.target.fetch_max(self.live(), AcqRel);
     }
 
     /// Record the pool size in the time series, if it is being recorded.

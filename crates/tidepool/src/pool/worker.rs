@@ -78,7 +78,7 @@ impl Worker {
             {
                 Wake::WorkSeen | Wake::Notified => {}
                 Wake::TimedOut => {
-                    if shared.release_worker(shared.target()) {
+                    if shared.expire_worker() {
                         self.retire(true);
                         return;
                     }

@@ -1,0 +1,171 @@
+//! `loom` model tests of the two protocols where a lost update would hang or
+//! corrupt the pool: the idle/wake protocol and the resize/retire protocol.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool --lib --release loom`.
+
+use loom::sync::atomic::AtomicUsize;
+use loom::thread;
+use std::sync::atomic::Ordering::SeqCst;
+
+use super::builder::Builder;
+use super::shared::Shared;
+use super::sleep::{Parker, Sleepers, Wake};
+use crate::sync::Arc;
+
+/// A worker that finds nothing parks; a submitter then publishes work and
+/// notifies. Whatever the interleaving, the worker ends up with the work
+/// (loom reports a deadlock if the wake-up can be lost).
+#[test]
+fn loom_no_lost_wakeup() {
+    loom::model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let work = Arc::new(AtomicUsize::new(0));
+
+        let worker = {
+            let (sleepers, work) = (sleepers.clone(), work.clone());
+            thread::spawn(move || {
+                let me = Arc::new(Parker::default());
+                loop {
+                    if work.load(SeqCst) > 0 {
+                        return;
+                    }
+                    sleepers.park(&me, None, || work.load(SeqCst) > 0);
+                }
+            })
+        };
+
+        work.store(1, SeqCst);
+        sleepers.notify_work();
+        worker.join().unwrap();
+    });
+}
+
+/// Two parked workers, two pieces of work published one after the other
+/// by two submitters: both workers get theirs.
+#[test]
+fn loom_two_workers_two_submitters() {
+    loom::model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let work = Arc::new(AtomicUsize::new(0));
+
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (sleepers, work) = (sleepers.clone(), work.clone());
+                thread::spawn(move || {
+                    let me = Arc::new(Parker::default());
+                    loop {
+                        let w = work.load(SeqCst);
+                        if w > 0 && work.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok() {
+                            return;
+                        }
+                        sleepers.park(&me, None, || work.load(SeqCst) > 0);
+                    }
+                })
+            })
+            .collect();
+
+        let submitter = {
+            let (sleepers, work) = (sleepers.clone(), work.clone());
+            thread::spawn(move || {
+                work.fetch_add(1, SeqCst);
+                sleepers.notify_work();
+            })
+        };
+        work.fetch_add(1, SeqCst);
+        sleepers.notify_work();
+        submitter.join().unwrap();
+        // A worker that consumed its work may leave while the other still
+        // needs a wake: keep waking until both are gone.
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+/// The stack's timeout path: a worker whose wait ends races a waker that
+/// popped it; the notification must still be consumed (no double park).
+#[test]
+fn loom_wake_all_reaches_every_parked_worker() {
+    loom::model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let closed = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let (sleepers, closed) = (sleepers.clone(), closed.clone());
+            thread::spawn(move || {
+                let me = Arc::new(Parker::default());
+                while closed.load(SeqCst) == 0 {
+                    let woke = sleepers.park(&me, None, || closed.load(SeqCst) > 0);
+                    assert_ne!(woke, Wake::TimedOut);
+                }
+            })
+        };
+        closed.store(1, SeqCst);
+        sleepers.wake_all();
+        worker.join().unwrap();
+    });
+}
+
+fn shared(min: usize, initial: usize, max: usize) -> Arc<Shared> {
+    let config = Builder::default()
+        .min_threads(min)
+        .initial_threads(initial)
+        .max_threads(max)
+        .config_for_tests();
+    let s = Arc::new(Shared::new(config));
+    s.sizes.live.store(initial, SeqCst);
+    s
+}
+
+/// Shrink while two workers decide to retire and a submitter spawns on
+/// demand: `live` never drops below the target and never exceeds `max`.
+#[test]
+fn loom_resize_and_retire_keep_live_in_bounds() {
+    loom::model(|| {
+        let s = shared(1, 3, 3);
+        let retirees: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    // A worker's loop top: leave if surplus.
+                    if s.live() > s.target() && s.release_worker(s.target()) {
+                        return 1;
+                    }
+                    0
+                })
+            })
+            .collect();
+        s.sizes.target.store(1, SeqCst);
+        let spawner = {
+            let s = s.clone();
+            thread::spawn(move || {
+                if s.reserve_worker(3) {
+                    s.raise_target_to_live();
+                }
+            })
+        };
+        spawner.join().unwrap();
+        let gone: usize = retirees.into_iter().map(|t| t.join().unwrap()).sum();
+        let live = s.live();
+        assert!(live <= 3, "live {live} above max");
+        assert!(live >= 1, "live {live} below min");
+        assert!(gone <= 2);
+    });
+}
+
+/// Two workers' keep-alives run out at once with the pool one above min:
+/// exactly one retires, and the target follows it down to min.
+#[test]
+fn loom_keep_alive_expiry_stops_at_min() {
+    loom::model(|| {
+        let s = shared(1, 2, 2);
+        let expiring: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || s.expire_worker() as usize)
+            })
+            .collect();
+        let retired: usize = expiring.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(retired, 1);
+        assert_eq!(s.live(), 1);
+        assert_eq!(s.target(), 1);
+    });
+}

@@ -1,0 +1,505 @@
+//! Behaviour of the public pool API: submit flavours, resizing, retirement,
+//! panics, shutdown, statistics.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use tidepool::policy::{Decision, Observation, Schedule, SizingPolicy};
+use tidepool::{Executor, JoinError, OnFull, Pool, QueueFlavor, SubmitError, ThreadPerRequest};
+
+/// Poll `cond` until it holds or 10 s pass (generous: CI machines are slow).
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A gate that tasks wait on, to hold workers busy on purpose.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.0 .0.lock().unwrap();
+        while !*open {
+            open = self.0 .1.wait(open).unwrap();
+        }
+    }
+    fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+}
+
+#[test]
+fn submit_returns_values_and_execute_runs() {
+    let pool = Pool::new(3).unwrap();
+    let handles: Vec<_> = (0..50).map(|i| pool.submit(move || i * 2).unwrap()).collect();
+    let values: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(values, (0..50).map(|i| i * 2).collect::<Vec<_>>());
+
+    let n = Arc::new(AtomicUsize::new(0));
+    for _ in 0..1000 {
+        let n = n.clone();
+        pool.execute(move || {
+            n.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    pool.wait_idle();
+    assert_eq!(n.load(Ordering::SeqCst), 1000);
+}
+
+#[test]
+fn every_queue_flavor_runs_every_task() {
+    for flavor in [
+        QueueFlavor::Mutex,
+        QueueFlavor::Spin,
+        QueueFlavor::Hybrid {
+            attempts: 3,
+            sleep: Duration::from_micros(100),
+        },
+        QueueFlavor::LockFree,
+    ] {
+        for capacity in [None, Some(8)] {
+            let mut b = Pool::builder().threads(2).queue(flavor);
+            if let Some(c) = capacity {
+                b = b.queue_capacity(c);
+            }
+            let pool = b.build().unwrap();
+            let n = Arc::new(AtomicUsize::new(0));
+            for _ in 0..2000 {
+                let n = n.clone();
+                pool.execute(move || {
+                    n.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap();
+            }
+            pool.shutdown();
+            assert_eq!(n.load(Ordering::SeqCst), 2000, "{flavor} capacity {capacity:?}");
+        }
+    }
+}
+
+#[test]
+fn full_queue_rejects_or_times_out_or_blocks() {
+    let gate = Gate::default();
+    let pool = Pool::builder()
+        .threads(1)
+        .queue_capacity(1)
+        .on_full(OnFull::Reject)
+        .build()
+        .unwrap();
+    let g = gate.clone();
+    pool.execute(move || g.wait()).unwrap();
+    eventually("the worker took the first task", || pool.stats().queue_len == 0);
+    pool.execute(|| {}).unwrap(); // fills the one slot
+    assert_eq!(pool.execute(|| {}), Err(SubmitError::Full));
+    assert_eq!(pool.try_submit(|| 1).unwrap_err(), SubmitError::Full);
+    let t = Instant::now();
+    assert!(matches!(
+        pool.submit_timeout(|| 1, Duration::from_millis(30)),
+        Err(SubmitError::Timeout(_))
+    ));
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    assert_eq!(pool.stats().rejected, 3);
+    gate.open();
+    pool.wait_idle();
+
+    // A blocking pool waits for room instead.
+    let gate = Gate::default();
+    let pool = Arc::new(Pool::builder().threads(1).queue_capacity(1).build().unwrap());
+    let g = gate.clone();
+    pool.execute(move || g.wait()).unwrap();
+    eventually("the worker took the first task", || pool.stats().queue_len == 0);
+    pool.execute(|| {}).unwrap();
+    let p = pool.clone();
+    let blocked = std::thread::spawn(move || p.submit(|| 7).unwrap().join().unwrap());
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(!blocked.is_finished(), "submit should block while the queue is full");
+    gate.open();
+    assert_eq!(blocked.join().unwrap(), 7);
+    assert!(pool.stats().response.quantile(1.0).unwrap() > Duration::ZERO);
+}
+
+#[test]
+fn resize_grows_at_once_and_shrinks_without_interrupting() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(8)
+        .build()
+        .unwrap();
+    assert_eq!(pool.size(), 1);
+    assert_eq!(pool.resize(6), 6);
+    assert_eq!(pool.size(), 6);
+    assert_eq!(pool.resize(100), 8, "clamped to max");
+    assert_eq!(pool.size(), 8);
+
+    // Hold two workers busy, then shrink to 1: the idle ones go now, the busy
+    // ones finish their task first.
+    let gate = Gate::default();
+    let started = Arc::new(Barrier::new(3));
+    let handles: Vec<_> = (0..2)
+        .map(|i| {
+            let (g, s) = (gate.clone(), started.clone());
+            pool.submit(move || {
+                s.wait();
+                g.wait();
+                i
+            })
+            .unwrap()
+        })
+        .collect();
+    started.wait();
+    assert_eq!(pool.shrink(1), 1);
+    eventually("idle workers retire", || pool.size() == 2);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(pool.size(), 2, "busy workers are not interrupted");
+    gate.open();
+    let done: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(done, vec![0, 1]);
+    eventually("the pool settles at its target", || pool.size() == 1);
+    assert_eq!(pool.expand(3), 3);
+    assert_eq!(pool.size(), 3);
+    assert_eq!(pool.expand(2), 3, "expand never shrinks");
+    assert_eq!(pool.resize(0), 1, "clamped to min");
+    let s = pool.stats();
+    assert!(s.threads_retired >= 7, "{s:?}");
+    assert_eq!(s.threads_created, 10);
+}
+
+#[test]
+fn surplus_workers_retire_after_keep_alive() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .initial_threads(4)
+        .max_threads(4)
+        .keep_alive(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    assert_eq!(pool.size(), 4);
+    eventually("workers above min retire", || pool.size() == 1);
+    assert_eq!(pool.stats().threads_retired, 3);
+    assert_eq!(pool.submit(|| 5).unwrap().join().unwrap(), 5);
+}
+
+#[test]
+fn lifo_wakeup_lets_surplus_retire_under_a_trickle() {
+    // One task at a time: with LIFO wake-up the same worker serves them all and
+    // the other three reach their keep-alive even though work never stops.
+    let pool = Pool::builder()
+        .min_threads(1)
+        .initial_threads(4)
+        .max_threads(4)
+        .keep_alive(Duration::from_millis(150))
+        .queue(QueueFlavor::Mutex) // no spinning: every task goes through a wake-up
+        .build()
+        .unwrap();
+    let names = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let until = Instant::now() + Duration::from_millis(900);
+    while Instant::now() < until {
+        let names = names.clone();
+        pool.submit(move || {
+            names
+                .lock()
+                .unwrap()
+                .insert(std::thread::current().name().unwrap().to_string());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        pool.size() <= 2,
+        "surplus should have retired, {} alive",
+        pool.size()
+    );
+}
+
+/// A test policy: allows on-demand growth up to `max`.
+#[derive(Debug)]
+struct GrowOnDemand(usize);
+
+impl SizingPolicy for GrowOnDemand {
+    fn name(&self) -> &str {
+        "grow-on-demand"
+    }
+    fn decide(&mut self, _obs: &Observation) -> Decision {
+        Decision {
+            grow_on_demand: Some(true),
+            max: Some(self.0),
+            reason: "test".into(),
+            ..Decision::default()
+        }
+    }
+}
+
+#[test]
+fn grows_on_demand_only_when_the_policy_allows() {
+    let gate = Gate::default();
+    let fixed = Pool::builder()
+        .min_threads(1)
+        .max_threads(4)
+        .build()
+        .unwrap();
+    for _ in 0..4 {
+        let g = gate.clone();
+        fixed.execute(move || g.wait()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(fixed.size(), 1, "the fixed policy never spawns on demand");
+
+    let elastic = Pool::builder()
+        .min_threads(1)
+        .max_threads(4)
+        .policy(GrowOnDemand(4))
+        .build()
+        .unwrap();
+    for _ in 0..6 {
+        let g = gate.clone();
+        elastic.execute(move || g.wait()).unwrap();
+    }
+    eventually("grows to max", || elastic.size() == 4);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(elastic.size(), 4, "never above max");
+    assert_eq!(elastic.decisions().len(), 1);
+    gate.open();
+}
+
+#[test]
+fn a_panicking_task_keeps_its_worker() {
+    let pool = Pool::new(2).unwrap();
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // keep test output quiet
+    for _ in 0..10 {
+        pool.execute(|| panic!("task failure")).unwrap();
+    }
+    let h = pool.submit(|| -> u8 { panic!("with a handle") }).unwrap();
+    let err = h.join().unwrap_err();
+    std::panic::set_hook(prev);
+    assert!(matches!(err, JoinError::Panicked(_)));
+    assert_eq!(err.panic_message(), Some("with a handle"));
+    assert!(err.to_string().contains("with a handle"));
+    pool.wait_idle();
+    let s = pool.stats();
+    assert_eq!(s.panicked, 11);
+    assert_eq!(s.completed, 11);
+    assert_eq!(pool.size(), 2);
+    assert_eq!(s.threads_created, 2, "no worker was replaced");
+    assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+}
+
+#[test]
+fn shutdown_drains_and_refuses_new_work() {
+    let pool = Pool::new(2).unwrap();
+    let n = Arc::new(AtomicUsize::new(0));
+    for _ in 0..500 {
+        let n = n.clone();
+        pool.execute(move || {
+            std::thread::sleep(Duration::from_micros(20));
+            n.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    pool.shutdown();
+    assert_eq!(n.load(Ordering::SeqCst), 500);
+    assert_eq!(pool.size(), 0);
+    assert!(pool.is_shutdown());
+    assert_eq!(pool.execute(|| {}), Err(SubmitError::ShutDown));
+    assert_eq!(pool.submit(|| 1).unwrap_err(), SubmitError::ShutDown);
+    pool.shutdown(); // idempotent
+}
+
+#[test]
+fn shutdown_now_returns_what_never_started() {
+    let gate = Gate::default();
+    let pool = Pool::new(1).unwrap();
+    let started = Arc::new(Barrier::new(2));
+    let (g, s) = (gate.clone(), started.clone());
+    let running = pool
+        .submit(move || {
+            s.wait();
+            g.wait();
+            "finished"
+        })
+        .unwrap();
+    started.wait();
+    let waiting: Vec<_> = (0..5).map(|i| pool.submit(move || i).unwrap()).collect();
+    let opener = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            gate.open();
+        })
+    };
+    let pending = pool.shutdown_now();
+    opener.join().unwrap();
+    assert_eq!(pending.len(), 5);
+    assert_eq!(running.join().unwrap(), "finished", "the running task completes");
+    let mut pending = pending.into_iter();
+    pending.next().unwrap().run();
+    drop(pending);
+    let mut waiting = waiting.into_iter();
+    assert_eq!(waiting.next().unwrap().join().unwrap(), 0, "a returned task can still run");
+    for h in waiting {
+        assert!(matches!(h.join(), Err(JoinError::Cancelled)));
+    }
+}
+
+#[test]
+fn drop_shuts_down_gracefully() {
+    let n = Arc::new(AtomicUsize::new(0));
+    {
+        let pool = Pool::new(2).unwrap();
+        for _ in 0..100 {
+            let n = n.clone();
+            pool.execute(move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        }
+    }
+    assert_eq!(n.load(Ordering::SeqCst), 100);
+}
+
+#[test]
+fn statistics_follow_the_thesis_tables() {
+    let pool = Pool::builder()
+        .threads(1)
+        .record_size_series(true)
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        pool.execute(|| std::thread::sleep(Duration::from_millis(1)))
+            .unwrap();
+    }
+    pool.wait_idle();
+    let s = pool.stats();
+    assert_eq!((s.submitted, s.completed, s.rejected), (20, 20, 0));
+    assert_eq!(s.live_threads, 1);
+    assert!(s.mean_service().unwrap() >= Duration::from_millis(1));
+    // With one worker, later tasks waited for earlier ones.
+    assert!(s.wait.quantile(1.0).unwrap() >= Duration::from_millis(10), "{s:?}");
+    assert!(s.throughput() > 0.0);
+    assert!(s.cpu_time.is_some());
+    assert_eq!(s.response.count(), 20);
+    assert_eq!(s.busy_threads + s.idle_threads, s.live_threads);
+
+    let w1 = pool.stats_window();
+    assert_eq!(w1.completed, 20);
+    pool.submit(|| ()).unwrap().join().unwrap();
+    pool.wait_idle();
+    let w2 = pool.stats_window();
+    assert_eq!(w2.completed, 1, "a window counts only what happened since the last read");
+    assert_eq!(pool.size_series().first().map(|s| s.live), Some(1));
+
+    let quiet = Pool::builder().threads(1).statistics(false).build().unwrap();
+    quiet.submit(|| ()).unwrap().join().unwrap();
+    quiet.wait_idle();
+    let s = quiet.stats();
+    assert_eq!((s.submitted, s.completed), (0, 0), "no task statistics when off");
+    assert_eq!(s.threads_created, 1, "thread counters are always kept");
+}
+
+/// A scripted policy: resizes to each size in turn, once per tick.
+#[derive(Debug)]
+struct Script(Vec<usize>);
+
+impl SizingPolicy for Script {
+    fn name(&self) -> &str {
+        "script"
+    }
+    fn schedule(&self) -> Schedule {
+        Schedule {
+            every: Some(Duration::from_millis(5)),
+            ..Schedule::default()
+        }
+    }
+    fn decide(&mut self, _obs: &Observation) -> Decision {
+        match self.0.pop() {
+            Some(n) => Decision::resize(n, format!("script says {n}")),
+            None => Decision::hold(),
+        }
+    }
+}
+
+#[test]
+fn the_controller_applies_and_logs_decisions() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(6)
+        .policy(Script(vec![2, 6, 3]))
+        .build()
+        .unwrap();
+    eventually("three decisions", || pool.decisions().len() == 3);
+    let log = pool.decisions();
+    let moves: Vec<_> = log.iter().map(|d| (d.old_target, d.new_target)).collect();
+    assert_eq!(moves, vec![(1, 3), (3, 6), (6, 2)]);
+    assert_eq!(log[1].reason, "script says 6");
+    assert!(log.windows(2).all(|w| w[0].at <= w[1].at));
+    eventually("the pool follows", || pool.size() == 2);
+}
+
+#[test]
+fn join_handle_is_a_future() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    let pool = Pool::new(1).unwrap();
+    let mut h = pool
+        .submit(|| {
+            std::thread::sleep(Duration::from_millis(10));
+            "async"
+        })
+        .unwrap();
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let value = loop {
+        match std::pin::Pin::new(&mut h).poll(&mut cx) {
+            Poll::Ready(v) => break v.unwrap(),
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(100)),
+        }
+    };
+    assert_eq!(value, "async");
+}
+
+#[test]
+fn workers_carry_the_pool_name() {
+    let pool = Pool::builder().name("ingest").threads(1).build().unwrap();
+    let name = pool
+        .submit(|| std::thread::current().name().map(str::to_string))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("ingest-worker-0"));
+}
+
+#[test]
+fn pool_and_tpr_are_executors() {
+    let executors: Vec<Box<dyn Executor>> =
+        vec![Box::new(Pool::new(2).unwrap()), Box::new(ThreadPerRequest::new())];
+    for ex in executors {
+        let n = Arc::new(AtomicUsize::new(0));
+        for _ in 0..20 {
+            let n = n.clone();
+            ex.execute_job(Box::new(move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            }))
+            .unwrap();
+        }
+        ex.wait_idle();
+        assert_eq!(n.load(Ordering::SeqCst), 20, "{}", ex.name());
+        assert!(ex.counts().threads_created >= 2);
+    }
+}
