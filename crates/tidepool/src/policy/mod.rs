@@ -8,6 +8,7 @@
 //! The controller calls [`SizingPolicy::decide`] at the moments the policy asks
 //! for through [`SizingPolicy::schedule`], and applies what it returns.
 
+mod auto;
 mod fixed;
 mod frequency;
 mod hill_climb;
@@ -18,6 +19,7 @@ mod xu_bode;
 use std::borrow::Cow;
 use std::time::Duration;
 
+pub use auto::{erlang_c_servers, Auto};
 pub use fixed::Fixed;
 pub use frequency::Frequency;
 pub use hill_climb::HillClimb;
