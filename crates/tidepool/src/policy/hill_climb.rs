@@ -473,7 +473,7 @@ mod tests {
     fn refuses_to_grow_at_high_cpu() {
         let mut hot = HillClimb::new();
         let mut cool = HillClimb::new();
-        let mut run = |p: &mut HillClimb, cpu: Duration| {
+        let run = |p: &mut HillClimb, cpu: Duration| {
             let mut target = 4;
             p.decide(&Observation {
                 target,
