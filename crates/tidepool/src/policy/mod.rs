@@ -13,6 +13,7 @@ mod fixed;
 mod frequency;
 mod hill_climb;
 mod hisdyn;
+mod spec;
 mod watermark;
 mod xu_bode;
 
@@ -24,6 +25,7 @@ pub use fixed::Fixed;
 pub use frequency::Frequency;
 pub use hill_climb::HillClimb;
 pub use hisdyn::{adjust_thread_range, wait_probability, HisDyn};
+pub use spec::{PolicySpec, SpecError, VALID_FORMS};
 pub use watermark::Watermark;
 pub use xu_bode::{XuBode, XuBodeBranch};
 
