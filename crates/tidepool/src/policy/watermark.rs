@@ -11,7 +11,7 @@ use super::{Decision, Observation, SizingPolicy, Trigger};
 
 /// Oh & Kim's watermark pool: `min` threads always, up to `max` on demand.
 ///
-/// Extra threads retire after [`Watermark::DEFAULT_KEEP_ALIVE`] idle (zero:
+/// Extra threads retire after [`Watermark::DEFAULT_KEEP_ALIVE`] idle (1 ms:
 /// the paper removes an additional thread as soon as it has finished its job
 /// and finds nothing to do), which [`with_keep_alive`](Self::with_keep_alive)
 /// can change.
@@ -30,8 +30,9 @@ impl Watermark {
     pub const DEFAULT_MAX: usize = 100;
     /// How long an extra thread may stay idle before it is removed. The paper
     /// removes additional threads "after they complete their jobs", i.e. as
-    /// soon as there is no job for them: no grace period.
-    pub const DEFAULT_KEEP_ALIVE: Duration = Duration::ZERO;
+    /// soon as there is no job for them; 1 ms is the smallest keep-alive the
+    /// pool accepts (it ignores zero) and amounts to no grace period.
+    pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_millis(1);
 
     /// A watermark pool between `min` and `max` threads (`max` is raised to
     /// `min` if smaller, so the pair is always a valid range).
@@ -103,7 +104,7 @@ mod tests {
         let d = Watermark::default().decide(&Observation::default());
         assert_eq!((d.target, d.min, d.max), (Some(3), Some(3), Some(100)));
         assert_eq!(d.grow_on_demand, Some(true));
-        assert_eq!(d.keep_alive, Some(Duration::ZERO));
+        assert_eq!(d.keep_alive, Some(Duration::from_millis(1)));
     }
 
     #[test]

@@ -75,6 +75,8 @@ impl XuBode {
     pub const DEFAULT_STRIDE: usize = 2;
     /// A cycle is this many completed tasks (§6.3.2).
     pub const CYCLE_COMPLETIONS: u64 = 5;
+    /// Idle time after which a worker above the size leaves: as good as none.
+    pub const KEEP_ALIVE: Duration = Duration::from_millis(1);
 
     /// Start at `initial` threads and move by `stride` (both at least 1).
     pub fn new(initial: usize, stride: usize) -> Self {
@@ -174,9 +176,10 @@ impl SizingPolicy for XuBode {
             Trigger::Start => Decision {
                 target: Some(self.initial),
                 // The thesis's pool has no on-demand threads, and its
-                // adjustPoolSize removes threads at once: no keep-alive grace.
+                // adjustPoolSize removes threads at once: no keep-alive grace
+                // (1 ms, the pool ignores zero).
                 grow_on_demand: Some(false),
-                keep_alive: Some(Duration::ZERO),
+                keep_alive: Some(Self::KEEP_ALIVE),
                 reason: "xu-bode: initial size".into(),
                 ..Decision::default()
             },
