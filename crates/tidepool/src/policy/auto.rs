@@ -5,16 +5,19 @@
 //!    φ of its time ([`Observation::cpu_fraction`]); to keep about `cores`
 //!    workers runnable the pool needs `cores / φ` workers. The *ceiling*
 //!    `cores + cores·(1/φ − 1)·1.25` adds headroom on the blocked part only, so
-//!    a CPU-bound load (φ ≈ 1) gets exactly `cores`. φ is only learned while the
-//!    CPU is not saturated: when it is, runnable-but-waiting time inflates busy
-//!    time and would make φ look small.
+//!    a CPU-bound load (φ ≈ 1) gets exactly `cores`. φ may only *fall* on a
+//!    window where no more than `cores` workers were busy on average: with
+//!    more, time spent waiting for a CPU (behind our own threads or other
+//!    processes) inflates busy time and would make φ look small, a feedback
+//!    loop that would grow a CPU-bound pool without end. It may rise any time.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
 //!    Erlang-C wait probability is at most 5%, capped by the ceiling.
-//! 3. **Backlog.** When tasks queue with nobody idle at a tick, grow by an
-//!    escalating step (1, 2, 4, … up to 16) toward the ceiling — never while
-//!    the CPU is saturated (more threads cannot add throughput then). Beyond
-//!    the ceiling only while the CPU is clearly idle (< 50%): φ was wrong.
+//! 3. **Backlog.** When tasks queue with nobody idle at a tick and the queue
+//!    is real pressure (more arrivals than completions, or tasks waiting at
+//!    least as long as they run), grow by an escalating step (1, 2, 4, … up to
+//!    16) toward the ceiling — never while the CPU is saturated (more threads
+//!    cannot add throughput then).
 //! 4. **Throughput feedback refines, only under backlog.** If a ≥25% larger
 //!    pool did not deliver a quarter of the proportional throughput gain, the
 //!    smaller size is remembered as a cap (tasks that block on a shared
@@ -22,21 +25,24 @@
 //!    through the usual hysteresis. The cap is forgotten after 5 s so the size
 //!    is probed again; each time the probe confirms it, the memory doubles (up
 //!    to 60 s), so a pointless size is not re-created every few seconds.
-//! 5. **Starvation.** The pool spawns on demand (up to the ceiling, which the
-//!    policy sets as `max`); each on-demand spawn calls the policy, which adopts
-//!    the new worker and injects escalating extra ones (0, 1, 3, 7, … never
-//!    more than the tasks waiting) until a calm tick.
-//! 6. **Shrink with hysteresis.** A smaller size is applied only after 10
-//!    consecutive low-demand ticks (1 s), half the gap at a time, and surplus
-//!    workers still get a 1 s keep-alive: threads are not created and
-//!    destroyed over and over.
+//! 5. **Starvation.** The pool spawns on demand up to a spawn limit that the
+//!    policy sets as `max` at each tick: `min(ceiling, max(2·target,
+//!    target + 4))`, room for a burst without letting a burst run away. Each
+//!    on-demand spawn calls the policy, which adopts the new worker into the
+//!    target (so it is kept, not re-created for the next burst) and injects
+//!    escalating extra ones (0, 1, 3, 7, … never more than the tasks waiting,
+//!    never past the spawn limit) until a calm tick.
+//! 6. **Shrink with hysteresis.** A smaller size is applied only after 1 s of
+//!    consecutive low-demand ticks (ticks are every 50 ms), half the gap at a
+//!    time every further 0.5 s, and surplus workers still get a 1 s
+//!    keep-alive: threads are not created and destroyed over and over.
 
 use std::time::Duration;
 
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 
 /// How often `auto` looks at the pool.
-const TICK: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_millis(50);
 /// Time constant of the smoothed estimates.
 const SMOOTHING: Duration = Duration::from_millis(500);
 /// Erlang-C wait probability the demand size aims for.
@@ -47,14 +53,12 @@ const BLOCKED_HEADROOM: f64 = 1.25;
 const MIN_CPU_FRACTION: f64 = 0.02;
 /// Process CPU use (of all cores) from which the CPU counts as saturated.
 const CPU_SATURATED: f64 = 0.9;
-/// Process CPU use below which growth may pass the ceiling.
-const CPU_IDLE: f64 = 0.5;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(5);
 /// Largest escalating step.
 const MAX_STEP: usize = 16;
-/// Consecutive low-demand ticks before a shrink.
-const SHRINK_AFTER: u32 = 10;
+/// Sustained low demand (consecutive low ticks) before a shrink.
+const SHRINK_AFTER: Duration = Duration::from_secs(1);
 /// Keep-alive of workers above the target.
 const KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// How long a throughput-learned cap first holds before it is probed again.
@@ -62,7 +66,7 @@ const CAP_MEMORY: Duration = Duration::from_secs(5);
 /// The longest a confirmed cap holds.
 const MAX_CAP_MEMORY: Duration = Duration::from_secs(60);
 /// Completions a window needs for its throughput to be compared.
-const FEEDBACK_MIN_COMPLETIONS: u64 = 100;
+const FEEDBACK_MIN_COMPLETIONS: u64 = 30;
 /// Relative pool growth a throughput comparison needs.
 const FEEDBACK_MIN_GROWTH: f64 = 0.25;
 /// Share of the proportional throughput gain below which growth did not pay.
@@ -138,10 +142,11 @@ pub struct Auto {
     cpu_fraction: Smoothed,
     step: usize,
     injection: usize,
-    low_ticks: u32,
+    low_for: Duration,
     probe: Option<Probe>,
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
+    sent_limit: Option<usize>,
 }
 
 impl Auto {
@@ -159,10 +164,11 @@ impl Auto {
             cpu_fraction: Smoothed::starting_at(1.0),
             step: 1,
             injection: 0,
-            low_ticks: 0,
+            low_for: Duration::ZERO,
             probe: None,
             learned_cap: None,
             cap_memory: CAP_MEMORY,
+            sent_limit: None,
         }
     }
 
@@ -203,9 +209,15 @@ impl Auto {
         if let Some(s) = obs.mean_service {
             self.service.update(s.as_secs_f64(), obs.window);
         }
-        let unsaturated = utilization.is_some_and(|u| u < CPU_SATURATED);
-        if unsaturated && obs.busy_time >= MIN_BUSY_FOR_CPU {
-            if let Some(phi) = obs.cpu_fraction() {
+        if obs.busy_time < MIN_BUSY_FOR_CPU || secs <= 0.0 {
+            return;
+        }
+        if let Some(phi) = obs.cpu_fraction() {
+            // Average number of workers busy over the window.
+            let concurrency = obs.busy_time.as_secs_f64() / secs;
+            let uncontended =
+                concurrency <= self.cores as f64 && utilization.is_some_and(|u| u < CPU_SATURATED);
+            if uncontended || phi > self.cpu_fraction.value {
                 self.cpu_fraction.update(phi, obs.window);
             }
         }
@@ -262,7 +274,9 @@ impl Auto {
 
     fn tick(&mut self, obs: &Observation, utilization: Option<f64>) -> Decision {
         let saturated = utilization.is_some_and(|u| u >= CPU_SATURATED);
-        let backlog = obs.queue_len > 0 && obs.idle == 0;
+        let pressure = obs.arrivals > obs.completions
+            || matches!((obs.mean_wait, obs.mean_service), (Some(w), Some(s)) if w >= s);
+        let backlog = obs.queue_len > 0 && obs.idle == 0 && pressure;
         let ceiling = self.ceiling();
         let mut desired = self.demand(obs).min(ceiling);
         let mut why = "demand";
@@ -270,9 +284,7 @@ impl Auto {
         if backlog {
             self.feedback(obs);
             if !saturated {
-                let beyond = utilization.is_some_and(|u| u < CPU_IDLE);
-                let limit = if beyond { self.ceiling } else { ceiling };
-                let grown = (obs.live.max(self.target) + self.step).min(limit);
+                let grown = (obs.live.max(self.target) + self.step).min(ceiling);
                 if grown > desired {
                     desired = grown;
                     why = "backlog";
@@ -300,18 +312,19 @@ impl Auto {
 
         let old = self.target;
         if desired >= self.target {
-            self.low_ticks = 0;
+            self.low_for = Duration::ZERO;
             self.target = desired;
         } else {
-            self.low_ticks += 1;
-            if self.low_ticks >= SHRINK_AFTER {
+            self.low_for += obs.window;
+            if self.low_for >= SHRINK_AFTER {
                 let gap = self.target - desired;
                 self.target -= (gap / 2).max(1);
-                // Keep shrinking every few ticks while demand stays low.
-                self.low_ticks = SHRINK_AFTER / 2;
+                // Keep shrinking every half second while demand stays low.
+                self.low_for = SHRINK_AFTER / 2;
                 why = "shrink after sustained low demand";
             }
         }
+        self.limit = spawn_limit(self.target, ceiling);
         self.emit(old, ceiling, why)
     }
 
@@ -326,22 +339,25 @@ impl Auto {
             let extra = (self.injection / 2).min(obs.queue_len);
             desired = (obs.live + extra).max(desired);
         }
-        let ceiling = self.ceiling();
-        let mut desired = self.clamp(desired.min(ceiling.max(obs.live)));
+        // Injection stays within the spawn limit set at the last tick, so a
+        // burst cannot ratchet the limit up through its own spawns.
+        let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
         if let Some(cap) = self.learned_cap(obs.now) {
             desired = desired.min(cap.max(old));
         }
         self.target = desired.max(old);
-        self.low_ticks = 0;
+        self.low_for = Duration::ZERO;
+        let ceiling = self.ceiling();
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
-        let limit = ceiling.max(self.target);
-        let old_limit = std::mem::replace(&mut self.limit, limit);
-        if self.target == old && limit == old_limit {
+        let limit = self.limit.max(self.target);
+        self.limit = limit;
+        if self.target == old && Some(limit) == self.sent_limit {
             return Decision::hold();
         }
+        self.sent_limit = Some(limit);
         Decision {
             target: Some(self.target),
             max: Some(limit),
@@ -359,6 +375,12 @@ impl Default for Auto {
     fn default() -> Self {
         Auto::new()
     }
+}
+
+/// Where on-demand spawning stops between ticks: room for a burst above the
+/// target, never past the useful-concurrency ceiling (nor below the target).
+fn spawn_limit(target: usize, ceiling: usize) -> usize {
+    (2 * target).max(target + 4).min(ceiling).max(target)
 }
 
 /// Process CPU use over the window as a fraction of all cores.
@@ -394,7 +416,8 @@ impl SizingPolicy for Auto {
                 };
                 self.cores = obs.cores.max(1);
                 self.target = self.clamp(self.cores);
-                self.limit = self.ceiling().max(self.target);
+                self.limit = spawn_limit(self.target, self.ceiling());
+                self.sent_limit = Some(self.limit);
                 Decision {
                     target: Some(self.target),
                     max: Some(self.limit),
@@ -590,17 +613,15 @@ mod tests {
         }
         let grown = live;
         assert!(grown > 20);
-        for k in 1..SHRINK_AFTER {
+        let ticks = (SHRINK_AFTER.as_millis() / WINDOW.as_millis()) as u32;
+        for k in 1..ticks {
             let d = p.decide(&quiet_tick(20 + k, live));
             apply(&mut live, &d);
             assert_eq!(live, grown, "shrank after only {k} quiet ticks");
         }
         let d = p.decide(&quiet_tick(30, live));
         apply(&mut live, &d);
-        assert!(
-            live < grown,
-            "did not shrink after {SHRINK_AFTER} quiet ticks"
-        );
+        assert!(live < grown, "did not shrink after {ticks} quiet ticks");
         assert!(live >= grown / 2, "shrinks half the gap at a time");
         for at in 31..200 {
             let d = p.decide(&quiet_tick(at, live));
@@ -659,19 +680,23 @@ mod tests {
             cores: CORES,
             ..Observation::default()
         };
-        // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3; 4th: +7.
+        // Target 4: the pool may spawn up to spawn_limit(4) = 8 on demand.
+        assert_eq!(p.limit(), 8);
+        // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3 but the limit is 8.
         assert_eq!(p.decide(&starved(5, 50)).target, Some(5));
         assert_eq!(p.decide(&starved(6, 50)).target, Some(7));
-        assert_eq!(p.decide(&starved(8, 50)).target, Some(11));
-        assert_eq!(p.decide(&starved(12, 50)).target, Some(19));
-        // Never more extra workers than tasks waiting.
-        assert_eq!(p.decide(&starved(20, 2)).target, Some(22));
-        // A calm tick resets the escalation.
-        let mut calm = busy_tick(7, 22, 0.1, 0, 100);
+        assert_eq!(p.decide(&starved(8, 50)).target, Some(8));
+        assert_eq!(p.limit(), 8, "spawns must not raise the spawn limit");
+        // A calm tick resets the escalation and moves the limit to 2 × 8.
+        let mut calm = busy_tick(7, 8, 0.1, 0, 100);
         calm.arrivals = 10;
         calm.idle = 2;
         p.decide(&calm);
-        assert_eq!(p.decide(&starved(23, 50)).target, Some(23));
+        assert_eq!(p.limit(), 16);
+        assert_eq!(p.decide(&starved(9, 50)).target, Some(9));
+        assert_eq!(p.decide(&starved(10, 50)).target, Some(11));
+        // Never more extra workers than tasks waiting (+3 wanted, 2 waiting).
+        assert_eq!(p.decide(&starved(12, 2)).target, Some(14));
     }
 
     #[test]

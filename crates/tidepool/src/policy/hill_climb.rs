@@ -200,7 +200,9 @@ impl HillClimb {
         } else {
             ERROR_SMOOTHING * noise + (1.0 - ERROR_SMOOTHING) * self.avg_noise
         };
-        let ratio = if thread_wave.abs() > 0.0 {
+        // Normalised magnitudes: below this the "wave" is rounding residue of
+        // a constant series, and a ratio of residues would be noise.
+        let ratio = if thread_wave.abs() > 1e-9 {
             tp_wave.sub(thread_wave.scale(BIAS)).div(thread_wave).re
         } else {
             0.0
@@ -246,12 +248,7 @@ impl SizingPolicy for HillClimb {
         match obs.trigger {
             Trigger::Start => {
                 // .NET starts at its minimum, one thread per core.
-                let start = if obs.target > 0 {
-                    obs.target
-                } else {
-                    obs.cores
-                }
-                .clamp(min, max);
+                let start = obs.target.max(obs.cores).clamp(min, max);
                 self.control = start as f64;
                 self.last_count = start;
                 Decision {
@@ -304,7 +301,10 @@ impl HillClimb {
 
         let slot = (self.total_samples % SAMPLES as u64) as usize;
         self.throughputs[slot] = completions as f64 / secs;
-        self.counts[slot] = current as f64;
+        // The count in effect, not the one asked for: if the pool could not
+        // follow the wave (busy workers finish their tasks first), there is no
+        // thread signal and so no move, rather than a phantom one.
+        self.counts[slot] = if obs.live > 0 { obs.live } else { current } as f64;
         self.total_samples += 1;
 
         let signal = self.measure();
@@ -467,6 +467,46 @@ mod tests {
         assert_eq!(targets[0], targets[3]);
         assert_eq!(targets[1], targets[2]);
         assert_eq!(targets[1], targets[0] + 1);
+    }
+
+    #[test]
+    fn a_wave_the_pool_cannot_follow_moves_nothing() {
+        // The pool keeps 6 workers whatever the target (all busy): the
+        // throughput cannot respond, and the controller must not drift.
+        let mut p = HillClimb::new();
+        p.decide(&Observation {
+            target: 6,
+            min: 1,
+            max: 100,
+            ..Observation::default()
+        });
+        let mut target = 6;
+        for _ in 0..200 {
+            let obs = Observation {
+                trigger: Trigger::Tick,
+                window: TICK,
+                completions: 600,
+                target,
+                live: 6,
+                min: 1,
+                max: 100,
+                ..Observation::default()
+            };
+            target = p.decide(&obs).target.unwrap();
+        }
+        assert_eq!(p.control_setting(), 6.0);
+    }
+
+    #[test]
+    fn starts_at_one_thread_per_core() {
+        let d = HillClimb::new().decide(&Observation {
+            target: 1,
+            min: 1,
+            max: 100,
+            cores: 8,
+            ..Observation::default()
+        });
+        assert_eq!(d.target, Some(8));
     }
 
     #[test]
