@@ -8,12 +8,26 @@
 //! The controller calls [`SizingPolicy::decide`] at the moments the policy asks
 //! for through [`SizingPolicy::schedule`], and applies what it returns.
 
+mod auto;
 mod fixed;
+mod frequency;
+mod hill_climb;
+mod hisdyn;
+mod spec;
+mod watermark;
+mod xu_bode;
 
 use std::borrow::Cow;
 use std::time::Duration;
 
+pub use auto::{erlang_c_servers, Auto};
 pub use fixed::Fixed;
+pub use frequency::Frequency;
+pub use hill_climb::HillClimb;
+pub use hisdyn::{adjust_thread_range, wait_probability, HisDyn};
+pub use spec::{PolicySpec, SpecError, VALID_FORMS};
+pub use watermark::Watermark;
+pub use xu_bode::{XuBode, XuBodeBranch};
 
 /// Why the controller is calling the policy now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
