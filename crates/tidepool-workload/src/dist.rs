@@ -299,7 +299,10 @@ mod tests {
 
     fn mean_of(d: &Dist, n: usize) -> f64 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-        (0..n).map(|_| d.sample(&mut rng).as_secs_f64()).sum::<f64>() / n as f64
+        (0..n)
+            .map(|_| d.sample(&mut rng).as_secs_f64())
+            .sum::<f64>()
+            / n as f64
     }
 
     #[test]

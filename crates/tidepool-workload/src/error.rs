@@ -115,7 +115,9 @@ pub enum SpecError {
     #[error("malformed pair `{0}` (expected key=value, each key once)")]
     Malformed(String),
     /// Unknown suite name.
-    #[error("unknown suite workload `{0}` (expected one of: cpu, io, mixed, steps, bursty, azure)")]
+    #[error(
+        "unknown suite workload `{0}` (expected one of: cpu, io, mixed, steps, bursty, azure)"
+    )]
     UnknownSuite(String),
 }
 

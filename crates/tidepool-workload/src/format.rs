@@ -210,7 +210,10 @@ pub fn format_micros(d: Duration) -> String {
 /// assert_eq!(back.tasks, t.tasks);
 /// ```
 pub fn write_trace<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> {
-    writeln!(out, "# tidepool trace (Xu 2004 table 5-1 + cpu/blocked split)")?;
+    writeln!(
+        out,
+        "# tidepool trace (Xu 2004 table 5-1 + cpu/blocked split)"
+    )?;
     if !trace.name.is_empty() {
         writeln!(out, "# name: {}", trace.name.replace('\n', " "))?;
     }

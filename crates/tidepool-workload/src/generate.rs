@@ -291,7 +291,10 @@ fn parse_num<T: FromStr>(key: &str, v: &str, what: &str) -> Result<T, SpecError>
 fn positive_rate(key: &str, v: &str) -> Result<f64, SpecError> {
     let r: f64 = parse_num(key, v, "a number")?;
     if !(r.is_finite() && r > 0.0) {
-        return Err(SpecError::bad(key, format!("`{v}` must be a rate > 0 (tasks per second)")));
+        return Err(SpecError::bad(
+            key,
+            format!("`{v}` must be a rate > 0 (tasks per second)"),
+        ));
     }
     Ok(r)
 }
@@ -333,7 +336,10 @@ impl FromStr for GenSpec {
             }
         }
         let get = |k: &str| kv.get(k).copied();
-        let rate = positive_rate("rate", get("rate").ok_or(SpecError::Missing("rate".into()))?)?;
+        let rate = positive_rate(
+            "rate",
+            get("rate").ok_or(SpecError::Missing("rate".into()))?,
+        )?;
         let dur = |k: &str, default: Duration| -> Result<Duration, SpecError> {
             match get(k) {
                 Some(v) => parse_duration(v).map_err(|m| SpecError::bad(k, m)),
@@ -419,7 +425,10 @@ impl FromStr for GenSpec {
             None => 0.0,
         };
         if !(0.0..=100.0).contains(&free) {
-            return Err(SpecError::bad("free", format!("{free} is outside 0..=100 (percent of service time blocked)")));
+            return Err(SpecError::bad(
+                "free",
+                format!("{free} is outside 0..=100 (percent of service time blocked)"),
+            ));
         }
         let apps = match get("apps") {
             Some(v) => parse_num::<u64>("apps", v, "a positive integer")?,
@@ -555,7 +564,10 @@ mod tests {
             let hi = lo + Duration::from_secs(2);
             let count = offs.iter().filter(|&&o| o >= lo && o < hi).count() as f64;
             let expect = 2000.0 * (1.0 + 0.1 * k as f64) * 2.0;
-            assert!((count - expect).abs() / expect < 0.05, "step {k}: {count} vs {expect}");
+            assert!(
+                (count - expect).abs() / expect < 0.05,
+                "step {k}: {count} vs {expect}"
+            );
         }
         assert!(offs.last().unwrap() < &Duration::from_secs(10));
     }

@@ -68,14 +68,21 @@ impl AzureOptions {
     /// assert_eq!(o.service_time(500, 100), Duration::from_micros(1000 + 1000 + 2000));
     /// ```
     pub fn service_time(&self, context: u64, generated: u64) -> Duration {
-        let mul = |d: Duration, n: u64| Duration::from_nanos((d.as_nanos() as u64).saturating_mul(n));
-        (self.base + mul(self.per_context_token, context) + mul(self.per_generated_token, generated))
-            .min(self.max_service)
+        let mul =
+            |d: Duration, n: u64| Duration::from_nanos((d.as_nanos() as u64).saturating_mul(n));
+        (self.base
+            + mul(self.per_context_token, context)
+            + mul(self.per_generated_token, generated))
+        .min(self.max_service)
     }
 }
 
 /// Import the Azure CSV from a reader; `source` names it in errors.
-pub fn parse_azure<R: Read>(reader: R, source: &str, opts: &AzureOptions) -> Result<Imported, TraceError> {
+pub fn parse_azure<R: Read>(
+    reader: R,
+    source: &str,
+    opts: &AzureOptions,
+) -> Result<Imported, TraceError> {
     check_positive("compress", opts.compress)?;
     check_free(opts.free)?;
     let mut rdr = csv::ReaderBuilder::new()
@@ -129,7 +136,10 @@ pub fn parse_azure<R: Read>(reader: R, source: &str, opts: &AzureOptions) -> Res
                 source,
                 line,
                 COLUMNS[0],
-                format!("`{}` is not a timestamp like 2023-11-16 18:15:46.6805900", &rec[0]),
+                format!(
+                    "`{}` is not a timestamp like 2023-11-16 18:15:46.6805900",
+                    &rec[0]
+                ),
             )
         })?;
         let tokens = |i: usize| -> Result<u64, TraceError> {
@@ -180,12 +190,19 @@ fn csv_error(source: &str, e: csv::Error) -> TraceError {
 }
 
 /// Import the Azure CSV held in a string.
-pub fn parse_azure_str(text: &str, source: &str, opts: &AzureOptions) -> Result<Imported, TraceError> {
+pub fn parse_azure_str(
+    text: &str,
+    source: &str,
+    opts: &AzureOptions,
+) -> Result<Imported, TraceError> {
     parse_azure(text.as_bytes(), source, opts)
 }
 
 /// Import an Azure CSV file.
-pub fn read_azure_file(path: impl AsRef<Path>, opts: &AzureOptions) -> Result<Imported, TraceError> {
+pub fn read_azure_file(
+    path: impl AsRef<Path>,
+    opts: &AzureOptions,
+) -> Result<Imported, TraceError> {
     let path = path.as_ref();
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
@@ -198,20 +215,32 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     let s = s.trim();
     let (date, time) = s.split_once([' ', 'T'])?;
     let mut d = date.split('-');
-    let (y, m, day): (i64, i64, i64) = (d.next()?.parse().ok()?, d.next()?.parse().ok()?, d.next()?.parse().ok()?);
+    let (y, m, day): (i64, i64, i64) = (
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+    );
     if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
         return None;
     }
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let mut t = hms.split(':');
-    let (hh, mm, ss): (i64, i64, i64) = (t.next()?.parse().ok()?, t.next()?.parse().ok()?, t.next()?.parse().ok()?);
+    let (hh, mm, ss): (i64, i64, i64) = (
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+    );
     if t.next().is_some() || hh > 23 || mm > 59 || ss > 60 || hh < 0 || mm < 0 || ss < 0 {
         return None;
     }
     if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut nanos: i64 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    let mut nanos: i64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
     for _ in frac.len()..9 {
         nanos *= 10;
     }
@@ -237,19 +266,32 @@ mod tests {
 
     #[test]
     fn timestamps() {
-        assert_eq!(parse_timestamp("1970-01-01 00:00:01.5"), Some(1_500_000_000));
-        assert_eq!(parse_timestamp("1970-01-02 00:00:00"), Some(86_400_000_000_000));
+        assert_eq!(
+            parse_timestamp("1970-01-01 00:00:01.5"),
+            Some(1_500_000_000)
+        );
+        assert_eq!(
+            parse_timestamp("1970-01-02 00:00:00"),
+            Some(86_400_000_000_000)
+        );
         let a = parse_timestamp("2023-11-16 23:59:59.9").unwrap();
         let b = parse_timestamp("2023-11-17 00:00:00.1").unwrap();
         assert_eq!(b - a, 200_000_000);
-        assert_eq!(parse_timestamp("2000-03-01 00:00:00").unwrap() / 1_000_000_000, 951_868_800);
+        assert_eq!(
+            parse_timestamp("2000-03-01 00:00:00").unwrap() / 1_000_000_000,
+            951_868_800
+        );
         assert!(parse_timestamp("2023-13-01 00:00:00").is_none());
         assert!(parse_timestamp("yesterday").is_none());
     }
 
     #[test]
     fn imports_sample_with_compression_and_token_model() {
-        let opts = AzureOptions { compress: 10.0, free: 50.0, ..Default::default() };
+        let opts = AzureOptions {
+            compress: 10.0,
+            free: 50.0,
+            ..Default::default()
+        };
         let imp = parse_azure_str(SAMPLE, "s.csv", &opts).unwrap();
         let t = &imp.trace.tasks;
         assert_eq!(t.len(), 3);
@@ -263,15 +305,23 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_field() {
-        let e = |t: &str| parse_azure_str(t, "az.csv", &AzureOptions::default()).unwrap_err().to_string();
+        let e = |t: &str| {
+            parse_azure_str(t, "az.csv", &AzureOptions::default())
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,x\n"),
             "az.csv:2: field `GeneratedTokens`: `x` is not a non-negative token count"
         );
-        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,1\nnope,1,1\n")
-            .starts_with("az.csv:3: field `TIMESTAMP`: `nope` is not a timestamp"));
-        assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12\n")
-            .starts_with("az.csv:2: field `GeneratedTokens`"));
+        assert!(e(
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,1\nnope,1,1\n"
+        )
+        .starts_with("az.csv:3: field `TIMESTAMP`: `nope` is not a timestamp"));
+        assert!(
+            e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12\n")
+                .starts_with("az.csv:2: field `GeneratedTokens`")
+        );
         assert!(e("when,ctx,gen\n").starts_with("az.csv:1: field `TIMESTAMP`: header"));
         assert!(e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\n2023-11-16 18:15:45,1,1\n")
             .starts_with("az.csv:3: field `TIMESTAMP`"));
@@ -279,12 +329,22 @@ mod tests {
 
     #[test]
     fn reads_the_real_trace() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/azure-llm-inference-conv-2023.csv");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/traces/azure-llm-inference-conv-2023.csv"
+        );
         if !Path::new(path).exists() {
             eprintln!("skipping: {path} not present");
             return;
         }
-        let imp = read_azure_file(path, &AzureOptions { compress: 3600.0, ..Default::default() }).unwrap();
+        let imp = read_azure_file(
+            path,
+            &AzureOptions {
+                compress: 3600.0,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         // the README says 19,365 requests; the file holds 19,366 records
         assert_eq!(imp.trace.len(), 19_366);
         let s = imp.trace.stats();

@@ -31,7 +31,10 @@ pub(crate) fn check_positive(option: &str, v: f64) -> Result<(), TraceError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(TraceError::option(option, format!("{v} must be finite and > 0")))
+        Err(TraceError::option(
+            option,
+            format!("{v} must be finite and > 0"),
+        ))
     }
 }
 
@@ -39,6 +42,9 @@ pub(crate) fn check_free(free: f64) -> Result<(), TraceError> {
     if (0.0..=100.0).contains(&free) {
         Ok(())
     } else {
-        Err(TraceError::option("free", format!("{free} is outside 0..=100")))
+        Err(TraceError::option(
+            "free",
+            format!("{free} is outside 0..=100"),
+        ))
     }
 }

@@ -81,7 +81,11 @@ impl Default for SwfOptions {
 }
 
 /// Import an SWF log from a reader; `source` names it in errors.
-pub fn parse_swf<R: Read>(reader: R, source: &str, opts: &SwfOptions) -> Result<Imported, TraceError> {
+pub fn parse_swf<R: Read>(
+    reader: R,
+    source: &str,
+    opts: &SwfOptions,
+) -> Result<Imported, TraceError> {
     check_positive("compress", opts.compress)?;
     check_positive("service_scale", opts.service_scale)?;
     check_free(opts.free)?;
@@ -112,14 +116,21 @@ pub fn parse_swf<R: Read>(reader: R, source: &str, opts: &SwfOptions) -> Result<
                 source,
                 lineno,
                 "#19",
-                format!("unexpected extra field `{}` (SWF has 18 fields)", fields[18]),
+                format!(
+                    "unexpected extra field `{}` (SWF has 18 fields)",
+                    fields[18]
+                ),
             ));
         }
         let mut values = [0f64; 18];
         for (i, f) in fields.iter().enumerate() {
-            values[i] = f.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| {
-                TraceError::parse(source, lineno, FIELDS[i], format!("`{f}` is not a number"))
-            })?;
+            values[i] = f
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| {
+                    TraceError::parse(source, lineno, FIELDS[i], format!("`{f}` is not a number"))
+                })?;
         }
         records += 1;
         let (job, submit, run, user) = (values[0], values[1], values[3], values[11]);
@@ -198,7 +209,12 @@ mod tests {
 
     #[test]
     fn imports_and_skips_unknown() {
-        let text = format!("; header\n;\n{}{}{}", job(1, 0, 100), job(2, 5, -1), job(3, 20, 40));
+        let text = format!(
+            "; header\n;\n{}{}{}",
+            job(1, 0, 100),
+            job(2, 5, -1),
+            job(3, 20, 40)
+        );
         let opts = SwfOptions {
             compress: 10.0,
             service_scale: 1e-4,
@@ -232,7 +248,11 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_field() {
-        let e = |t: &str| parse_swf_str(t, "bad.swf", &SwfOptions::default()).unwrap_err().to_string();
+        let e = |t: &str| {
+            parse_swf_str(t, "bad.swf", &SwfOptions::default())
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             e("; h\n1 0 -1 10\n"),
             "bad.swf:2: field `allocated_processors`: missing (line has 4 of 18 fields)"
@@ -241,15 +261,25 @@ mod tests {
             e(&format!("1 zero -1 10 {LINE}\n")),
             "bad.swf:1: field `submit_time`: `zero` is not a number"
         );
-        assert!(e(&format!("1 0 -1 -5 {LINE}\n")).starts_with("bad.swf:1: field `run_time`: `-5` is negative"));
+        assert!(e(&format!("1 0 -1 -5 {LINE}\n"))
+            .starts_with("bad.swf:1: field `run_time`: `-5` is negative"));
         assert!(e(&format!("1 0 -1 5 {LINE} 7\n")).starts_with("bad.swf:1: field `#19`"));
-        let opts = SwfOptions { compress: 0.0, ..Default::default() };
-        assert!(parse_swf_str("", "x", &opts).unwrap_err().to_string().contains("compress"));
+        let opts = SwfOptions {
+            compress: 0.0,
+            ..Default::default()
+        };
+        assert!(parse_swf_str("", "x", &opts)
+            .unwrap_err()
+            .to_string()
+            .contains("compress"));
     }
 
     #[test]
     fn reads_the_nasa_trace() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/nasa-ipsc-1993-first2000.swf");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/traces/nasa-ipsc-1993-first2000.swf"
+        );
         if !Path::new(path).exists() {
             eprintln!("skipping: {path} not present");
             return;
@@ -261,6 +291,9 @@ mod tests {
         let s = imp.trace.stats();
         assert!(s.span_s > 0.0 && s.mean_exec_us > 0.0, "{s:?}");
         assert_eq!(imp.trace.tasks[0].request_id, 1);
-        assert_eq!(imp.trace.tasks[1].start_delay, Duration::from_secs_f64(1460.0 / 3600.0));
+        assert_eq!(
+            imp.trace.tasks[1].start_delay,
+            Duration::from_secs_f64(1460.0 / 3600.0)
+        );
     }
 }
