@@ -54,7 +54,7 @@ pub use error::{SpecError, TraceError};
 pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
 pub use generate::GenSpec;
 pub use metrics::{LatencySummary, TaskRecord};
-pub use replay::{replay, replay_with, Progress, ReplayHooks, ReplayOptions};
+pub use replay::{replay, replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
 pub use result::{DecisionEntry, RunResult};
 pub use suite::{suite_entry, suite_trace, SUITE};
 pub use trace::{TaskSpec, Trace, TraceStats};

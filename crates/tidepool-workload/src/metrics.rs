@@ -257,7 +257,7 @@ pub fn thread_metrics(samples: &[ThreadSample]) -> ThreadMetrics {
     for (i, s) in samples.iter().enumerate() {
         let changed = series
             .last()
-            .is_none_or(|p| p.live != s.live || p.target != s.target);
+            .map_or(true, |p| p.live != s.live || p.target != s.target);
         if changed || i + 1 == samples.len() {
             series.push(SizePoint {
                 t_ms: s.at_ns as f64 / 1e6,

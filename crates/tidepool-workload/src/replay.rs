@@ -19,7 +19,7 @@ use tidepool::Executor;
 
 use crate::body::{load_average, process_cpu_time, BusyLoop, TaskBody};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
-use crate::result::RunResult;
+use crate::result::{DecisionEntry, RunResult};
 use crate::trace::Trace;
 
 /// How to replay.
@@ -113,6 +113,45 @@ fn ns_since(epoch: Instant) -> u64 {
 /// ```
 pub fn replay(trace: &Trace, executor: &dyn Executor, opts: &ReplayOptions) -> RunResult {
     replay_with(trace, executor, opts, ReplayHooks::default())
+}
+
+/// Replay `trace` against a [`tidepool::Pool`]: like [`replay_with`], plus the
+/// pool's target size in every sample and its decision log in the result.
+///
+/// ```
+/// use tidepool::Pool;
+/// use tidepool_workload::{replay_pool, GenSpec, ReplayOptions};
+/// let pool = Pool::new(2).unwrap();
+/// let trace = "poisson:rate=2000,n=40,service=exp:50us".parse::<GenSpec>().unwrap().generate();
+/// let r = replay_pool(&trace, &pool, &ReplayOptions::default(), None);
+/// assert_eq!(r.completed, 40);
+/// assert!(r.size_series.iter().all(|p| p.target == Some(2)));
+/// ```
+pub fn replay_pool(
+    trace: &Trace,
+    pool: &tidepool::Pool,
+    opts: &ReplayOptions,
+    mut progress: Option<&mut dyn FnMut(&Progress)>,
+) -> RunResult {
+    let offset = pool.stats().elapsed;
+    let target = || pool.target_size();
+    let mut r = replay_with(
+        trace,
+        pool,
+        opts,
+        ReplayHooks {
+            progress: progress
+                .as_mut()
+                .map(|p| &mut **p as &mut dyn FnMut(&Progress)),
+            target_size: Some(&target),
+        },
+    );
+    r.decisions = pool
+        .decisions()
+        .iter()
+        .map(|d| DecisionEntry::from_record(d, offset))
+        .collect();
+    r
 }
 
 struct TimerSlack {

@@ -5,11 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::{LatencySummary, SizePoint, TaskRecord};
 
-/// One decision of a sizing policy, as logged by the pool (filled in by the
-/// caller from the pool's decision log after the run).
+/// One decision of a sizing policy, as logged by the pool. [`crate::replay_pool`]
+/// fills these in; with another executor, build them with
+/// [`DecisionEntry::from_record`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionEntry {
-    /// Milliseconds since the pool started.
+    /// Milliseconds since the start of the replay (negative: before it).
     pub t_ms: f64,
     /// Why the policy was called (`start`, `tick`, `starved`, …).
     pub trigger: String,
@@ -19,6 +20,20 @@ pub struct DecisionEntry {
     pub new_target: usize,
     /// The policy's explanation.
     pub reason: String,
+}
+
+impl DecisionEntry {
+    /// Convert a pool decision; `offset` is the pool's age when the replay
+    /// started, so `t_ms` lines up with the size trajectory.
+    pub fn from_record(d: &tidepool::DecisionRecord, offset: std::time::Duration) -> Self {
+        DecisionEntry {
+            t_ms: (d.at.as_secs_f64() - offset.as_secs_f64()) * 1e3,
+            trigger: format!("{:?}", d.trigger).to_lowercase(),
+            old_target: d.old_target,
+            new_target: d.new_target,
+            reason: d.reason.clone(),
+        }
+    }
 }
 
 /// Everything measured in one replay of a trace against one executor.

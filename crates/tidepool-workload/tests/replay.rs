@@ -259,3 +259,20 @@ fn result_serialises_with_stable_field_names() {
     let back: RunResult = serde_json::from_value(v).unwrap();
     assert_eq!(back, r);
 }
+
+#[test]
+fn fixed_pool_replays_and_creates_its_threads_once() {
+    let pool = tidepool::Pool::new(3).unwrap();
+    let trace = "poisson:rate=5000,n=200,service=exp:100us,free=50,seed=5"
+        .parse::<tidepool_workload::GenSpec>()
+        .unwrap()
+        .generate();
+    let r = tidepool_workload::replay_pool(&trace, &pool, &opts(), None);
+    assert_eq!(r.completed, 200);
+    assert_eq!(r.rejected, 0);
+    // a fixed pool of 3 starts its threads before the replay: none created during it
+    assert!(r.threads_created <= 3, "{}", r.threads_created);
+    assert!(r.max_threads <= 3);
+    assert!(r.size_series.iter().all(|p| p.target == Some(3)));
+    assert!(r.records.iter().all(|x| x.wait_ns().is_some()));
+}
