@@ -7,7 +7,7 @@
 //!
 //! | name | definition at scale 1.0 | offered CPU (2 cores) | character |
 //! |---|---|---|---|
-//! | `cpu` | `poisson:rate=1400,n=10000,service=normal:1ms:100us,free=0` | 1.4 cores | all compute: best ≈ cores |
+//! | `cpu` | `poisson:rate=1000,n=8000,service=normal:1ms:100us,free=0` | 1.0 core | all compute: best ≈ cores |
 //! | `io` | `poisson:rate=2000,n=16000,service=exp:5ms,free=90` | 1.0 core | mostly blocked: ~10 tasks in service on average, best size large |
 //! | `mixed` | `poisson:rate=1000,n=8000,service=lognormal:2ms:2ms,free=50` | 1.0 core | half compute, heavy-tailed |
 //! | `steps` | `steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50` | 0.5 → 0.95 cores | Oh & Kim's load raised in 10 % steps |
@@ -102,10 +102,10 @@ pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
     let gen = |s: &str| -> GenSpec { s.parse().expect("suite specs are valid") };
     let (description, source) = match name {
         "cpu" => (
-            "all compute, 70% of 2 cores: best static size near the core count",
+            "all compute, half of 2 cores: best static size near the core count",
             gen(&format!(
-                "poisson:rate=1400,n={},service=normal:1ms:100us,free=0,seed=11",
-                n(10_000)
+                "poisson:rate=1000,n={},service=normal:1ms:100us,free=0,seed=11",
+                n(8_000)
             )),
         ),
         "io" => (
