@@ -17,6 +17,7 @@
 //! | [`replay`] | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
+//! | [`sweep`] | run a trace on static pools of several sizes |
 //! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
 //!
 //! ```
@@ -44,6 +45,7 @@ pub mod metrics;
 pub mod replay;
 pub mod result;
 pub mod suite;
+pub mod sweep;
 pub mod trace;
 pub mod workload;
 

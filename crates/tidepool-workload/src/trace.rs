@@ -200,3 +200,31 @@ impl Trace {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn stats_scaled_truncated() {
+        let mut t = Trace::new("t");
+        t.push(TaskSpec::new(1, 1, us(0), us(100)));
+        t.push(TaskSpec::new(2, 1, us(1000), us(0)).with_split(us(100), us(300)));
+        let s = t.stats();
+        assert_eq!(s.tasks, 2);
+        assert_eq!(s.span_s, 0.001);
+        assert_eq!(s.arrival_rate, 2000.0);
+        assert_eq!(s.mean_exec_us, 250.0);
+        assert_eq!(s.mean_blocked_us, 150.0);
+        assert!((s.offered_cores - 0.2).abs() < 1e-12);
+        let f = t.scaled(2.0);
+        assert_eq!(f.tasks[1].start_delay, us(500));
+        assert_eq!(f.tasks[1].blocked, us(150));
+        assert_eq!(t.truncated(1).len(), 1);
+        assert_eq!(Trace::new("e").stats(), TraceStats::default());
+    }
+}

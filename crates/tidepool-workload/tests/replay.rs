@@ -276,3 +276,38 @@ fn fixed_pool_replays_and_creates_its_threads_once() {
     assert!(r.size_series.iter().all(|p| p.target == Some(3)));
     assert!(r.records.iter().all(|x| x.wait_ns().is_some()));
 }
+
+#[test]
+fn load_workload_reads_files_by_extension() {
+    let dir = std::env::temp_dir().join(format!("tp-wl-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = dir.join("x.trace");
+    std::fs::write(&t, TINY).unwrap();
+    assert_eq!(
+        tidepool_workload::load_workload(t.to_str().unwrap(), 1.0)
+            .unwrap()
+            .len(),
+        5
+    );
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "1 1 0 x\n").unwrap();
+    let e = tidepool_workload::load_workload(bad.to_str().unwrap(), 1.0).unwrap_err();
+    assert!(
+        e.to_string().contains("bad.trace:1: field `exec_us`"),
+        "{e}"
+    );
+    let swf = dir.join("x.swf");
+    std::fs::write(
+        &swf,
+        "; h\n1 0 -1 10 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1\n",
+    )
+    .unwrap();
+    assert_eq!(
+        tidepool_workload::load_workload(swf.to_str().unwrap(), 1.0)
+            .unwrap()
+            .len(),
+        1
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(tidepool_workload::load_workload("poisson:rate=0", 1.0).is_err());
+}
