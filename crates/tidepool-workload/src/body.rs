@@ -1,0 +1,295 @@
+//! Task bodies that really compute and really block.
+//!
+//! Compute is a calibrated busy loop: [`BusyLoop::calibrate`] measures how
+//! many iterations of a dependent xorshift chain the machine runs per
+//! microsecond of *thread CPU time* (`CLOCK_THREAD_CPUTIME_ID`), so burning
+//! `d` means doing a fixed amount of work worth `d` of CPU — when threads
+//! outnumber cores the work takes longer in wall-clock time, as real compute
+//! would. Blocking is `std::thread::sleep`. A [`TaskBody`] interleaves the two
+//! in slices.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::trace::TaskSpec;
+
+fn clock(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and `id` a valid clock id.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time consumed by the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time consumed by the whole process (all threads).
+pub fn process_cpu_time() -> Duration {
+    clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The 1-, 5- and 15-minute load averages (`getloadavg`), if available.
+pub fn load_average() -> Option<[f64; 3]> {
+    let mut v = [0f64; 3];
+    // SAFETY: `v` has room for the 3 samples requested.
+    let n = unsafe { libc::getloadavg(v.as_mut_ptr(), 3) };
+    (n == 3).then_some(v)
+}
+
+#[inline(never)]
+fn spin_iters(n: u64) -> u64 {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = std::hint::black_box(x);
+    }
+    x
+}
+
+/// A calibrated busy loop.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool_workload::body::BusyLoop;
+/// let busy = BusyLoop::global(); // calibrated once per process
+/// busy.burn(Duration::from_micros(100));
+/// assert!(busy.iters_per_us() > 0.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BusyLoop {
+    iters_per_us: f64,
+}
+
+/// How well a [`BusyLoop`] hits its target, measured in thread CPU time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationReport {
+    /// The loop's calibrated rate.
+    pub iters_per_us: f64,
+    /// Requested compute per trial, µs.
+    pub target_us: f64,
+    /// Median thread CPU time measured per trial, µs.
+    pub measured_us: f64,
+    /// Median signed error, percent: `(measured - target) / target × 100`.
+    pub error_pct: f64,
+    /// Largest absolute error over the trials, percent.
+    pub worst_error_pct: f64,
+    /// Number of trials.
+    pub trials: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+impl BusyLoop {
+    /// A loop with a known rate (iterations per µs of CPU), e.g. one stored
+    /// from an earlier calibration.
+    pub fn with_rate(iters_per_us: f64) -> BusyLoop {
+        assert!(iters_per_us.is_finite() && iters_per_us > 0.0);
+        BusyLoop { iters_per_us }
+    }
+
+    /// Calibrate against thread CPU time: 7 trials of about 3 ms each, median
+    /// rate. Takes roughly 30 ms.
+    pub fn calibrate() -> BusyLoop {
+        // Find an iteration count worth about 3 ms.
+        let mut n: u64 = 10_000;
+        loop {
+            let t0 = thread_cpu_time();
+            spin_iters(n);
+            let dt = thread_cpu_time().saturating_sub(t0);
+            if dt >= Duration::from_millis(1) || n > 1 << 40 {
+                let rate = n as f64 / dt.as_secs_f64().max(1e-9) / 1e6;
+                n = (rate * 3000.0).max(1.0) as u64;
+                break;
+            }
+            n *= 4;
+        }
+        let mut rates: Vec<f64> = (0..7)
+            .map(|_| {
+                let t0 = thread_cpu_time();
+                spin_iters(n);
+                let dt = thread_cpu_time().saturating_sub(t0).as_secs_f64().max(1e-9);
+                n as f64 / dt / 1e6
+            })
+            .collect();
+        BusyLoop {
+            iters_per_us: median(&mut rates),
+        }
+    }
+
+    /// The process-wide loop, calibrated on first use.
+    pub fn global() -> BusyLoop {
+        static GLOBAL: OnceLock<BusyLoop> = OnceLock::new();
+        *GLOBAL.get_or_init(BusyLoop::calibrate)
+    }
+
+    /// Iterations per microsecond of CPU time.
+    pub fn iters_per_us(&self) -> f64 {
+        self.iters_per_us
+    }
+
+    /// Compute for `d` of CPU time.
+    pub fn burn(&self, d: Duration) {
+        if d.is_zero() {
+            return;
+        }
+        let n = (d.as_secs_f64() * 1e6 * self.iters_per_us).round() as u64;
+        spin_iters(n);
+    }
+
+    /// Burn `target` `trials` times and compare with the thread CPU time
+    /// actually used.
+    pub fn verify(&self, target: Duration, trials: usize) -> CalibrationReport {
+        let trials = trials.max(1);
+        let target_us = target.as_secs_f64() * 1e6;
+        let mut measured: Vec<f64> = (0..trials)
+            .map(|_| {
+                let t0 = thread_cpu_time();
+                self.burn(target);
+                thread_cpu_time().saturating_sub(t0).as_secs_f64() * 1e6
+            })
+            .collect();
+        let err = |m: f64| (m - target_us) / target_us.max(1e-9) * 100.0;
+        let worst = measured.iter().map(|&m| err(m).abs()).fold(0.0, f64::max);
+        let med = median(&mut measured);
+        CalibrationReport {
+            iters_per_us: self.iters_per_us,
+            target_us,
+            measured_us: med,
+            error_pct: err(med),
+            worst_error_pct: worst,
+            trials,
+        }
+    }
+}
+
+/// What one task does: `cpu` of compute and `blocked` of sleep, interleaved
+/// in `slices` rounds of (compute `cpu/slices`, sleep `blocked/slices`).
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool_workload::body::{BusyLoop, TaskBody};
+/// let body = TaskBody::new(Duration::from_micros(50), Duration::from_micros(100));
+/// body.run(&BusyLoop::global());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskBody {
+    /// Compute time.
+    pub cpu: Duration,
+    /// Blocked (sleep) time.
+    pub blocked: Duration,
+    /// Number of compute/sleep rounds (≥ 1).
+    pub slices: u32,
+}
+
+/// Shortest sleep slice [`TaskBody::new`] aims for: sleeps overshoot by tens
+/// of microseconds, so many tiny sleeps would inflate blocked time.
+pub const MIN_SLEEP_SLICE: Duration = Duration::from_micros(500);
+
+/// Most slices [`TaskBody::new`] uses.
+pub const MAX_SLICES: u32 = 8;
+
+impl TaskBody {
+    /// A body with the default slicing: one slice when the task only
+    /// computes or only blocks, otherwise `blocked / 500 µs` slices, clamped
+    /// to 1..=8.
+    pub fn new(cpu: Duration, blocked: Duration) -> TaskBody {
+        let slices = if cpu.is_zero() || blocked.is_zero() {
+            1
+        } else {
+            ((blocked.as_nanos() / MIN_SLEEP_SLICE.as_nanos()) as u32).clamp(1, MAX_SLICES)
+        };
+        TaskBody {
+            cpu,
+            blocked,
+            slices,
+        }
+    }
+
+    /// The body of a trace task.
+    pub fn of(task: &TaskSpec) -> TaskBody {
+        TaskBody::new(task.cpu, task.blocked)
+    }
+
+    /// Run the body on the calling thread.
+    pub fn run(&self, busy: &BusyLoop) {
+        let n = self.slices.max(1);
+        let (c, b) = (self.cpu / n, self.blocked / n);
+        for i in 0..n {
+            // the last slice takes the rounding remainder
+            let (c, b) = if i + 1 == n {
+                (self.cpu - c * (n - 1), self.blocked - b * (n - 1))
+            } else {
+                (c, b)
+            };
+            busy.burn(c);
+            if !b.is_zero() {
+                std::thread::sleep(b);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn calibration_hits_thread_cpu_time() {
+        let busy = BusyLoop::calibrate();
+        let r = busy.verify(Duration::from_millis(2), 5);
+        eprintln!("calibration: {r:?}");
+        // Thread CPU time does not count time descheduled, so this holds on a
+        // loaded machine too; the bound is loose on purpose (frequency scaling).
+        assert!(r.error_pct.abs() < 50.0, "{r:?}");
+        assert_eq!(r.trials, 5);
+    }
+
+    #[test]
+    fn clocks_move() {
+        let t0 = thread_cpu_time();
+        BusyLoop::global().burn(Duration::from_millis(1));
+        assert!(thread_cpu_time() > t0);
+        assert!(process_cpu_time() >= thread_cpu_time());
+        if let Some(l) = load_average() {
+            assert!(l.iter().all(|v| *v >= 0.0));
+        }
+    }
+
+    #[test]
+    fn body_blocks_at_least_its_blocked_time() {
+        let body = TaskBody::new(Duration::from_micros(100), Duration::from_millis(2));
+        assert_eq!(body.slices, 4);
+        let t0 = Instant::now();
+        let c0 = thread_cpu_time();
+        body.run(&BusyLoop::global());
+        // lower bounds only: sleeping never ends early
+        assert!(t0.elapsed() >= Duration::from_millis(2));
+        // sleeping uses (almost) no CPU: far less than the 2 ms blocked
+        assert!(thread_cpu_time() - c0 < Duration::from_millis(50));
+    }
+
+    #[test]
+    fn slicing_rules() {
+        let ms = Duration::from_millis;
+        assert_eq!(TaskBody::new(ms(5), Duration::ZERO).slices, 1);
+        assert_eq!(TaskBody::new(Duration::ZERO, ms(5)).slices, 1);
+        assert_eq!(TaskBody::new(ms(1), ms(100)).slices, MAX_SLICES);
+        assert_eq!(TaskBody::new(ms(1), Duration::from_micros(10)).slices, 1);
+    }
+}

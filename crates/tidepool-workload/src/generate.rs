@@ -1,0 +1,624 @@
+//! Seeded, reproducible workload generators and their spec-string form.
+//!
+//! A spec is `KIND:key=value,key=value,...`, for example
+//! `poisson:rate=2000,service=exp:200us,n=5000,free=50,seed=1`.
+//!
+//! | kind | arrivals | kind-specific keys |
+//! |---|---|---|
+//! | `poisson` | exponential inter-arrival times | `rate` (required, tasks/s) |
+//! | `periodic` | constant inter-arrival times | `rate` (required) |
+//! | `normal` | normal inter-arrival times (truncated at 0) | `rate` (required), `cv` (default 0.25) |
+//! | `lognormal` | log-normal inter-arrival times | `rate` (required), `cv` (default 1.0) |
+//! | `steps` | Oh & Kim's load steps: Poisson at `rate`, raised by `step`% of `rate` every `step_time`, `steps` steps | `rate` (required), `step` (10), `steps` (10), `step_time` (1s); no `n` |
+//! | `onoff` | bursts: Poisson at `rate` for `on`, then at `off_rate` for `off`, repeated | `rate` (required), `on` (100ms), `off` (100ms), `off_rate` (0) |
+//!
+//! Keys every kind takes: `n` (tasks, default 1000; not for `steps`),
+//! `service` (a [`Dist`], default `exp:200us`), `free` (the thesis's
+//! `free_workload` as a percentage 0–100 of each task's service time spent
+//! blocked, default 0), `apps` (application ids, assigned round-robin,
+//! default 1), `seed` (default 1).
+//!
+//! **`free_workload` interpretation.** Xu's thesis (§5.1) adds a knob
+//! `free_workload`: "the larger `free_workload` is, the more time spent on
+//! sleep". Its figure 5.4, which defined it exactly, is lost. tidepool reads
+//! it as the percentage of a task's execution time `e` that is blocked:
+//! blocked = e·free/100, compute = e − blocked. Thus `free=0` is all compute,
+//! `free=100` all sleep, and the task's total service time stays `e`
+//! whatever the knob, so the offered load in task-seconds does not change
+//! when only the CPU/IO mix does.
+//!
+//! Arrivals and service times come from two independent random streams
+//! derived from `seed`, so changing `service` or `free` leaves the arrival
+//! times unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::dist::{format_duration, parse_duration, Dist};
+use crate::error::SpecError;
+use crate::trace::{TaskSpec, Trace};
+
+/// How arrivals are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Independent inter-arrival times drawn from a distribution (a renewal
+    /// process: `poisson`, `periodic`, `normal`, `lognormal`).
+    Renewal {
+        /// Spec kind name, for display.
+        name: RenewalKind,
+        /// Mean arrival rate, tasks per second.
+        rate: f64,
+        /// Coefficient of variation (for `normal`/`lognormal`).
+        cv: f64,
+    },
+    /// Oh & Kim's load steps.
+    Steps {
+        /// Rate of the first step, tasks per second.
+        rate: f64,
+        /// Increment per step, percent of `rate`.
+        step_pct: f64,
+        /// Number of steps.
+        steps: u32,
+        /// Length of each step.
+        step_time: Duration,
+    },
+    /// On/off bursts.
+    OnOff {
+        /// Rate while on.
+        rate: f64,
+        /// Rate while off.
+        off_rate: f64,
+        /// Length of an on phase.
+        on: Duration,
+        /// Length of an off phase.
+        off: Duration,
+    },
+}
+
+/// The inter-arrival distribution of a renewal process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RenewalKind {
+    /// Exponential gaps.
+    Poisson,
+    /// Constant gaps.
+    Periodic,
+    /// Normal gaps.
+    Normal,
+    /// Log-normal gaps.
+    LogNormal,
+}
+
+/// A parsed generator spec. [`GenSpec::generate`] turns it into a [`Trace`];
+/// `Display` gives back the canonical spec string.
+///
+/// ```
+/// use tidepool_workload::GenSpec;
+/// let spec: GenSpec = "poisson:rate=2000,service=exp:200us,n=5000,free=50,seed=1".parse().unwrap();
+/// let a = spec.generate();
+/// let b = spec.generate();
+/// assert_eq!(a, b); // same seed, same trace
+/// assert_eq!(a.len(), 5000);
+/// assert_eq!(spec.to_string().parse::<GenSpec>().unwrap(), spec);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenSpec {
+    /// How arrivals are spaced.
+    pub arrivals: Arrivals,
+    /// Service (execution) time distribution.
+    pub service: Dist,
+    /// Number of tasks (for `steps`, derived from the steps).
+    pub n: usize,
+    /// Percent (0–100) of each task's service time spent blocked.
+    pub free: f64,
+    /// Number of application ids.
+    pub apps: u64,
+    /// Random seed.
+    pub seed: u64,
+}
+
+const COMMON: [&str; 5] = ["n", "service", "free", "apps", "seed"];
+
+impl GenSpec {
+    /// A Poisson workload: `n` tasks at `rate` per second, all compute,
+    /// with the given service distribution.
+    pub fn poisson(rate: f64, service: Dist, n: usize) -> GenSpec {
+        GenSpec {
+            arrivals: Arrivals::Renewal {
+                name: RenewalKind::Poisson,
+                rate,
+                cv: 1.0,
+            },
+            service,
+            n,
+            free: 0.0,
+            apps: 1,
+            seed: 1,
+        }
+    }
+
+    /// The same spec with a different `free` percentage.
+    pub fn with_free(mut self, free: f64) -> GenSpec {
+        self.free = free;
+        self
+    }
+
+    /// The same spec with a different seed.
+    pub fn with_seed(mut self, seed: u64) -> GenSpec {
+        self.seed = seed;
+        self
+    }
+
+    /// Generate the trace. Same spec, same trace, on every run.
+    pub fn generate(&self) -> Trace {
+        let mut arr_rng = StdRng::seed_from_u64(self.seed);
+        let mut svc_rng = StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
+        let offsets = self.arrival_offsets(&mut arr_rng);
+        let mut tasks = Vec::with_capacity(offsets.len());
+        let mut prev = Duration::ZERO;
+        for (i, at) in offsets.into_iter().enumerate() {
+            let exec = self.service.sample(&mut svc_rng);
+            let (cpu, blocked) = split_free(exec, self.free);
+            tasks.push(TaskSpec {
+                request_id: i as u64 + 1,
+                app_id: (i as u64 % self.apps.max(1)) + 1,
+                start_delay: at.saturating_sub(prev),
+                cpu,
+                blocked,
+            });
+            prev = at;
+        }
+        Trace::from_tasks(self.to_string(), tasks)
+    }
+
+    fn arrival_offsets(&self, rng: &mut StdRng) -> Vec<Duration> {
+        let exp_gap = |rate: f64, rng: &mut StdRng| -> f64 {
+            Dist::exp(Duration::from_secs_f64(1.0 / rate))
+                .sample(rng)
+                .as_secs_f64()
+        };
+        match self.arrivals {
+            Arrivals::Renewal { name, rate, cv } => {
+                let mean = Duration::from_secs_f64(1.0 / rate);
+                let sd = Duration::from_secs_f64(cv / rate);
+                let gap = match name {
+                    RenewalKind::Poisson => Dist::Exp { mean },
+                    RenewalKind::Periodic => Dist::Const { value: mean },
+                    RenewalKind::Normal => Dist::Normal { mean, sd },
+                    RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
+                };
+                let mut at = Duration::ZERO;
+                (0..self.n)
+                    .map(|i| {
+                        if i > 0 {
+                            at += gap.sample(rng);
+                        }
+                        at
+                    })
+                    .collect()
+            }
+            Arrivals::Steps {
+                rate,
+                step_pct,
+                steps,
+                step_time,
+            } => {
+                let mut out = Vec::new();
+                let len = step_time.as_secs_f64();
+                for k in 0..steps {
+                    let r = rate * (1.0 + k as f64 * step_pct / 100.0);
+                    let (start, end) = (k as f64 * len, (k + 1) as f64 * len);
+                    let mut t = start + if k == 0 { 0.0 } else { exp_gap(r, rng) };
+                    while t < end {
+                        out.push(Duration::from_secs_f64(t));
+                        t += exp_gap(r, rng);
+                    }
+                }
+                out
+            }
+            Arrivals::OnOff {
+                rate,
+                off_rate,
+                on,
+                off,
+            } => {
+                let mut out = Vec::with_capacity(self.n);
+                let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
+                let mut phase_start = 0.0;
+                let mut first = true;
+                while out.len() < self.n {
+                    for (r, len) in [(rate, on), (off_rate, off)] {
+                        if r <= 0.0 || len <= 0.0 {
+                            phase_start += len;
+                            continue;
+                        }
+                        let end = phase_start + len;
+                        let mut t = phase_start + if first { 0.0 } else { exp_gap(r, rng) };
+                        first = false;
+                        while t < end && out.len() < self.n {
+                            out.push(Duration::from_secs_f64(t));
+                            t += exp_gap(r, rng);
+                        }
+                        phase_start = end;
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn kind_name(&self) -> &'static str {
+        match self.arrivals {
+            Arrivals::Renewal { name, .. } => match name {
+                RenewalKind::Poisson => "poisson",
+                RenewalKind::Periodic => "periodic",
+                RenewalKind::Normal => "normal",
+                RenewalKind::LogNormal => "lognormal",
+            },
+            Arrivals::Steps { .. } => "steps",
+            Arrivals::OnOff { .. } => "onoff",
+        }
+    }
+}
+
+/// Split an execution time into (compute, blocked) for a `free` percentage.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool_workload::generate::split_free;
+/// let (cpu, blocked) = split_free(Duration::from_micros(1000), 90.0);
+/// assert_eq!((cpu, blocked), (Duration::from_micros(100), Duration::from_micros(900)));
+/// ```
+pub fn split_free(exec: Duration, free: f64) -> (Duration, Duration) {
+    let ns = exec.as_nanos() as f64;
+    let blocked = Duration::from_nanos((ns * free.clamp(0.0, 100.0) / 100.0).round() as u64);
+    let blocked = blocked.min(exec);
+    (exec - blocked, blocked)
+}
+
+fn parse_num<T: FromStr>(key: &str, v: &str, what: &str) -> Result<T, SpecError> {
+    v.parse::<T>()
+        .map_err(|_| SpecError::bad(key, format!("`{v}` is not {what}")))
+}
+
+fn positive_rate(key: &str, v: &str) -> Result<f64, SpecError> {
+    let r: f64 = parse_num(key, v, "a number")?;
+    if !(r.is_finite() && r > 0.0) {
+        return Err(SpecError::bad(
+            key,
+            format!("`{v}` must be a rate > 0 (tasks per second)"),
+        ));
+    }
+    Ok(r)
+}
+
+impl FromStr for GenSpec {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<GenSpec, SpecError> {
+        let s = s.trim();
+        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
+        let specific: &[&str] = match kind {
+            "poisson" | "periodic" => &["rate"],
+            "normal" | "lognormal" => &["rate", "cv"],
+            "steps" => &["rate", "step", "steps", "step_time"],
+            "onoff" => &["rate", "on", "off", "off_rate"],
+            _ => return Err(SpecError::UnknownKind(kind.to_string())),
+        };
+        let mut kv: BTreeMap<&str, &str> = BTreeMap::new();
+        for pair in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| SpecError::Malformed(pair.to_string()))?;
+            let (k, v) = (k.trim(), v.trim());
+            let allowed = specific
+                .iter()
+                .chain(COMMON.iter())
+                .any(|a| *a == k && !(kind == "steps" && k == "n"));
+            if !allowed {
+                let mut list: Vec<&str> = specific.to_vec();
+                list.extend(COMMON.iter().filter(|c| !(kind == "steps" && **c == "n")));
+                return Err(SpecError::UnknownKey {
+                    kind: kind.to_string(),
+                    key: k.to_string(),
+                    allowed: list.join(", "),
+                });
+            }
+            if kv.insert(k, v).is_some() {
+                return Err(SpecError::Malformed(pair.to_string()));
+            }
+        }
+        let get = |k: &str| kv.get(k).copied();
+        let rate = positive_rate(
+            "rate",
+            get("rate").ok_or(SpecError::Missing("rate".into()))?,
+        )?;
+        let dur = |k: &str, default: Duration| -> Result<Duration, SpecError> {
+            match get(k) {
+                Some(v) => parse_duration(v).map_err(|m| SpecError::bad(k, m)),
+                None => Ok(default),
+            }
+        };
+        let arrivals = match kind {
+            "poisson" | "periodic" | "normal" | "lognormal" => {
+                let (name, default_cv) = match kind {
+                    "poisson" => (RenewalKind::Poisson, 1.0),
+                    "periodic" => (RenewalKind::Periodic, 0.0),
+                    "normal" => (RenewalKind::Normal, 0.25),
+                    _ => (RenewalKind::LogNormal, 1.0),
+                };
+                let cv = match get("cv") {
+                    Some(v) => {
+                        let cv: f64 = parse_num("cv", v, "a number")?;
+                        if !(cv.is_finite() && cv >= 0.0) {
+                            return Err(SpecError::bad("cv", "must be >= 0"));
+                        }
+                        cv
+                    }
+                    None => default_cv,
+                };
+                Arrivals::Renewal { name, rate, cv }
+            }
+            "steps" => {
+                let step_pct = match get("step") {
+                    Some(v) => parse_num::<f64>("step", v.trim_end_matches('%'), "a percentage")?,
+                    None => 10.0,
+                };
+                if !(step_pct.is_finite() && step_pct > -100.0) {
+                    return Err(SpecError::bad("step", "must be a percentage > -100"));
+                }
+                let steps = match get("steps") {
+                    Some(v) => parse_num::<u32>("steps", v, "a positive integer")?,
+                    None => 10,
+                };
+                if steps == 0 {
+                    return Err(SpecError::bad("steps", "must be >= 1"));
+                }
+                let step_time = dur("step_time", Duration::from_secs(1))?;
+                if step_time.is_zero() {
+                    return Err(SpecError::bad("step_time", "must be > 0"));
+                }
+                Arrivals::Steps {
+                    rate,
+                    step_pct,
+                    steps,
+                    step_time,
+                }
+            }
+            _ => {
+                let off_rate = match get("off_rate") {
+                    Some(v) => {
+                        let r: f64 = parse_num("off_rate", v, "a number")?;
+                        if !(r.is_finite() && r >= 0.0) {
+                            return Err(SpecError::bad("off_rate", "must be >= 0"));
+                        }
+                        r
+                    }
+                    None => 0.0,
+                };
+                let on = dur("on", Duration::from_millis(100))?;
+                let off = dur("off", Duration::from_millis(100))?;
+                if on.is_zero() {
+                    return Err(SpecError::bad("on", "must be > 0"));
+                }
+                Arrivals::OnOff {
+                    rate,
+                    off_rate,
+                    on,
+                    off,
+                }
+            }
+        };
+        let service = match get("service") {
+            Some(v) => Dist::parse_for(v, "service")?,
+            None => Dist::exp(Duration::from_micros(200)),
+        };
+        let free = match get("free") {
+            Some(v) => parse_num::<f64>("free", v.trim_end_matches('%'), "a percentage")?,
+            None => 0.0,
+        };
+        if !(0.0..=100.0).contains(&free) {
+            return Err(SpecError::bad(
+                "free",
+                format!("{free} is outside 0..=100 (percent of service time blocked)"),
+            ));
+        }
+        let apps = match get("apps") {
+            Some(v) => parse_num::<u64>("apps", v, "a positive integer")?,
+            None => 1,
+        };
+        if apps == 0 {
+            return Err(SpecError::bad("apps", "must be >= 1"));
+        }
+        let seed = match get("seed") {
+            Some(v) => parse_num::<u64>("seed", v, "a non-negative integer")?,
+            None => 1,
+        };
+        let mut spec = GenSpec {
+            arrivals,
+            service,
+            n: 1000,
+            free,
+            apps,
+            seed,
+        };
+        match get("n") {
+            Some(v) => spec.n = parse_num::<usize>("n", v, "a non-negative integer")?,
+            None => {
+                if let Arrivals::Steps { .. } = spec.arrivals {
+                    spec.n = 0; // derived when generating
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl fmt::Display for GenSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.kind_name())?;
+        match self.arrivals {
+            Arrivals::Renewal { name, rate, cv } => {
+                write!(f, "rate={rate}")?;
+                if matches!(name, RenewalKind::Normal | RenewalKind::LogNormal) {
+                    write!(f, ",cv={cv}")?;
+                }
+            }
+            Arrivals::Steps {
+                rate,
+                step_pct,
+                steps,
+                step_time,
+            } => write!(
+                f,
+                "rate={rate},step={step_pct},steps={steps},step_time={}",
+                format_duration(step_time)
+            )?,
+            Arrivals::OnOff {
+                rate,
+                off_rate,
+                on,
+                off,
+            } => write!(
+                f,
+                "rate={rate},on={},off={},off_rate={off_rate}",
+                format_duration(on),
+                format_duration(off)
+            )?,
+        }
+        if !matches!(self.arrivals, Arrivals::Steps { .. }) {
+            write!(f, ",n={}", self.n)?;
+        }
+        write!(
+            f,
+            ",service={},free={},apps={},seed={}",
+            self.service, self.free, self.apps, self.seed
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(s: &str) -> Trace {
+        s.parse::<GenSpec>().unwrap().generate()
+    }
+
+    #[test]
+    fn seeded_reproducible_and_seed_sensitive() {
+        let a = gen("poisson:rate=2000,service=exp:200us,n=2000,free=50,seed=1");
+        let b = gen("poisson:rate=2000,service=exp:200us,n=2000,free=50,seed=1");
+        let c = gen("poisson:rate=2000,service=exp:200us,n=2000,free=50,seed=2");
+        assert_eq!(a, b);
+        assert_ne!(a.tasks, c.tasks);
+        // arrivals don't depend on the service model
+        let d = gen("poisson:rate=2000,service=const:1ms,n=2000,free=0,seed=1");
+        assert_eq!(a.arrival_offsets(), d.arrival_offsets());
+    }
+
+    #[test]
+    fn poisson_rate_and_service_mean() {
+        let t = gen("poisson:rate=2000,service=exp:200us,n=40000,seed=7");
+        let s = t.stats();
+        assert!((s.arrival_rate - 2000.0).abs() / 2000.0 < 0.03, "{s:?}");
+        assert!((s.mean_exec_us - 200.0).abs() / 200.0 < 0.03, "{s:?}");
+        assert_eq!(s.mean_blocked_us, 0.0);
+    }
+
+    #[test]
+    fn other_renewals_have_the_right_rate() {
+        for kind in ["periodic", "normal", "lognormal"] {
+            let t = gen(&format!("{kind}:rate=1000,n=20000,service=const:10us"));
+            let r = t.stats().arrival_rate;
+            assert!((r - 1000.0).abs() / 1000.0 < 0.03, "{kind}: {r}");
+        }
+        let t = gen("periodic:rate=1000,n=3");
+        assert_eq!(t.tasks[1].start_delay, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn free_splits_service_time() {
+        let t = gen("poisson:rate=1000,service=const:1ms,n=10,free=90");
+        for task in &t.tasks {
+            assert_eq!(task.cpu, Duration::from_micros(100));
+            assert_eq!(task.blocked, Duration::from_micros(900));
+        }
+        let s = gen("poisson:rate=1000,service=exp:1ms,n=20000,free=25").stats();
+        assert!((s.mean_blocked_us / s.mean_exec_us - 0.25).abs() < 1e-6);
+    }
+
+    #[test]
+    fn steps_raise_the_rate_by_ten_percent() {
+        let t = gen("steps:rate=2000,steps=5,step_time=2s,seed=3");
+        let offs = t.arrival_offsets();
+        for k in 0..5u32 {
+            let lo = Duration::from_secs(2 * k as u64);
+            let hi = lo + Duration::from_secs(2);
+            let count = offs.iter().filter(|&&o| o >= lo && o < hi).count() as f64;
+            let expect = 2000.0 * (1.0 + 0.1 * k as f64) * 2.0;
+            assert!(
+                (count - expect).abs() / expect < 0.05,
+                "step {k}: {count} vs {expect}"
+            );
+        }
+        assert!(offs.last().unwrap() < &Duration::from_secs(10));
+    }
+
+    #[test]
+    fn onoff_is_bursty() {
+        let t = gen("onoff:rate=5000,on=100ms,off=100ms,n=5000,seed=4");
+        let offs = t.arrival_offsets();
+        let in_off = offs
+            .iter()
+            .filter(|o| (o.as_secs_f64() / 0.1) as u64 % 2 == 1)
+            .count();
+        assert_eq!(in_off, 0);
+        assert_eq!(offs.len(), 5000);
+        // about 500 tasks per on phase, so ~10 cycles = 2 s
+        let span = t.span().as_secs_f64();
+        assert!(span > 1.6 && span < 2.2, "{span}");
+    }
+
+    #[test]
+    fn apps_round_robin() {
+        let t = gen("poisson:rate=100,n=6,apps=3");
+        let apps: Vec<u64> = t.tasks.iter().map(|t| t.app_id).collect();
+        assert_eq!(apps, vec![1, 2, 3, 1, 2, 3]);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "poisson:rate=2000,n=5000,service=exp:200us,free=50,apps=1,seed=1",
+            "lognormal:rate=100,cv=2,n=10,service=normal:1ms:100us,free=0,apps=2,seed=9",
+            "steps:rate=500,step=10,steps=4,step_time=250ms,service=exp:1ms,free=50,apps=1,seed=1",
+            "onoff:rate=3000,on=200ms,off=300ms,off_rate=10,n=100,service=const:1ms,free=70,apps=1,seed=1",
+        ] {
+            let spec: GenSpec = s.parse().unwrap();
+            assert_eq!(spec.to_string(), s);
+        }
+    }
+
+    #[test]
+    fn spec_errors_are_clear() {
+        let e = |s: &str| s.parse::<GenSpec>().unwrap_err().to_string();
+        assert!(e("bogus:rate=1").starts_with("unknown workload kind `bogus`"));
+        assert_eq!(e("poisson:n=10"), "missing required key `rate`");
+        assert!(e("poisson:rate=0").contains("`rate`"));
+        assert!(e("poisson:rate=10,free=150").contains("`free`"));
+        assert!(e("poisson:rate=10,service=exp").contains("`service`"));
+        assert!(e("poisson:rate=10,on=1s").starts_with("unknown key `on` for `poisson`"));
+        assert!(e("steps:rate=10,n=5").starts_with("unknown key `n` for `steps`"));
+        assert!(e("poisson:rate=10,rate=20").starts_with("malformed pair"));
+        assert!(e("poisson:rate").starts_with("malformed pair `rate`"));
+        assert!(e("poisson:rate=10,seed=-1").contains("`seed`"));
+    }
+}

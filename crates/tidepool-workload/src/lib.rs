@@ -1,0 +1,63 @@
+//! # tidepool-workload
+//!
+//! The laboratory half of tidepool: everything needed to drive an
+//! [`tidepool::Executor`] with a request stream and measure it the way the
+//! papers do.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`trace`] | the trace model: [`Trace`], [`TaskSpec`] |
+//! | [`format`] | the thesis's trace file format (Xu 2004, table 5-1): parse and write |
+//! | [`import`] | real traces: Standard Workload Format, Azure LLM inference CSV |
+//! | [`dist`] | duration distributions ([`Dist`]) |
+//! | [`generate`] | seeded generators and their spec strings ([`GenSpec`]) |
+//! | [`suite`] | the built-in workload suite (`cpu`, `io`, `mixed`, `steps`, `bursty`, `azure`) |
+//! | [`workload`] | resolve a `--workload` argument (suite name, spec or file) |
+//! | [`body`] | task bodies: calibrated busy loop + sleep; CPU clocks, load average |
+//! | [`replay`] | the replay driver (thesis figure 5.2) |
+//! | [`metrics`] | per-task records and the papers' metrics |
+//! | [`result`] | [`RunResult`], the serialisable result of a run |
+//! | [`sweep`] | run a trace on static pools of several sizes |
+//! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
+//!
+//! ```
+//! use tidepool::ThreadPerRequest;
+//! use tidepool_workload::{replay, GenSpec, ReplayOptions};
+//!
+//! let trace = "poisson:rate=2000,service=exp:100us,n=50,free=50,seed=1"
+//!     .parse::<GenSpec>()
+//!     .unwrap()
+//!     .generate();
+//! let result = replay(&trace, &ThreadPerRequest::new(), &ReplayOptions::default());
+//! assert_eq!(result.completed, 50);
+//! println!("throughput {:.0}/s, AIT {:.1} µs", result.throughput, result.mean_wait_us);
+//! ```
+#![warn(missing_docs)]
+
+pub mod analysis;
+pub mod body;
+pub mod dist;
+pub mod error;
+pub mod format;
+pub mod generate;
+pub mod import;
+pub mod metrics;
+pub mod replay;
+pub mod result;
+pub mod suite;
+pub mod sweep;
+pub mod trace;
+pub mod workload;
+
+pub use analysis::{analyze_sweep, SweepAnalysis, SweepPoint};
+pub use body::{BusyLoop, CalibrationReport, TaskBody};
+pub use dist::Dist;
+pub use error::{SpecError, TraceError};
+pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
+pub use generate::GenSpec;
+pub use metrics::{LatencySummary, TaskRecord};
+pub use replay::{replay, replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
+pub use result::{DecisionEntry, RunResult};
+pub use suite::{suite_entry, suite_trace, SUITE};
+pub use trace::{TaskSpec, Trace, TraceStats};
+pub use workload::{load_workload, WorkloadError};

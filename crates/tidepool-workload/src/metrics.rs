@@ -1,0 +1,378 @@
+//! Per-task records and the papers' metrics computed from them.
+//!
+//! Xu's thesis (ch. 3) splits a task's **turnaround** time into
+//! **response** time (submission latency), **idle** time (time in the
+//! waiting queue; its mean is the AIT) and **processing** time. With the
+//! driver's four instants per task:
+//!
+//! ```text
+//! submitted ──response──▶ accepted ──wait (idle)──▶ started ──processing──▶ finished
+//! └────────────────────────────── turnaround ─────────────────────────────────┘
+//! ```
+//!
+//! A job can start on a worker before `execute_job` has returned to the
+//! driver; the accepted instant is then taken as `min(accepted, started)`, so
+//! the three parts always add up to the turnaround exactly.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// What the replay driver saw of one task. Instants are nanoseconds since
+/// the start of the replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The trace's request id.
+    pub request_id: u64,
+    /// The trace's application id.
+    pub app_id: u64,
+    /// When the trace says the task arrives.
+    pub scheduled_ns: u64,
+    /// When the driver called `execute_job`.
+    pub submitted_ns: u64,
+    /// When `execute_job` returned `Ok` (`None`: rejected).
+    pub accepted_ns: Option<u64>,
+    /// When the task body started on a worker (`None`: never started).
+    pub started_ns: Option<u64>,
+    /// When the task body finished (`None`: not finished when measured).
+    pub finished_ns: Option<u64>,
+}
+
+impl TaskRecord {
+    /// Effective accepted instant: `min(accepted, started)`.
+    pub fn accepted_eff(&self) -> Option<u64> {
+        match (self.accepted_ns, self.started_ns) {
+            (Some(a), Some(s)) => Some(a.min(s)),
+            (a, _) => a,
+        }
+    }
+    /// Submission latency.
+    pub fn response_ns(&self) -> Option<u64> {
+        Some(self.accepted_eff()?.saturating_sub(self.submitted_ns))
+    }
+    /// Time in the queue (idle time).
+    pub fn wait_ns(&self) -> Option<u64> {
+        Some(self.started_ns?.saturating_sub(self.accepted_eff()?))
+    }
+    /// Time running.
+    pub fn processing_ns(&self) -> Option<u64> {
+        Some(self.finished_ns?.saturating_sub(self.started_ns?))
+    }
+    /// Submission to completion.
+    pub fn turnaround_ns(&self) -> Option<u64> {
+        Some(self.finished_ns?.saturating_sub(self.submitted_ns))
+    }
+    /// How late the driver dispatched the task.
+    pub fn lateness_ns(&self) -> u64 {
+        self.submitted_ns.saturating_sub(self.scheduled_ns)
+    }
+}
+
+/// Distribution summary of one latency, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of samples.
+    pub count: u64,
+    /// Exact mean.
+    pub mean_us: f64,
+    /// Smallest sample.
+    pub min_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Largest sample.
+    pub max_us: f64,
+}
+
+impl LatencySummary {
+    /// Summarise samples given in nanoseconds. Quantiles come from an
+    /// HDR histogram with 3 significant digits; mean, min and max are exact.
+    ///
+    /// ```
+    /// use tidepool_workload::metrics::LatencySummary;
+    /// let s = LatencySummary::from_ns([1_000u64, 2_000, 3_000]);
+    /// assert_eq!(s.count, 3);
+    /// assert_eq!(s.mean_us, 2.0);
+    /// assert_eq!(s.max_us, 3.0);
+    /// ```
+    pub fn from_ns<I: IntoIterator<Item = u64>>(samples: I) -> LatencySummary {
+        // 1 ns .. 1 hour at 3 significant digits; longer values saturate
+        // (the exact max is kept separately).
+        let mut h =
+            Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        let (mut n, mut sum, mut min, mut max) = (0u64, 0u128, u64::MAX, 0u64);
+        for v in samples {
+            h.saturating_record(v);
+            n += 1;
+            sum += v as u128;
+            min = min.min(v);
+            max = max.max(v);
+        }
+        if n == 0 {
+            return LatencySummary::default();
+        }
+        let us = |v: u64| v as f64 / 1e3;
+        let q = |p: f64| us(h.value_at_quantile(p)).clamp(us(min), us(max));
+        LatencySummary {
+            count: n,
+            mean_us: sum as f64 / n as f64 / 1e3,
+            min_us: us(min),
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            max_us: us(max),
+        }
+    }
+}
+
+/// The task-level metrics of a run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskMetrics {
+    /// Tasks the driver submitted.
+    pub submitted: u64,
+    /// Tasks the executor accepted.
+    pub accepted: u64,
+    /// Tasks the executor rejected.
+    pub rejected: u64,
+    /// Tasks that finished.
+    pub completed: u64,
+    /// From the first submission to the last completion, seconds.
+    pub duration_s: f64,
+    /// Completed tasks per second over `duration_s`.
+    pub throughput: f64,
+    /// Submission latency.
+    pub response: LatencySummary,
+    /// Time in queue (idle time); `wait.mean_us` is the AIT.
+    pub wait: LatencySummary,
+    /// Running time.
+    pub processing: LatencySummary,
+    /// Submission to completion.
+    pub turnaround: LatencySummary,
+    /// How late the driver dispatched arrivals.
+    pub lateness: LatencySummary,
+}
+
+/// Compute the task-level metrics from records.
+///
+/// ```
+/// use tidepool_workload::metrics::{summarize, TaskRecord};
+/// let r = TaskRecord { request_id: 1, app_id: 1, scheduled_ns: 0, submitted_ns: 0,
+///     accepted_ns: Some(1_000), started_ns: Some(5_000), finished_ns: Some(10_000) };
+/// let m = summarize(&[r]);
+/// assert_eq!(m.wait.mean_us, 4.0);
+/// assert_eq!(m.turnaround.mean_us, 10.0);
+/// ```
+pub fn summarize(records: &[TaskRecord]) -> TaskMetrics {
+    let submitted = records.len() as u64;
+    let accepted = records.iter().filter(|r| r.accepted_ns.is_some()).count() as u64;
+    let completed = records.iter().filter(|r| r.finished_ns.is_some()).count() as u64;
+    let first = records.iter().map(|r| r.submitted_ns).min().unwrap_or(0);
+    let last = records
+        .iter()
+        .filter_map(|r| r.finished_ns)
+        .max()
+        .unwrap_or(first);
+    let duration_s = last.saturating_sub(first) as f64 / 1e9;
+    TaskMetrics {
+        submitted,
+        accepted,
+        rejected: submitted - accepted,
+        completed,
+        duration_s,
+        throughput: if duration_s > 0.0 {
+            completed as f64 / duration_s
+        } else {
+            0.0
+        },
+        response: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::response_ns)),
+        wait: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::wait_ns)),
+        processing: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::processing_ns)),
+        turnaround: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::turnaround_ns)),
+        lateness: LatencySummary::from_ns(records.iter().map(TaskRecord::lateness_ns)),
+    }
+}
+
+/// One sample of the executor's thread counts (taken every 1 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSample {
+    /// Nanoseconds since the start of the replay.
+    pub at_ns: u64,
+    /// Live threads.
+    pub live: usize,
+    /// Queued (accepted, not started) jobs.
+    pub queued: usize,
+    /// The pool's target size, when the replay was given a probe for it.
+    pub target: Option<usize>,
+}
+
+/// A point of the pool-size trajectory: emitted when the live count or the
+/// target changes (plus the first and last samples).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SizePoint {
+    /// Milliseconds since the start of the replay.
+    pub t_ms: f64,
+    /// Live threads.
+    pub live: usize,
+    /// Target size, if known.
+    pub target: Option<usize>,
+}
+
+/// Thread metrics from 1 ms samples.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ThreadMetrics {
+    /// Mean live threads over the samples (Oh & Kim's "threads kept").
+    pub avg_threads: f64,
+    /// Most live threads seen.
+    pub max_threads: usize,
+    /// Mean queue length over the samples.
+    pub avg_queue: f64,
+    /// Longest queue seen.
+    pub max_queue: usize,
+    /// Number of samples.
+    pub samples: usize,
+    /// Pool-size trajectory (change points).
+    pub size_series: Vec<SizePoint>,
+}
+
+/// Reduce 1 ms samples to thread metrics.
+///
+/// ```
+/// use tidepool_workload::metrics::{thread_metrics, ThreadSample};
+/// let s = |ms: u64, live| ThreadSample { at_ns: ms * 1_000_000, live, queued: 0, target: None };
+/// let m = thread_metrics(&[s(0, 2), s(1, 2), s(2, 4), s(3, 4)]);
+/// assert_eq!(m.avg_threads, 3.0);
+/// assert_eq!(m.size_series.len(), 3); // 2 at 0 ms, 4 at 2 ms, last sample
+/// ```
+pub fn thread_metrics(samples: &[ThreadSample]) -> ThreadMetrics {
+    if samples.is_empty() {
+        return ThreadMetrics::default();
+    }
+    let n = samples.len() as f64;
+    let mut series: Vec<SizePoint> = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let changed = series
+            .last()
+            .map_or(true, |p| p.live != s.live || p.target != s.target);
+        if changed || i + 1 == samples.len() {
+            series.push(SizePoint {
+                t_ms: s.at_ns as f64 / 1e6,
+                live: s.live,
+                target: s.target,
+            });
+        }
+    }
+    ThreadMetrics {
+        avg_threads: samples.iter().map(|s| s.live as f64).sum::<f64>() / n,
+        max_threads: samples.iter().map(|s| s.live).max().unwrap_or(0),
+        avg_queue: samples.iter().map(|s| s.queued as f64).sum::<f64>() / n,
+        max_queue: samples.iter().map(|s| s.queued).max().unwrap_or(0),
+        samples: samples.len(),
+        size_series: series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(
+        id: u64,
+        sched: u64,
+        sub: u64,
+        acc: Option<u64>,
+        st: Option<u64>,
+        fin: Option<u64>,
+    ) -> TaskRecord {
+        TaskRecord {
+            request_id: id,
+            app_id: 1,
+            scheduled_ns: sched,
+            submitted_ns: sub,
+            accepted_ns: acc,
+            started_ns: st,
+            finished_ns: fin,
+        }
+    }
+
+    #[test]
+    fn known_answers() {
+        // µs: task 1: sub 0, acc 1, start 3, fin 13 → resp 1, wait 2, proc 10, turn 13
+        //     task 2: sub 10 (sched 8), acc 12, start 20, fin 40 → resp 2, wait 8, proc 20, turn 30
+        //     task 3: rejected; task 4: accepted, never started
+        let us = |v: u64| v * 1000;
+        let recs = [
+            rec(1, 0, 0, Some(us(1)), Some(us(3)), Some(us(13))),
+            rec(2, us(8), us(10), Some(us(12)), Some(us(20)), Some(us(40))),
+            rec(3, us(10), us(10), None, None, None),
+            rec(4, us(11), us(11), Some(us(12)), None, None),
+        ];
+        let m = summarize(&recs);
+        assert_eq!(
+            (m.submitted, m.accepted, m.rejected, m.completed),
+            (4, 3, 1, 2)
+        );
+        assert_eq!(m.duration_s, 40e-6);
+        assert!((m.throughput - 2.0 / 40e-6).abs() < 1e-6);
+        assert_eq!(m.response.count, 3);
+        assert!((m.response.mean_us - (1.0 + 2.0 + 1.0) / 3.0).abs() < 1e-9);
+        assert_eq!(m.wait.count, 2);
+        assert_eq!(m.wait.mean_us, 5.0); // AIT
+        assert_eq!(m.wait.max_us, 8.0);
+        assert_eq!(m.processing.mean_us, 15.0);
+        assert_eq!(m.turnaround.mean_us, 21.5);
+        assert_eq!(m.lateness.max_us, 2.0);
+        assert_eq!(m.lateness.count, 4);
+    }
+
+    #[test]
+    fn parts_add_up_even_when_started_before_accepted() {
+        let r = rec(1, 0, 100, Some(900), Some(500), Some(2_000));
+        assert_eq!(r.response_ns(), Some(400));
+        assert_eq!(r.wait_ns(), Some(0));
+        assert_eq!(
+            r.response_ns().unwrap() + r.wait_ns().unwrap() + r.processing_ns().unwrap(),
+            r.turnaround_ns().unwrap()
+        );
+    }
+
+    #[test]
+    fn quantiles_of_uniform_samples() {
+        let s = LatencySummary::from_ns((1..=10_000u64).map(|v| v * 1000));
+        assert_eq!(s.count, 10_000);
+        assert!((s.mean_us - 5000.5).abs() < 1e-6);
+        assert!((s.p50_us - 5000.0).abs() / 5000.0 < 0.01, "{s:?}");
+        assert!((s.p99_us - 9900.0).abs() / 9900.0 < 0.01, "{s:?}");
+        assert_eq!(s.min_us, 1.0);
+        assert_eq!(s.max_us, 10_000.0);
+        assert_eq!(LatencySummary::from_ns([]), LatencySummary::default());
+    }
+
+    #[test]
+    fn thread_metrics_from_samples() {
+        let s = |ms: u64, live, queued, target| ThreadSample {
+            at_ns: ms * 1_000_000,
+            live,
+            queued,
+            target,
+        };
+        let m = thread_metrics(&[
+            s(0, 1, 0, Some(1)),
+            s(1, 1, 4, Some(1)),
+            s(2, 3, 2, Some(3)),
+            s(3, 3, 0, Some(3)),
+            s(4, 2, 0, Some(2)),
+        ]);
+        assert_eq!(m.avg_threads, 2.0);
+        assert_eq!(m.max_threads, 3);
+        assert_eq!(m.avg_queue, 1.2);
+        assert_eq!(m.max_queue, 4);
+        let live: Vec<usize> = m.size_series.iter().map(|p| p.live).collect();
+        assert_eq!(live, vec![1, 3, 2]);
+        assert_eq!(m.size_series[1].t_ms, 2.0);
+    }
+}

@@ -1,0 +1,391 @@
+//! The replay driver (Xu 2004, figure 5.2): open-loop, real-time submission of
+//! a trace to any [`Executor`], measuring every task.
+//!
+//! The driver sleeps until shortly before each arrival and spins the rest
+//! (spin-sleep hybrid, with the thread's timer slack lowered to 1 µs on
+//! Linux), then calls [`Executor::execute_job`] with a wrapper that stamps
+//! when the body starts and finishes. It never waits for a task before
+//! submitting the next one (open loop): a late arrival is dispatched at once,
+//! and the lateness is reported. A sampler thread reads
+//! [`Executor::counts`] every millisecond for the threads-kept average and
+//! the pool-size trajectory.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tidepool::Executor;
+
+use crate::body::{load_average, process_cpu_time, BusyLoop, TaskBody};
+use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
+use crate::result::{DecisionEntry, RunResult};
+use crate::trace::Trace;
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// Replay speed: 2.0 halves every arrival gap (task bodies unchanged).
+    pub speed: f64,
+    /// How long before an arrival the driver stops sleeping and spins.
+    pub spin: Duration,
+    /// Thread-count sampling interval (1 ms, as Oh & Kim).
+    pub sample_interval: Duration,
+    /// How often the progress hook is called.
+    pub progress_interval: Duration,
+    /// Give up waiting for stragglers this long after the last submission
+    /// (the result is then marked `cancelled`). `None`: wait for all.
+    pub drain_timeout: Option<Duration>,
+    /// Stop early when this becomes true (Ctrl-C); what was measured is
+    /// still returned.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Keep per-task records in the result.
+    pub keep_records: bool,
+    /// The busy loop for compute; `None` uses [`BusyLoop::global`].
+    pub busy: Option<BusyLoop>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            speed: 1.0,
+            spin: Duration::from_micros(100),
+            sample_interval: Duration::from_millis(1),
+            progress_interval: Duration::from_millis(100),
+            drain_timeout: None,
+            cancel: None,
+            keep_records: false,
+            busy: None,
+        }
+    }
+}
+
+/// A progress report, passed to the progress hook on the driver's thread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Time since the replay started.
+    pub elapsed: Duration,
+    /// Tasks in the trace.
+    pub total: usize,
+    /// Tasks submitted so far.
+    pub submitted: usize,
+    /// Tasks finished so far.
+    pub completed: u64,
+    /// Live threads now.
+    pub live_threads: usize,
+    /// Queued jobs now.
+    pub queued: usize,
+    /// False while submitting, true while waiting for the last tasks.
+    pub draining: bool,
+}
+
+/// Optional hooks into a replay.
+#[derive(Default)]
+pub struct ReplayHooks<'a> {
+    /// Called about every [`ReplayOptions::progress_interval`] on the
+    /// driver thread (keep it cheap).
+    pub progress: Option<&'a mut dyn FnMut(&Progress)>,
+    /// Read by the sampler every sample, e.g. `&|| pool.target_size()`, to
+    /// record the target size beside the live count.
+    pub target_size: Option<&'a (dyn Fn() -> usize + Sync)>,
+}
+
+#[derive(Default)]
+struct Slot {
+    started: AtomicU64, // ns since epoch + 1; 0 = not yet
+    finished: AtomicU64,
+}
+
+fn ns_since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+
+/// Replay `trace` against `executor` with default hooks.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool::ThreadPerRequest;
+/// use tidepool_workload::{replay, GenSpec, ReplayOptions};
+/// let trace = "periodic:rate=1000,n=20,service=const:100us".parse::<GenSpec>().unwrap().generate();
+/// let r = replay(&trace, &ThreadPerRequest::new(), &ReplayOptions::default());
+/// assert_eq!(r.completed, 20);
+/// assert_eq!(r.threads_created, 20);
+/// ```
+pub fn replay(trace: &Trace, executor: &dyn Executor, opts: &ReplayOptions) -> RunResult {
+    replay_with(trace, executor, opts, ReplayHooks::default())
+}
+
+/// Replay `trace` against a [`tidepool::Pool`]: like [`replay_with`], plus the
+/// pool's target size in every sample and its decision log in the result.
+///
+/// ```
+/// use tidepool::Pool;
+/// use tidepool_workload::{replay_pool, GenSpec, ReplayOptions};
+/// let pool = Pool::new(2).unwrap();
+/// let trace = "poisson:rate=2000,n=40,service=exp:50us".parse::<GenSpec>().unwrap().generate();
+/// let r = replay_pool(&trace, &pool, &ReplayOptions::default(), None);
+/// assert_eq!(r.completed, 40);
+/// assert!(r.size_series.iter().all(|p| p.target == Some(2)));
+/// ```
+pub fn replay_pool(
+    trace: &Trace,
+    pool: &tidepool::Pool,
+    opts: &ReplayOptions,
+    mut progress: Option<&mut dyn FnMut(&Progress)>,
+) -> RunResult {
+    let offset = pool.stats().elapsed;
+    let target = || pool.target_size();
+    let mut r = replay_with(
+        trace,
+        pool,
+        opts,
+        ReplayHooks {
+            progress: progress
+                .as_mut()
+                .map(|p| &mut **p as &mut dyn FnMut(&Progress)),
+            target_size: Some(&target),
+        },
+    );
+    r.decisions = pool
+        .decisions()
+        .iter()
+        .map(|d| DecisionEntry::from_record(d, offset))
+        .collect();
+    r
+}
+
+struct TimerSlack {
+    #[cfg(target_os = "linux")]
+    old: libc::c_int,
+}
+
+impl TimerSlack {
+    fn lower() -> TimerSlack {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: PR_GET/SET_TIMERSLACK only read/set the calling thread's slack.
+            let old = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
+            TimerSlack { old }
+        }
+        #[cfg(not(target_os = "linux"))]
+        TimerSlack {}
+    }
+}
+
+impl Drop for TimerSlack {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.old > 0 {
+            // SAFETY: as above.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, self.old as libc::c_ulong, 0, 0, 0) };
+        }
+    }
+}
+
+/// Replay `trace` against `executor` with hooks.
+pub fn replay_with(
+    trace: &Trace,
+    executor: &dyn Executor,
+    opts: &ReplayOptions,
+    mut hooks: ReplayHooks<'_>,
+) -> RunResult {
+    let busy = opts.busy.unwrap_or_else(BusyLoop::global);
+    let speed = if opts.speed.is_finite() && opts.speed > 0.0 {
+        opts.speed
+    } else {
+        1.0
+    };
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
+    let n = trace.len();
+    let slots: Arc<Vec<Slot>> = Arc::new((0..n).map(|_| Slot::default()).collect());
+    let completed = Arc::new(AtomicU64::new(0));
+    let stop_sampler = AtomicBool::new(false);
+    let counts0 = executor.counts();
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let _slack = TimerSlack::lower();
+
+    let cpu0 = process_cpu_time();
+    let epoch = Instant::now();
+    let mut records: Vec<TaskRecord> = Vec::with_capacity(n);
+    let mut was_cancelled = false;
+    let target_probe = hooks.target_size;
+
+    let samples = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut samples = Vec::new();
+            let mut next = Duration::ZERO;
+            while !stop_sampler.load(Ordering::Acquire) {
+                let c = executor.counts();
+                samples.push(ThreadSample {
+                    at_ns: ns_since(epoch),
+                    live: c.live_threads,
+                    queued: c.queued,
+                    target: target_probe.map(|f| f()),
+                });
+                next += opts.sample_interval;
+                let now = epoch.elapsed();
+                if next > now {
+                    std::thread::sleep(next - now);
+                } else {
+                    next = now; // fell behind: don't burst to catch up
+                }
+            }
+            samples
+        });
+
+        let mut last_progress = Instant::now();
+        let mut report = |submitted: usize, draining: bool, force: bool| {
+            if let Some(p) = hooks.progress.as_mut() {
+                if force || last_progress.elapsed() >= opts.progress_interval {
+                    last_progress = Instant::now();
+                    let c = executor.counts();
+                    p(&Progress {
+                        elapsed: epoch.elapsed(),
+                        total: n,
+                        submitted,
+                        completed: completed.load(Ordering::Relaxed),
+                        live_threads: c.live_threads,
+                        queued: c.queued,
+                        draining,
+                    });
+                }
+            }
+        };
+
+        let mut at = Duration::ZERO;
+        for (i, task) in trace.tasks.iter().enumerate() {
+            at += task.start_delay.div_f64(speed);
+            // pace: sleep until `spin` before the arrival, then spin
+            loop {
+                if cancelled() {
+                    break;
+                }
+                let now = epoch.elapsed();
+                if now >= at {
+                    break;
+                }
+                let left = at - now;
+                if left > opts.spin {
+                    std::thread::sleep((left - opts.spin).min(Duration::from_millis(20)));
+                    report(i, false, false);
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            if cancelled() {
+                was_cancelled = true;
+                break;
+            }
+            let body = TaskBody::of(task);
+            let slots_c = Arc::clone(&slots);
+            let done = Arc::clone(&completed);
+            let job = Box::new(move || {
+                slots_c[i]
+                    .started
+                    .store(ns_since(epoch) + 1, Ordering::Relaxed);
+                body.run(&busy);
+                slots_c[i]
+                    .finished
+                    .store(ns_since(epoch) + 1, Ordering::Release);
+                done.fetch_add(1, Ordering::Release);
+            });
+            let submitted_ns = ns_since(epoch);
+            let ok = executor.execute_job(job).is_ok();
+            let accepted_ns = ns_since(epoch);
+            records.push(TaskRecord {
+                request_id: task.request_id,
+                app_id: task.app_id,
+                scheduled_ns: at.as_nanos() as u64,
+                submitted_ns,
+                accepted_ns: ok.then_some(accepted_ns),
+                started_ns: None,
+                finished_ns: None,
+            });
+            report(i + 1, false, false);
+        }
+
+        // drain: wait for every accepted task, polling so cancel still works
+        let accepted = records.iter().filter(|r| r.accepted_ns.is_some()).count() as u64;
+        let drain_start = Instant::now();
+        while completed.load(Ordering::Acquire) < accepted {
+            if cancelled()
+                || opts
+                    .drain_timeout
+                    .is_some_and(|t| drain_start.elapsed() >= t)
+            {
+                was_cancelled = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            report(records.len(), true, false);
+        }
+        report(records.len(), true, true);
+        stop_sampler.store(true, Ordering::Release);
+        sampler.join().unwrap_or_default()
+    });
+
+    let wall = epoch.elapsed().as_secs_f64();
+    let cpu = process_cpu_time().saturating_sub(cpu0).as_secs_f64();
+    for (i, r) in records.iter_mut().enumerate() {
+        let get = |a: &AtomicU64| match a.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(v - 1),
+        };
+        r.finished_ns = get(&slots[i].finished);
+        r.started_ns = get(&slots[i].started);
+    }
+    let m = summarize(&records);
+    let t = thread_metrics(&samples);
+    let counts1 = executor.counts();
+    RunResult {
+        executor: executor.name(),
+        workload: trace.name.clone(),
+        tasks: n,
+        submitted: m.submitted,
+        accepted: m.accepted,
+        rejected: m.rejected,
+        completed: m.completed,
+        cancelled: was_cancelled,
+        duration_s: m.duration_s,
+        throughput: m.throughput,
+        mean_wait_us: m.wait.mean_us,
+        p99_wait_us: m.wait.p99_us,
+        mean_response_us: m.response.mean_us,
+        p99_response_us: m.response.p99_us,
+        mean_turnaround_us: m.turnaround.mean_us,
+        p99_turnaround_us: m.turnaround.p99_us,
+        response: m.response,
+        wait: m.wait,
+        processing: m.processing,
+        turnaround: m.turnaround,
+        lateness: m.lateness,
+        cpu_time_s: cpu,
+        cpu_utilisation: if wall > 0.0 {
+            cpu / wall / cores as f64
+        } else {
+            0.0
+        },
+        cores,
+        load_average: load_average(),
+        threads_created: counts1
+            .threads_created
+            .saturating_sub(counts0.threads_created),
+        avg_threads: t.avg_threads,
+        max_threads: t.max_threads,
+        avg_queue: t.avg_queue,
+        max_queue: t.max_queue,
+        sample_interval_ms: opts.sample_interval.as_secs_f64() * 1e3,
+        size_series: t.size_series,
+        decisions: Vec::new(),
+        records: if opts.keep_records {
+            records
+        } else {
+            Vec::new()
+        },
+    }
+}

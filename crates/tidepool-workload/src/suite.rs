@@ -1,0 +1,220 @@
+//! The standard workload suite: six named workloads, each a generator (or
+//! the embedded Azure trace) with a `scale` factor.
+//!
+//! `scale` stretches a workload's *length* (number of tasks, or step length
+//! for `steps`) and leaves its rates alone, so the best static pool size
+//! does not move with it. At scale 1.0 each takes about 7–8 s of replay.
+//!
+//! | name | definition at scale 1.0 | offered CPU (2 cores) | character |
+//! |---|---|---|---|
+//! | `cpu` | `poisson:rate=1000,n=8000,service=normal:1ms:100us,free=0` | 1.0 core | all compute: best ≈ cores |
+//! | `io` | `poisson:rate=2000,n=16000,service=exp:5ms,free=90` | 1.0 core | mostly blocked: ~10 tasks in service on average, best size large |
+//! | `mixed` | `poisson:rate=1000,n=8000,service=lognormal:2ms:2ms,free=50` | 1.0 core | half compute, heavy-tailed |
+//! | `steps` | `steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50` | 0.5 → 0.95 cores | Oh & Kim's load raised in 10 % steps |
+//! | `bursty` | `onoff:rate=4000,on=200ms,off=400ms,off_rate=100,n=11000,service=exp:1ms,free=70` | 1.2 cores in bursts | on/off bursts |
+//! | `azure` | first 2,000 requests of the embedded Azure LLM trace, 60× compressed; 1 ms + 4 µs/context token + 40 µs/generated token, ≤ 100 ms; free 85 | ≈ 0.7 cores | real arrivals (bursty), sizes from token counts |
+//!
+//! The Azure slice (header + first 4,000 requests of
+//! `AzureLLMInferenceTrace_conv`, 2023-11-16) is embedded in the crate so
+//! the suite works standalone. Azure Public Dataset, CC-BY 4.0; Patel et
+//! al., "Splitwise", ISCA 2024. Its scale is capped at 2.0 (the slice's
+//! length).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+use crate::generate::{Arrivals, GenSpec};
+use crate::import::azure::{parse_azure_str, AzureOptions};
+use crate::trace::Trace;
+
+/// The Azure LLM inference trace slice (CC-BY 4.0, Azure Public Dataset;
+/// Patel et al., "Splitwise", ISCA 2024): header + first 4,000 requests.
+pub const AZURE_SLICE: &str = include_str!("../data/azure-conv-2023-first4000.csv");
+
+/// Requests of the Azure slice used at scale 1.0.
+pub const AZURE_REQUESTS: usize = 2000;
+
+/// Names of the suite's workloads, in a fixed order.
+pub const SUITE: [&str; 6] = ["cpu", "io", "mixed", "steps", "bursty", "azure"];
+
+/// Where a suite workload's tasks come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "lowercase")]
+pub enum SuiteSource {
+    /// A generator.
+    Generated {
+        /// The generator spec.
+        spec: GenSpec,
+    },
+    /// The embedded Azure slice.
+    Azure {
+        /// Import options.
+        options: AzureOptions,
+    },
+}
+
+/// A suite workload at a given scale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteEntry {
+    /// Suite name (`cpu`, `io`, …).
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// Scale factor applied.
+    pub scale: f64,
+    /// Where the tasks come from.
+    #[serde(flatten)]
+    pub source: SuiteSource,
+}
+
+impl SuiteEntry {
+    /// Build the trace. Named `suite:NAME@SCALE`.
+    pub fn trace(&self) -> Trace {
+        let mut t = match &self.source {
+            SuiteSource::Generated { spec } => spec.generate(),
+            SuiteSource::Azure { options } => {
+                parse_azure_str(AZURE_SLICE, "azure", options)
+                    .expect("embedded Azure slice parses")
+                    .trace
+            }
+        };
+        t.name = format!("suite:{}@{}", self.name, self.scale);
+        t
+    }
+}
+
+/// Look up a suite workload.
+///
+/// ```
+/// use tidepool_workload::suite::suite_entry;
+/// let e = suite_entry("io", 0.1).unwrap();
+/// let t = e.trace();
+/// assert_eq!(t.len(), 1600);
+/// assert!(suite_entry("nope", 1.0).is_err());
+/// ```
+pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(SpecError::bad("scale", format!("{scale} must be > 0")));
+    }
+    let n = |base: usize| ((base as f64 * scale).round() as usize).max(1);
+    let gen = |s: &str| -> GenSpec { s.parse().expect("suite specs are valid") };
+    let (description, source) = match name {
+        "cpu" => (
+            "all compute, half of 2 cores: best static size near the core count",
+            gen(&format!(
+                "poisson:rate=1000,n={},service=normal:1ms:100us,free=0,seed=11",
+                n(8_000)
+            )),
+        ),
+        "io" => (
+            "90% blocked, ~10 tasks in service on average: best static size large",
+            gen(&format!(
+                "poisson:rate=2000,n={},service=exp:5ms,free=90,seed=12",
+                n(16_000)
+            )),
+        ),
+        "mixed" => (
+            "half compute, half blocked, heavy-tailed service times",
+            gen(&format!(
+                "poisson:rate=1000,n={},service=lognormal:2ms:2ms,free=50,seed=13",
+                n(8_000)
+            )),
+        ),
+        "steps" => {
+            let mut spec = gen("steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50,seed=14");
+            if let Arrivals::Steps { step_time, .. } = &mut spec.arrivals {
+                *step_time = Duration::from_secs_f64(step_time.as_secs_f64() * scale);
+            }
+            ("Oh & Kim's load steps: arrival rate raised by 10% ten times", spec)
+        }
+        "bursty" => (
+            "on/off bursts: 4000/s for 200 ms, 100/s for 400 ms",
+            gen(&format!(
+                "onoff:rate=4000,on=200ms,off=400ms,off_rate=100,n={},service=exp:1ms,free=70,seed=15",
+                n(11_000)
+            )),
+        ),
+        "azure" => {
+            let options = AzureOptions {
+                compress: 60.0,
+                base: Duration::from_millis(1),
+                per_context_token: Duration::from_micros(4),
+                per_generated_token: Duration::from_micros(40),
+                max_service: Duration::from_millis(100),
+                free: 85.0,
+                limit: Some(n(AZURE_REQUESTS).min(2 * AZURE_REQUESTS)),
+            };
+            return Ok(SuiteEntry {
+                name: name.to_string(),
+                description: "real Azure LLM inference arrivals (60x compressed), service from token counts, 85% blocked".into(),
+                scale,
+                source: SuiteSource::Azure { options },
+            });
+        }
+        other => return Err(SpecError::UnknownSuite(other.to_string())),
+    };
+    Ok(SuiteEntry {
+        name: name.to_string(),
+        description: description.to_string(),
+        scale,
+        source: SuiteSource::Generated { spec: source },
+    })
+}
+
+/// Build a suite workload's trace.
+pub fn suite_trace(name: &str, scale: f64) -> Result<Trace, SpecError> {
+    Ok(suite_entry(name, scale)?.trace())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_builds_and_lasts_a_few_seconds() {
+        for name in SUITE {
+            let t = suite_trace(name, 1.0).unwrap();
+            let s = t.stats();
+            assert!(s.span_s > 5.0 && s.span_s < 15.0, "{name}: {s:?}");
+            assert!(s.offered_cores < 1.6, "{name}: {s:?}");
+            assert_eq!(t.name, format!("suite:{name}@1"));
+        }
+    }
+
+    #[test]
+    fn scale_changes_length_not_rate() {
+        for name in SUITE {
+            let a = suite_trace(name, 1.0).unwrap().stats();
+            let b = suite_trace(name, 0.5).unwrap().stats();
+            assert!(
+                (b.span_s / a.span_s - 0.5).abs() < 0.1,
+                "{name}: {a:?} {b:?}"
+            );
+            assert!(
+                (b.arrival_rate / a.arrival_rate - 1.0).abs() < 0.15,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn characters_differ() {
+        let cpu = suite_trace("cpu", 0.2).unwrap().stats();
+        let io = suite_trace("io", 0.2).unwrap().stats();
+        assert_eq!(cpu.mean_blocked_us, 0.0);
+        assert!(io.mean_blocked_us > 8.0 * io.mean_cpu_us);
+        let az = suite_trace("azure", 1.0).unwrap();
+        assert_eq!(az.len(), AZURE_REQUESTS);
+        assert_eq!(
+            suite_trace("azure", 10.0).unwrap().len(),
+            2 * AZURE_REQUESTS
+        );
+        assert!(suite_entry("cpu", 0.0).is_err());
+        assert!(matches!(
+            suite_entry("x", 1.0),
+            Err(SpecError::UnknownSuite(_))
+        ));
+    }
+}
