@@ -1,0 +1,334 @@
+//! The benchmark's output: a JSON document of per-scenario medians, and a
+//! readable table with ratios.
+//!
+//! JSON shape (latency fields only where the scenario measures latency):
+//!
+//! ```json
+//! {"scenarios": [{"name": "empty-1-submitter",
+//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e6}]},
+//!                {"name": "latency-idle",
+//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e4,
+//!                              "p50_ns": 9000, "p99_ns": 30000}]}]}
+//! ```
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::harness::{cost_percent, median, median_u64, ratio_higher_better, ratio_lower_better};
+use crate::scenario::{Sample, Scenario};
+use crate::subjects::Impl;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// One entry per scenario, in run order.
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// The results of one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    /// Scenario name (`empty-1-submitter`, …).
+    pub name: String,
+    /// One entry per implementation.
+    pub results: Vec<ImplResult>,
+}
+
+/// One implementation's medians in one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImplResult {
+    /// Implementation name (`tidepool`, `rayon`, …).
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// Median tasks per second over the repeats.
+    pub tasks_per_sec: f64,
+    /// Median over the repeats of the per-run p50 latency, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<u64>,
+    /// Median over the repeats of the per-run p99 latency, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+}
+
+/// Raw samples keyed by scenario and implementation.
+pub type Samples = HashMap<(Scenario, Impl), Vec<Sample>>;
+
+impl Report {
+    /// Reduce the repeated `samples` to medians, in the order of `scenarios`
+    /// and `impls` (pairs without samples are left out).
+    pub fn from_samples(scenarios: &[Scenario], impls: &[Impl], samples: &Samples) -> Report {
+        let scenarios = scenarios
+            .iter()
+            .map(|&sc| ScenarioReport {
+                name: sc.name().to_string(),
+                results: impls
+                    .iter()
+                    .filter_map(|&im| {
+                        let runs = samples.get(&(sc, im))?;
+                        let tps: Vec<f64> = runs.iter().map(|r| r.tasks_per_sec).collect();
+                        let p50: Vec<u64> = runs.iter().filter_map(|r| r.p50_ns).collect();
+                        let p99: Vec<u64> = runs.iter().filter_map(|r| r.p99_ns).collect();
+                        Some(ImplResult {
+                            name: im.name().to_string(),
+                            tasks_per_sec: median(&tps)?,
+                            p50_ns: median_u64(&p50),
+                            p99_ns: median_u64(&p99),
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        Report { scenarios }
+    }
+
+    /// The scenario called `name`.
+    pub fn scenario(&self, name: &str) -> Option<&ScenarioReport> {
+        self.scenarios.iter().find(|s| s.name == name)
+    }
+
+    /// The report as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report always serialises")
+    }
+
+    /// The statistics cost in percent on each empty-task scenario: how much
+    /// slower `with` is than `without` (e.g. `tidepool` vs `tidepool-nostats`).
+    pub fn stats_cost(&self, with: &str, without: &str) -> Vec<(String, f64)> {
+        self.scenarios
+            .iter()
+            .filter(|s| s.name.starts_with("empty"))
+            .filter_map(|s| {
+                let w = s.get(with)?.tasks_per_sec;
+                let wo = s.get(without)?.tasks_per_sec;
+                Some((s.name.clone(), cost_percent(w, wo)?))
+            })
+            .collect()
+    }
+
+    /// A readable table: per scenario, each implementation's medians and how
+    /// many times better `tidepool` is (above 1: tidepool wins), then a
+    /// summary of tidepool against the best peer and the statistics cost.
+    pub fn to_table(&self, header: &str) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{header}");
+        for sc in &self.scenarios {
+            let latency = sc.is_latency();
+            let tp = sc.get("tidepool");
+            let _ = writeln!(out, "\n== {} ==", sc.name);
+            let _ = writeln!(
+                out,
+                "{:<18} {:>14} {:>10} {:>10} {:>12}",
+                "impl",
+                if latency { "round-trips/s" } else { "tasks/s" },
+                "p50",
+                "p99",
+                "tidepool ×"
+            );
+            for r in &sc.results {
+                let adv = tp.and_then(|t| sc.advantage(t, r));
+                let _ = writeln!(
+                    out,
+                    "{:<18} {:>14} {:>10} {:>10} {:>12}",
+                    r.name,
+                    fmt_rate(r.tasks_per_sec),
+                    r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    r.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    adv.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n== summary: tidepool vs the best peer (above 1.00: tidepool ahead) =="
+        );
+        for sc in &self.scenarios {
+            let (Some(tp), Some(best)) = (sc.get("tidepool"), sc.best_peer()) else {
+                continue;
+            };
+            let what = if sc.is_latency() {
+                "p50 latency"
+            } else {
+                "throughput"
+            };
+            let _ = writeln!(
+                out,
+                "{:<20} {:>6} (best peer: {}, {})",
+                sc.name,
+                sc.advantage(tp, best)
+                    .map(|a| format!("{a:.2}×"))
+                    .unwrap_or_else(|| "-".into()),
+                best.name,
+                what
+            );
+        }
+        let cost = self.stats_cost("tidepool", "tidepool-nostats");
+        if !cost.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n== statistics cost (tidepool vs tidepool-nostats, empty tasks) =="
+            );
+            for (name, pct) in cost {
+                let _ = writeln!(out, "{name:<20} {pct:>6.1} %");
+            }
+        }
+        out
+    }
+}
+
+impl ScenarioReport {
+    /// The result of implementation `name`.
+    pub fn get(&self, name: &str) -> Option<&ImplResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+
+    /// Whether this scenario is judged on latency (lower p50 is better)
+    /// rather than throughput.
+    pub fn is_latency(&self) -> bool {
+        self.results.iter().any(|r| r.p50_ns.is_some())
+    }
+
+    /// How many times better `a` is than `b` on this scenario's main metric
+    /// (throughput, or p50 latency for latency scenarios).
+    pub fn advantage(&self, a: &ImplResult, b: &ImplResult) -> Option<f64> {
+        if self.is_latency() {
+            ratio_lower_better(a.p50_ns? as f64, b.p50_ns? as f64)
+        } else {
+            ratio_higher_better(a.tasks_per_sec, b.tasks_per_sec)
+        }
+    }
+
+    /// The best implementation that is not a tidepool variant.
+    pub fn best_peer(&self) -> Option<&ImplResult> {
+        let peers = self
+            .results
+            .iter()
+            .filter(|r| !r.name.starts_with("tidepool"));
+        if self.is_latency() {
+            peers
+                .filter(|r| r.p50_ns.is_some())
+                .min_by_key(|r| r.p50_ns)
+        } else {
+            peers.max_by(|a, b| a.tasks_per_sec.total_cmp(&b.tasks_per_sec))
+        }
+    }
+}
+
+/// `1234567.0` → `1.23 M`.
+pub fn fmt_rate(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// `12345` → `12.3 µs`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(tps: f64, lat: Option<(u64, u64)>) -> Sample {
+        Sample {
+            tasks_per_sec: tps,
+            p50_ns: lat.map(|l| l.0),
+            p99_ns: lat.map(|l| l.1),
+        }
+    }
+
+    fn report() -> Report {
+        let mut s = Samples::new();
+        s.insert(
+            (Scenario::Empty1, Impl::Tidepool),
+            vec![sample(3e6, None), sample(1e6, None), sample(2e6, None)],
+        );
+        s.insert((Scenario::Empty1, Impl::Rayon), vec![sample(1e6, None)]);
+        s.insert(
+            (Scenario::Empty1, Impl::TidepoolNoStats),
+            vec![sample(2.5e6, None)],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Tidepool),
+            vec![
+                sample(1e4, Some((5_000, 9_000))),
+                sample(1e4, Some((7_000, 11_000))),
+            ],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Rayon),
+            vec![sample(1e4, Some((10_000, 20_000)))],
+        );
+        Report::from_samples(
+            &[Scenario::Empty1, Scenario::LatencyIdle],
+            &[
+                Impl::Tidepool,
+                Impl::TidepoolNoStats,
+                Impl::Rayon,
+                Impl::Crossbeam,
+            ],
+            &s,
+        )
+    }
+
+    #[test]
+    fn json_has_the_agreed_shape() {
+        let json: serde_json::Value = serde_json::from_str(&report().to_json()).unwrap();
+        let obj = json.as_object().unwrap();
+        assert_eq!(obj.keys().collect::<Vec<_>>(), vec!["scenarios"]);
+        let scenarios = obj["scenarios"].as_array().unwrap();
+        assert_eq!(scenarios.len(), 2);
+        assert_eq!(scenarios[0]["name"], "empty-1-submitter");
+        let r0 = &scenarios[0]["results"][0];
+        assert_eq!(r0["impl"], "tidepool");
+        assert_eq!(r0["tasks_per_sec"], 2e6); // the median of 3
+        assert!(r0.get("p50_ns").is_none() && r0.get("p99_ns").is_none());
+        // crossbeam had no samples: left out.
+        assert_eq!(scenarios[0]["results"].as_array().unwrap().len(), 3);
+        let l0 = &scenarios[1]["results"][0];
+        assert_eq!(l0["p50_ns"], 6_000);
+        assert_eq!(l0["p99_ns"], 10_000);
+        assert!(l0["tasks_per_sec"].is_f64());
+        // Round trip.
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back, report());
+    }
+
+    #[test]
+    fn ratios_stats_cost_and_table() {
+        let r = report();
+        let e = r.scenario("empty-1-submitter").unwrap();
+        assert_eq!(e.best_peer().unwrap().name, "rayon");
+        assert_eq!(
+            e.advantage(e.get("tidepool").unwrap(), e.best_peer().unwrap()),
+            Some(2.0)
+        );
+        let l = r.scenario("latency-idle").unwrap();
+        assert!(l.is_latency() && !e.is_latency());
+        // 10 µs vs 6 µs p50: tidepool 1.67× better.
+        let adv = l
+            .advantage(l.get("tidepool").unwrap(), l.best_peer().unwrap())
+            .unwrap();
+        assert!((adv - 10.0 / 6.0).abs() < 1e-9);
+        let cost = r.stats_cost("tidepool", "tidepool-nostats");
+        assert_eq!(cost.len(), 1);
+        assert!((cost[0].1 - 20.0).abs() < 1e-9);
+        let table = r.to_table("hdr");
+        assert!(table.contains("empty-1-submitter") && table.contains("2.00×"));
+        assert!(table.contains("20.0 %"));
+        assert_eq!(fmt_ns(12_345), "12.3 µs");
+        assert_eq!(fmt_rate(1_234_567.0), "1.23 M");
+    }
+}
