@@ -22,6 +22,15 @@ pub fn median_u64(values: &[u64]) -> Option<u64> {
     median(&v).map(|m| m.round() as u64)
 }
 
+/// The relative spread of `values`: `(max - min) / median`; `None` when
+/// empty or the median is not positive.
+pub fn spread(values: &[f64]) -> Option<f64> {
+    let m = median(values)?;
+    let max = values.iter().copied().fold(f64::MIN, f64::max);
+    let min = values.iter().copied().fold(f64::MAX, f64::min);
+    (m > 0.0).then(|| (max - min) / m)
+}
+
 /// How many times better `subject` is than `reference` for a
 /// higher-is-better quantity (throughput): `subject / reference`.
 /// `None` when the reference is not positive.
@@ -67,6 +76,8 @@ mod tests {
         assert_eq!(median(&[9.0, 1.0, 1.0, 1.0, 100.0]), Some(1.0));
         assert_eq!(median_u64(&[10, 30, 20, 1000, 15]), Some(20));
         assert_eq!(median_u64(&[1, 2]), Some(2)); // 1.5 rounds up
+        assert_eq!(spread(&[1.0, 2.0, 3.0]), Some(1.0));
+        assert_eq!(spread(&[]), None);
     }
 
     #[test]

@@ -16,7 +16,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{cost_percent, median, median_u64, ratio_higher_better, ratio_lower_better};
+use crate::harness::{
+    cost_percent, median, median_u64, ratio_higher_better, ratio_lower_better, spread,
+};
 use crate::scenario::{Sample, Scenario};
 use crate::subjects::Impl;
 
@@ -50,6 +52,10 @@ pub struct ImplResult {
     /// Median over the repeats of the per-run p99 latency, in nanoseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
+    /// Spread of the main metric over the repeats, `(max - min) / median`
+    /// (shown in the table as a noise indicator; not part of the JSON).
+    #[serde(skip)]
+    pub spread: Option<f64>,
 }
 
 /// Raw samples keyed by scenario and implementation.
@@ -70,11 +76,17 @@ impl Report {
                         let tps: Vec<f64> = runs.iter().map(|r| r.tasks_per_sec).collect();
                         let p50: Vec<u64> = runs.iter().filter_map(|r| r.p50_ns).collect();
                         let p99: Vec<u64> = runs.iter().filter_map(|r| r.p99_ns).collect();
+                        let main: Vec<f64> = if sc.measures_latency() {
+                            p50.iter().map(|&x| x as f64).collect()
+                        } else {
+                            tps.clone()
+                        };
                         Some(ImplResult {
                             name: im.name().to_string(),
                             tasks_per_sec: median(&tps)?,
                             p50_ns: median_u64(&p50),
                             p99_ns: median_u64(&p99),
+                            spread: spread(&main),
                         })
                     })
                     .collect(),
@@ -107,7 +119,7 @@ impl Report {
             .collect()
     }
 
-    /// A readable table: per scenario, each implementation's medians and how
+    /// A readable table: per scenario, each implementation's medians, their spread, and how
     /// many times better `tidepool` is (above 1: tidepool wins), then a
     /// summary of tidepool against the best peer and the statistics cost.
     pub fn to_table(&self, header: &str) -> String {
@@ -119,22 +131,26 @@ impl Report {
             let _ = writeln!(out, "\n== {} ==", sc.name);
             let _ = writeln!(
                 out,
-                "{:<18} {:>14} {:>10} {:>10} {:>12}",
+                "{:<18} {:>14} {:>10} {:>10} {:>8} {:>12}",
                 "impl",
                 if latency { "round-trips/s" } else { "tasks/s" },
                 "p50",
                 "p99",
+                "spread",
                 "tidepool ×"
             );
             for r in &sc.results {
                 let adv = tp.and_then(|t| sc.advantage(t, r));
                 let _ = writeln!(
                     out,
-                    "{:<18} {:>14} {:>10} {:>10} {:>12}",
+                    "{:<18} {:>14} {:>10} {:>10} {:>8} {:>12}",
                     r.name,
                     fmt_rate(r.tasks_per_sec),
                     r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
                     r.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    r.spread
+                        .map(|x| format!("{:.0}%", x * 100.0))
+                        .unwrap_or_else(|| "-".into()),
                     adv.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
                 );
             }
@@ -303,7 +319,13 @@ mod tests {
         assert!(l0["tasks_per_sec"].is_f64());
         // Round trip.
         let back: Report = serde_json::from_value(json).unwrap();
-        assert_eq!(back, report());
+        let mut expected = report();
+        for sc in &mut expected.scenarios {
+            for r in &mut sc.results {
+                r.spread = None; // not serialised
+            }
+        }
+        assert_eq!(back, expected);
     }
 
     #[test]
@@ -328,6 +350,7 @@ mod tests {
         let table = r.to_table("hdr");
         assert!(table.contains("empty-1-submitter") && table.contains("2.00×"));
         assert!(table.contains("20.0 %"));
+        assert_eq!(e.get("tidepool").unwrap().spread, Some(1.0)); // (3-1)/2
         assert_eq!(fmt_ns(12_345), "12.3 µs");
         assert_eq!(fmt_rate(1_234_567.0), "1.23 M");
     }
