@@ -51,7 +51,7 @@ pub enum SubmitError {
 #[derive(thiserror::Error)]
 pub enum JoinError {
     /// The task panicked; the payload is the panic's.
-    #[error("the task panicked: {}", panic_message(.0))]
+    #[error("the task panicked: {}", panic_message(&**.0))]
     Panicked(Box<dyn std::any::Any + Send + 'static>),
     /// The task never ran: it was dropped by `shutdown_now` or with its queue.
     #[error("the task was cancelled before it ran")]
@@ -62,7 +62,7 @@ impl JoinError {
     /// The panic message, when the task panicked with a string.
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => Some(panic_message(p)),
+            JoinError::Panicked(p) => Some(panic_message(&**p)),
             JoinError::Cancelled => None,
         }
     }
@@ -79,7 +79,10 @@ impl JoinError {
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JoinError::Panicked(p) => f.debug_tuple("Panicked").field(&panic_message(p)).finish(),
+            JoinError::Panicked(p) => f
+                .debug_tuple("Panicked")
+                .field(&panic_message(&**p))
+                .finish(),
             JoinError::Cancelled => f.write_str("Cancelled"),
         }
     }

@@ -32,6 +32,11 @@ pub trait Executor: Send + Sync {
     fn counts(&self) -> ExecutorCounts;
     /// Block until every accepted job has finished.
     fn wait_idle(&self);
+    /// The tidepool [`Pool`](crate::Pool) behind this executor, if it is one:
+    /// gives access to its statistics, size series and decision log.
+    fn pool(&self) -> Option<&crate::Pool> {
+        None
+    }
 }
 
 /// Thread per request: one new OS thread for every job, the papers' TPR

@@ -16,9 +16,10 @@ use std::time::Duration;
 pub use fixed::Fixed;
 
 /// Why the controller is calling the policy now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Trigger {
     /// The first call, right after the pool starts (lets a policy set its initial size).
+    #[default]
     Start,
     /// The policy's [`Schedule::every`] period elapsed.
     Tick,
@@ -97,12 +98,6 @@ pub struct Observation {
     pub cpu_time: Option<Duration>,
     /// Logical CPUs available to the process.
     pub cores: usize,
-}
-
-impl Default for Trigger {
-    fn default() -> Self {
-        Trigger::Start
-    }
 }
 
 impl Observation {

@@ -1,0 +1,13 @@
+//! Statistics: per-task timestamps (Xu & Bode table 4.1), pool counters
+//! (table 4.2), latency histograms, windows, and the pool-size time series.
+
+pub(crate) mod clock;
+mod latency;
+pub mod os;
+pub(crate) mod record;
+mod series;
+mod stats;
+
+pub use latency::Latency;
+pub use series::{DecisionRecord, SizeSample};
+pub use stats::PoolStats;

@@ -1,0 +1,33 @@
+//! The pool-size trajectory and the sizing policy's decision log.
+
+use std::time::Duration;
+
+use crate::policy::{Observation, Trigger};
+
+/// The pool's size at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeSample {
+    /// Time since the pool started.
+    pub at: Duration,
+    /// Worker threads alive.
+    pub live: usize,
+    /// The target size.
+    pub target: usize,
+}
+
+/// One call of the sizing policy that changed something.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRecord {
+    /// Time since the pool started.
+    pub at: Duration,
+    /// Why the policy was called.
+    pub trigger: Trigger,
+    /// Target size before the decision.
+    pub old_target: usize,
+    /// Target size after the decision (after clamping).
+    pub new_target: usize,
+    /// The policy's reason.
+    pub reason: String,
+    /// What the policy saw.
+    pub observation: Observation,
+}

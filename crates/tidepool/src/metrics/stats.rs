@@ -1,0 +1,153 @@
+//! A snapshot of a pool's statistics, and windows between two snapshots.
+
+use std::time::Duration;
+
+use super::latency::Latency;
+
+/// A snapshot of a pool: gauges (threads, queue) at the moment it was taken,
+/// and counters and latency distributions since the pool started — or, for a
+/// window made with [`since`](PoolStats::since), since the earlier snapshot.
+///
+/// Task latencies follow Xu & Bode's terms: *response* is the submission
+/// latency (submitted → accepted), *wait* the time in the queue (their "idle
+/// time", accepted → started), *service* the execution (started → finished).
+/// With statistics off, counters of tasks and latencies stay empty; thread
+/// counters and gauges are always kept.
+#[derive(Debug, Clone, Default)]
+pub struct PoolStats {
+    /// Time since the pool started (or the window's length).
+    pub elapsed: Duration,
+    /// Worker threads alive.
+    pub live_threads: usize,
+    /// Workers running a task (or about to).
+    pub busy_threads: usize,
+    /// Workers waiting for a task (parked or spinning).
+    pub idle_threads: usize,
+    /// The target size set by `resize` or the policy.
+    pub target_size: usize,
+    /// Lower bound on the pool size.
+    pub min_threads: usize,
+    /// Upper bound on the pool size.
+    pub max_threads: usize,
+    /// Tasks waiting in the queue.
+    pub queue_len: usize,
+    /// Tasks accepted into the queue.
+    pub submitted: u64,
+    /// Tasks that finished (including those that panicked).
+    pub completed: u64,
+    /// Tasks refused because the queue was full.
+    pub rejected: u64,
+    /// Tasks that panicked.
+    pub panicked: u64,
+    /// Worker threads created.
+    pub threads_created: u64,
+    /// Worker threads that retired.
+    pub threads_retired: u64,
+    /// Queue wait of started tasks (the papers' idle time).
+    pub wait: Latency,
+    /// Execution time of finished tasks.
+    pub service: Latency,
+    /// Submission latency of finished tasks (the papers' response time).
+    pub response: Latency,
+    /// CPU time used by the whole process (since it started, or in the window).
+    pub cpu_time: Option<Duration>,
+    /// The system's 1/5/15-minute load averages when the snapshot was taken.
+    pub load_average: Option<[f64; 3]>,
+    /// Logical CPUs available.
+    pub cores: usize,
+}
+
+impl PoolStats {
+    /// Completed tasks per second (thesis: completed / total execution time).
+    pub fn throughput(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.completed as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Average queue wait: Xu & Bode's AIT.
+    pub fn mean_wait(&self) -> Option<Duration> {
+        self.wait.mean()
+    }
+
+    /// Average execution time.
+    pub fn mean_service(&self) -> Option<Duration> {
+        self.service.mean()
+    }
+
+    /// Average submission latency.
+    pub fn mean_response(&self) -> Option<Duration> {
+        self.response.mean()
+    }
+
+    /// Sum of execution times: how long workers were busy running tasks.
+    pub fn busy_time(&self) -> Duration {
+        self.service.total()
+    }
+
+    /// Process CPU utilisation in `0.0..=1.0` of all cores over `elapsed`.
+    pub fn cpu_utilization(&self) -> Option<f64> {
+        let cpu = self.cpu_time?.as_secs_f64();
+        let wall = self.elapsed.as_secs_f64() * self.cores.max(1) as f64;
+        (wall > 0.0).then(|| (cpu / wall).clamp(0.0, 1.0))
+    }
+
+    /// The window from `earlier` to `self`: counters, latencies and CPU time are
+    /// differences; gauges are `self`'s.
+    pub fn since(&self, earlier: &PoolStats) -> PoolStats {
+        PoolStats {
+            elapsed: self.elapsed.saturating_sub(earlier.elapsed),
+            submitted: self.submitted.saturating_sub(earlier.submitted),
+            completed: self.completed.saturating_sub(earlier.completed),
+            rejected: self.rejected.saturating_sub(earlier.rejected),
+            panicked: self.panicked.saturating_sub(earlier.panicked),
+            threads_created: self.threads_created.saturating_sub(earlier.threads_created),
+            threads_retired: self.threads_retired.saturating_sub(earlier.threads_retired),
+            wait: self.wait.since(&earlier.wait),
+            service: self.service.since(&earlier.service),
+            response: self.response.since(&earlier.response),
+            cpu_time: match (self.cpu_time, earlier.cpu_time) {
+                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
+                _ => None,
+            },
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throughput_and_windows() {
+        let mut a = PoolStats {
+            elapsed: Duration::from_secs(1),
+            completed: 100,
+            submitted: 120,
+            cores: 2,
+            cpu_time: Some(Duration::from_millis(500)),
+            ..PoolStats::default()
+        };
+        a.wait.record(1_000);
+        let mut b = a.clone();
+        b.elapsed = Duration::from_secs(3);
+        b.completed = 500;
+        b.cpu_time = Some(Duration::from_millis(2500));
+        b.wait.record(3_000);
+        b.live_threads = 7;
+        assert_eq!(a.throughput(), 100.0);
+        let w = b.since(&a);
+        assert_eq!(w.elapsed, Duration::from_secs(2));
+        assert_eq!(w.completed, 400);
+        assert_eq!(w.submitted, 0);
+        assert_eq!(w.throughput(), 200.0);
+        assert_eq!(w.mean_wait(), Some(Duration::from_nanos(3_000)));
+        assert_eq!(w.live_threads, 7);
+        assert_eq!(w.cpu_utilization(), Some(0.5));
+        assert_eq!(PoolStats::default().throughput(), 0.0);
+    }
+}

@@ -1,0 +1,341 @@
+//! `Pool::builder()`: every setting, its default, and validation.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::Pool;
+use crate::error::BuildError;
+use crate::metrics::os;
+use crate::policy::{Fixed, SizingPolicy};
+use crate::queue::QueueFlavor;
+
+/// The most worker threads a pool may have.
+pub const MAX_THREADS: usize = 32_768;
+
+/// What `submit` does when the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFull {
+    /// Wait until there is room (Xu & Bode's dispatcher blocks).
+    #[default]
+    Block,
+    /// Fail at once with [`SubmitError::Full`](crate::SubmitError::Full).
+    Reject,
+}
+
+/// The validated settings a pool runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Config {
+    pub(crate) name: String,
+    pub(crate) min: usize,
+    pub(crate) max: usize,
+    pub(crate) initial: usize,
+    pub(crate) capacity: Option<usize>,
+    pub(crate) on_full: OnFull,
+    pub(crate) flavor: QueueFlavor,
+    pub(crate) keep_alive: Duration,
+    pub(crate) statistics: bool,
+    pub(crate) size_series: bool,
+}
+
+/// Configures and builds a [`Pool`].
+///
+/// Defaults: as many threads as logical CPUs (`min = max = initial`), an
+/// unbounded lock-free queue, submitters block when a bounded queue is full,
+/// 10 s keep-alive, statistics on, the [`Fixed`] policy.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool::{OnFull, Pool, QueueFlavor};
+///
+/// let pool = Pool::builder()
+///     .name("io")
+///     .min_threads(2)
+///     .max_threads(64)
+///     .queue_capacity(10_000)
+///     .on_full(OnFull::Reject)
+///     .queue(QueueFlavor::LockFree)
+///     .keep_alive(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(pool.size(), 2);
+/// # Ok::<(), tidepool::BuildError>(())
+/// ```
+pub struct Builder {
+    name: String,
+    min: Option<usize>,
+    max: Option<usize>,
+    initial: Option<usize>,
+    capacity: Option<usize>,
+    on_full: OnFull,
+    flavor: QueueFlavor,
+    keep_alive: Duration,
+    statistics: bool,
+    size_series: bool,
+    policy: Box<dyn SizingPolicy>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            name: "tidepool".to_string(),
+            min: None,
+            max: None,
+            initial: None,
+            capacity: None,
+            on_full: OnFull::Block,
+            flavor: QueueFlavor::default(),
+            keep_alive: Duration::from_secs(10),
+            statistics: true,
+            size_series: false,
+            policy: Box::new(Fixed::keep()),
+        }
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("name", &self.name)
+            .field("min", &self.min)
+            .field("max", &self.max)
+            .field("initial", &self.initial)
+            .field("capacity", &self.capacity)
+            .field("on_full", &self.on_full)
+            .field("flavor", &self.flavor)
+            .field("keep_alive", &self.keep_alive)
+            .field("statistics", &self.statistics)
+            .field("policy", &self.policy.name())
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Prefix of worker thread names (`{name}-worker-{n}`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// A static size: `min = max = initial = n`.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.min = Some(n);
+        self.max = Some(n);
+        self.initial = Some(n);
+        self
+    }
+
+    /// Fewest workers; the pool never retires below it (default: CPUs, capped by max).
+    pub fn min_threads(mut self, n: usize) -> Self {
+        self.min = Some(n);
+        self
+    }
+
+    /// Most workers (default: the larger of CPUs, min and initial).
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max = Some(n);
+        self
+    }
+
+    /// Workers started by `build` (default: min). Those above min retire after
+    /// the keep-alive unless resized or kept busy.
+    pub fn initial_threads(mut self, n: usize) -> Self {
+        self.initial = Some(n);
+        self
+    }
+
+    /// Bound the queue to `n` waiting tasks (default: unbounded).
+    pub fn queue_capacity(mut self, n: usize) -> Self {
+        self.capacity = Some(n);
+        self
+    }
+
+    /// What `submit` does when a bounded queue is full (default: block).
+    pub fn on_full(mut self, on_full: OnFull) -> Self {
+        self.on_full = on_full;
+        self
+    }
+
+    /// The queue flavour (default: lock-free, the fastest).
+    pub fn queue(mut self, flavor: QueueFlavor) -> Self {
+        self.flavor = flavor;
+        self
+    }
+
+    /// How long a worker above the target size may stay idle before it retires
+    /// (default 10 s).
+    pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Collect per-task statistics (default on). Off, the hot path takes no
+    /// timestamps. A sizing policy other than [`Fixed`] turns them on.
+    pub fn statistics(mut self, on: bool) -> Self {
+        self.statistics = on;
+        self
+    }
+
+    /// Record a sample of the pool size at every change (default off).
+    pub fn record_size_series(mut self, on: bool) -> Self {
+        self.size_series = on;
+        self
+    }
+
+    /// The sizing policy (default: [`Fixed::keep`], which never resizes).
+    pub fn policy(self, policy: impl SizingPolicy + 'static) -> Self {
+        self.policy_boxed(Box::new(policy))
+    }
+
+    /// The sizing policy, already boxed.
+    pub fn policy_boxed(mut self, policy: Box<dyn SizingPolicy>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Validate the settings and start the pool.
+    pub fn build(self) -> Result<Pool, BuildError> {
+        let policy = self.policy;
+        let config = validate(
+            Builder {
+                policy: Box::new(Fixed::keep()),
+                ..self
+            },
+            policy.name() != "fixed",
+        )?;
+        Pool::start(config, policy)
+    }
+}
+
+fn validate(b: Builder, adaptive: bool) -> Result<Config, BuildError> {
+    let cores = os::cores();
+    let range = format!("must be between 1 and {MAX_THREADS}");
+    let max = b.max.unwrap_or_else(|| {
+        cores
+            .max(b.min.unwrap_or(0))
+            .max(b.initial.unwrap_or(0))
+            .min(MAX_THREADS)
+    });
+    if max == 0 || max > MAX_THREADS {
+        return Err(BuildError::new("max_threads", max, range));
+    }
+    let min = b.min.unwrap_or_else(|| cores.min(max));
+    if min > max {
+        return Err(BuildError::new(
+            "min_threads",
+            min,
+            format!("must be at most max_threads ({max})"),
+        ));
+    }
+    let initial = b.initial.unwrap_or(min);
+    if initial < min || initial > max {
+        return Err(BuildError::new(
+            "initial_threads",
+            initial,
+            format!("must be between min_threads ({min}) and max_threads ({max})"),
+        ));
+    }
+    if b.capacity == Some(0) {
+        return Err(BuildError::new(
+            "queue_capacity",
+            0,
+            "must be at least 1 (leave it unset for an unbounded queue)",
+        ));
+    }
+    if b.keep_alive.is_zero() {
+        return Err(BuildError::new(
+            "keep_alive",
+            "0s",
+            "must be longer than zero",
+        ));
+    }
+    if let QueueFlavor::Hybrid { attempts: 0, .. } = b.flavor {
+        return Err(BuildError::new(
+            "queue.attempts",
+            0,
+            "the hybrid queue needs at least 1 lock attempt",
+        ));
+    }
+    if b.name.contains('\0') {
+        return Err(BuildError::new("name", &b.name, "must not contain NUL"));
+    }
+    Ok(Config {
+        name: b.name,
+        min,
+        max,
+        initial,
+        capacity: b.capacity,
+        on_full: b.on_full,
+        flavor: b.flavor,
+        keep_alive: b.keep_alive,
+        statistics: b.statistics || adaptive,
+        size_series: b.size_series,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(b: Builder) -> Result<Config, BuildError> {
+        validate(b, false)
+    }
+
+    #[test]
+    fn defaults_are_a_static_pool_of_cpus() {
+        let c = check(Builder::default()).unwrap();
+        let cores = os::cores();
+        assert_eq!((c.min, c.max, c.initial), (cores, cores, cores));
+        assert_eq!(c.capacity, None);
+        assert!(c.statistics);
+    }
+
+    #[test]
+    fn max_alone_keeps_min_at_cpus() {
+        let c = check(Builder::default().max_threads(1000)).unwrap();
+        assert_eq!(c.max, 1000);
+        assert_eq!(c.min, os::cores().min(1000));
+    }
+
+    #[test]
+    fn errors_name_the_field_and_range() {
+        let e = check(Builder::default().min_threads(5).max_threads(2)).unwrap_err();
+        assert_eq!(e.field, "min_threads");
+        assert!(e.to_string().contains("at most max_threads (2)"), "{e}");
+
+        let e = check(Builder::default().max_threads(0)).unwrap_err();
+        assert_eq!(e.field, "max_threads");
+        assert!(e.to_string().contains("between 1 and"), "{e}");
+
+        let e = check(Builder::default().threads(MAX_THREADS + 1)).unwrap_err();
+        assert_eq!(e.field, "max_threads");
+
+        let e = check(Builder::default().queue_capacity(0)).unwrap_err();
+        assert_eq!(e.field, "queue_capacity");
+
+        let e = check(
+            Builder::default()
+                .min_threads(2)
+                .max_threads(4)
+                .initial_threads(9),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "initial_threads");
+
+        let e = check(Builder::default().keep_alive(Duration::ZERO)).unwrap_err();
+        assert_eq!(e.field, "keep_alive");
+
+        let e = check(Builder::default().queue(QueueFlavor::Hybrid {
+            attempts: 0,
+            sleep: Duration::from_millis(1),
+        }))
+        .unwrap_err();
+        assert_eq!(e.field, "queue.attempts");
+    }
+
+    #[test]
+    fn adaptive_policies_force_statistics_on() {
+        let c = validate(Builder::default().statistics(false), true).unwrap();
+        assert!(c.statistics);
+        let c = validate(Builder::default().statistics(false), false).unwrap();
+        assert!(!c.statistics);
+    }
+}

@@ -1,0 +1,174 @@
+//! The controller: calls the sizing policy when it asked to be called, turns
+//! the pool's statistics into an `Observation`, applies the `Decision`, and
+//! logs it.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::builder::MAX_THREADS;
+use super::shared::{ControlFlags, Shared};
+use super::{apply_target, snapshot};
+use crate::metrics::{DecisionRecord, PoolStats};
+use crate::policy::{Decision, Observation, Schedule, SizingPolicy, Trigger};
+use crate::sync::{lock, Arc};
+
+struct Controller {
+    shared: Arc<Shared>,
+    policy: Box<dyn SizingPolicy>,
+    previous: PoolStats,
+}
+
+/// Make the policy's first decision now; start a controller thread if the
+/// policy's schedule asks for later calls.
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    policy: Box<dyn SizingPolicy>,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let mut ctl = Controller {
+        shared: shared.clone(),
+        previous: snapshot(shared),
+        policy,
+    };
+    ctl.call(Trigger::Start);
+    let schedule = ctl.policy.schedule();
+    if schedule == Schedule::default() {
+        return Ok(None);
+    }
+    let signal = &shared.control;
+    signal
+        .every_completions
+        .store(schedule.every_completions.unwrap_or(0), Relaxed);
+    signal.want_starved.store(schedule.on_starved, Relaxed);
+    signal.want_retired.store(schedule.on_retired, Relaxed);
+    let name = format!("{}-controller", shared.config.name);
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || ctl.run(schedule))
+        .map(Some)
+}
+
+impl Controller {
+    fn run(mut self, schedule: Schedule) {
+        let mut next_tick = schedule.every.map(|p| Instant::now() + p);
+        loop {
+            let flags = self.wait(next_tick);
+            if flags.stop {
+                return;
+            }
+            let trigger = if flags.starved {
+                Trigger::Starved
+            } else if flags.retired {
+                Trigger::Retired
+            } else if flags.completions {
+                Trigger::Completions
+            } else {
+                Trigger::Tick
+            };
+            if trigger == Trigger::Tick {
+                next_tick = schedule.every.map(|p| Instant::now() + p);
+            }
+            self.call(trigger);
+        }
+    }
+
+    /// Sleep until the next tick or a raised flag; return (and clear) the flags.
+    fn wait(&self, next_tick: Option<Instant>) -> ControlFlags {
+        let signal = &self.shared.control;
+        let mut flags = lock(&signal.flags);
+        loop {
+            if flags.stop || flags.starved || flags.retired || flags.completions {
+                break;
+            }
+            match next_tick {
+                None => flags = signal.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let now = Instant::now();
+                    if now >= t {
+                        break;
+                    }
+                    flags = signal
+                        .cv
+                        .wait_timeout(flags, t - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        let out = *flags;
+        *flags = ControlFlags {
+            stop: flags.stop,
+            ..ControlFlags::default()
+        };
+        out
+    }
+
+    fn call(&mut self, trigger: Trigger) {
+        let now = snapshot(&self.shared);
+        let obs = observation(trigger, &now, &now.since(&self.previous));
+        self.previous = now;
+        let decision = self.policy.decide(&obs);
+        if decision.is_hold() {
+            return;
+        }
+        let old_target = self.shared.target();
+        let new_target = apply(&self.shared, &decision);
+        lock(&self.shared.decisions).push(DecisionRecord {
+            at: obs.now,
+            trigger,
+            old_target,
+            new_target,
+            reason: decision.reason.to_string(),
+            observation: obs,
+        });
+    }
+}
+
+/// The policy's view of one window.
+fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation {
+    Observation {
+        trigger,
+        now: now.elapsed,
+        window: w.elapsed,
+        arrivals: w.submitted,
+        completions: w.completed,
+        mean_wait: w.wait.mean(),
+        p99_wait: w.wait.quantile(0.99),
+        mean_service: w.service.mean(),
+        mean_interarrival: (w.submitted > 0)
+            .then(|| w.elapsed / w.submitted.min(u32::MAX as u64) as u32),
+        queue_len: now.queue_len,
+        live: now.live_threads,
+        busy: now.busy_threads,
+        idle: now.idle_threads,
+        target: now.target_size,
+        min: now.min_threads,
+        max: now.max_threads,
+        threads_created: w.threads_created,
+        threads_retired: w.threads_retired,
+        busy_time: w.service.total(),
+        cpu_time: w.cpu_time,
+        cores: now.cores,
+    }
+}
+
+/// Apply a decision's settings; returns the resulting target. Invalid bounds
+/// (min > max, max = 0 or too large) are ignored rather than trusted.
+fn apply(shared: &Arc<Shared>, d: &Decision) -> usize {
+    let sizes = &shared.sizes;
+    let min = d.min.unwrap_or_else(|| sizes.min.load(Relaxed));
+    let max = d.max.unwrap_or_else(|| sizes.max.load(Relaxed));
+    if min <= max && (1..=MAX_THREADS).contains(&max) {
+        sizes.min.store(min, Relaxed);
+        sizes.max.store(max, Relaxed);
+    }
+    if let Some(k) = d.keep_alive.filter(|k| !k.is_zero()) {
+        shared
+            .keep_alive_ns
+            .store(k.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+    }
+    if let Some(g) = d.grow_on_demand {
+        shared.grow_on_demand.store(g, Relaxed);
+    }
+    let target = d.target.unwrap_or_else(|| shared.target());
+    apply_target(shared, target)
+}

@@ -1,0 +1,222 @@
+//! `JoinHandle`: the result of a submitted task, by blocking `join` or as a
+//! `Future` (no async runtime needed: the worker wakes the stored `Waker`).
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::error::JoinError;
+use crate::sync::{lock, Arc, Condvar, Mutex};
+
+enum State<T> {
+    Pending(Option<Waker>),
+    Done(Result<T, JoinError>),
+    Taken,
+}
+
+struct Slot<T> {
+    state: Mutex<State<T>>,
+    done: Condvar,
+}
+
+impl<T> Slot<T> {
+    fn complete(&self, result: Result<T, JoinError>) {
+        let waker = {
+            let mut state = lock(&self.state);
+            match std::mem::replace(&mut *state, State::Done(result)) {
+                State::Pending(w) => w,
+                _ => None,
+            }
+        };
+        self.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The handle to a task submitted with [`Pool::submit`](crate::Pool::submit).
+///
+/// ```
+/// let pool = tidepool::Pool::new(2)?;
+/// let h = pool.submit(|| 6 * 7)?;
+/// assert_eq!(h.join()?, 42);
+///
+/// let boom = pool.submit(|| -> u32 { panic!("boom") })?;
+/// let err = boom.join().unwrap_err();
+/// assert_eq!(err.panic_message(), Some("boom"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct JoinHandle<T> {
+    slot: Arc<Slot<T>>,
+}
+
+/// The worker's end: fills the slot, or reports `Cancelled` when dropped unrun.
+pub(crate) struct Completer<T> {
+    slot: Option<Arc<Slot<T>>>,
+}
+
+/// A handle and its completer, sharing one slot.
+pub(crate) fn pair<T>() -> (JoinHandle<T>, Completer<T>) {
+    let slot = Arc::new(Slot {
+        state: Mutex::new(State::Pending(None)),
+        done: Condvar::new(),
+    });
+    (
+        JoinHandle { slot: slot.clone() },
+        Completer { slot: Some(slot) },
+    )
+}
+
+impl<T> Completer<T> {
+    /// Run `f`, deliver its value or panic. Returns true if it panicked.
+    pub(crate) fn run(mut self, f: impl FnOnce() -> T) -> bool {
+        let result = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
+        let panicked = result.is_err();
+        if let Some(slot) = self.slot.take() {
+            slot.complete(result);
+        }
+        panicked
+    }
+}
+
+impl<T> Drop for Completer<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.complete(Err(JoinError::Cancelled));
+        }
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Wait for the task: its value, or how it failed (panicked, cancelled).
+    pub fn join(self) -> Result<T, JoinError> {
+        let mut state = lock(&self.slot.state);
+        loop {
+            if let State::Done(_) = &*state {
+                return take(&mut state);
+            }
+            state = self
+                .slot
+                .done
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Wait at most `timeout`; gives the handle back if the task is not done.
+    pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, JoinError>, Self> {
+        let deadline = std::time::Instant::now() + timeout;
+        {
+            let mut state = lock(&self.slot.state);
+            loop {
+                if let State::Done(_) = &*state {
+                    return Ok(take(&mut state));
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                state = self
+                    .slot
+                    .done
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        Err(self)
+    }
+
+    /// True once the task has finished (or was cancelled).
+    pub fn is_finished(&self) -> bool {
+        !matches!(&*lock(&self.slot.state), State::Pending(_))
+    }
+}
+
+fn take<T>(state: &mut State<T>) -> Result<T, JoinError> {
+    match std::mem::replace(state, State::Taken) {
+        State::Done(r) => r,
+        _ => unreachable!("take is only called on a finished slot"),
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = lock(&self.slot.state);
+        match &mut *state {
+            State::Pending(waker) => {
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            State::Done(_) => Poll::Ready(take(&mut state)),
+            State::Taken => panic!("JoinHandle polled after it returned Ready"),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct CountWakes(AtomicUsize);
+    impl Wake for CountWakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn dropping_the_completer_cancels() {
+        let (h, c) = pair::<u8>();
+        drop(c);
+        assert!(matches!(h.join(), Err(JoinError::Cancelled)));
+    }
+
+    #[test]
+    fn future_is_woken_once_done() {
+        let (mut h, c) = pair::<u8>();
+        let wakes = std::sync::Arc::new(CountWakes(AtomicUsize::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut h).poll(&mut cx).is_pending());
+        assert!(!c.run(|| 5));
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        match Pin::new(&mut h).poll(&mut cx) {
+            Poll::Ready(Ok(5)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn join_timeout_gives_the_handle_back() {
+        let (h, c) = pair::<u8>();
+        let h = h.join_timeout(Duration::from_millis(5)).unwrap_err();
+        assert!(!h.is_finished());
+        c.run(|| 1);
+        assert_eq!(h.join_timeout(Duration::from_secs(5)).unwrap().unwrap(), 1);
+    }
+
+    #[test]
+    fn panics_are_delivered() {
+        let (h, c) = pair::<u8>();
+        assert!(c.run(|| panic!("kaboom")));
+        assert_eq!(h.join().unwrap_err().panic_message(), Some("kaboom"));
+    }
+}

@@ -1,0 +1,494 @@
+//! The pool: `Pool`, its builder, workers, resizing and shutdown.
+
+mod builder;
+mod controller;
+mod join;
+mod shared;
+pub(crate) mod sleep;
+mod worker;
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::{Duration, Instant};
+
+pub use builder::{Builder, OnFull, MAX_THREADS};
+pub use join::JoinHandle;
+
+use crate::error::{BuildError, SubmitError};
+use crate::executor::{Executor, ExecutorCounts, Job};
+use crate::metrics::clock::Clock;
+use crate::metrics::{os, DecisionRecord, PoolStats, SizeSample};
+use crate::policy::SizingPolicy;
+use crate::sync::{lock, Arc, Mutex};
+use crate::task::{Body, Task};
+use builder::Config;
+use shared::{Shared, SUBMITTER};
+
+/// How long a submit blocked on a full queue sleeps between re-checks at most
+/// (a safety net: workers wake blocked submitters as they pop).
+const ROOM_POLL: Duration = Duration::from_millis(10);
+
+/// An elastic, instrumented thread pool.
+///
+/// Tasks go into a queue; worker threads take them in FIFO order. The pool
+/// keeps between `min` and `max` workers, steered by its sizing policy or by
+/// [`resize`](Pool::resize). Dropping the pool shuts it down gracefully.
+///
+/// ```
+/// use tidepool::Pool;
+///
+/// let pool = Pool::builder().threads(4).build()?;
+/// let answers: Vec<_> = (0..8u64)
+///     .map(|i| pool.submit(move || i * i))
+///     .collect::<Result<_, _>>()?;
+/// let sum: u64 = answers.into_iter().map(|h| h.join().unwrap()).sum();
+/// assert_eq!(sum, 140);
+/// assert_eq!(pool.stats().completed, 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Pool {
+    shared: Arc<Shared>,
+    controller: Mutex<Option<std::thread::JoinHandle<()>>>,
+    last_window: Mutex<Option<PoolStats>>,
+}
+
+impl Pool {
+    /// Configure a pool.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A static pool of `threads` workers with default settings.
+    pub fn new(threads: usize) -> Result<Pool, BuildError> {
+        Pool::builder().threads(threads).build()
+    }
+
+    pub(crate) fn start(config: Config, policy: Box<dyn SizingPolicy>) -> Result<Pool, BuildError> {
+        let initial = config.initial;
+        let shared = Arc::new(Shared::new(config));
+        let pool = Pool {
+            shared: shared.clone(),
+            controller: Mutex::new(None),
+            last_window: Mutex::new(None),
+        };
+        for _ in 0..initial {
+            if !shared.reserve_worker(initial) {
+                break;
+            }
+            worker::spawn(&shared).map_err(|e| {
+                BuildError::new(
+                    "initial_threads",
+                    initial,
+                    format!("the OS refused a thread: {e}"),
+                )
+            })?;
+        }
+        let handle = controller::start(&shared, policy).map_err(|e| {
+            BuildError::new(
+                "policy",
+                "controller",
+                format!("the OS refused a thread: {e}"),
+            )
+        })?;
+        *lock(&pool.controller) = handle;
+        Ok(pool)
+    }
+
+    /// Submit a task and get a handle to its result. Blocks while a bounded
+    /// queue is full if the pool was built with [`OnFull::Block`] (the default).
+    pub fn submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, SubmitError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (handle, completer) = join::pair();
+        self.push(Box::new(move || completer.run(f)), self.blocking())?;
+        Ok(handle)
+    }
+
+    /// Submit a task without a handle (cheapest). A panic in it is counted
+    /// in [`PoolStats::panicked`] and reported by the panic hook.
+    #[inline]
+    pub fn execute<F>(&self, f: F) -> Result<(), SubmitError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.push(
+            Box::new(move || {
+                f();
+                false
+            }),
+            self.blocking(),
+        )
+    }
+
+    /// Like [`submit`](Pool::submit) but never blocks: a full queue is
+    /// [`SubmitError::Full`].
+    pub fn try_submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, SubmitError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (handle, completer) = join::pair();
+        self.push(Box::new(move || completer.run(f)), Some(Duration::ZERO))?;
+        Ok(handle)
+    }
+
+    /// Like [`execute`](Pool::execute) but never blocks.
+    pub fn try_execute<F>(&self, f: F) -> Result<(), SubmitError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.push(
+            Box::new(move || {
+                f();
+                false
+            }),
+            Some(Duration::ZERO),
+        )
+    }
+
+    /// Like [`submit`](Pool::submit) but waits at most `timeout` for room:
+    /// [`SubmitError::Timeout`] if the queue stayed full.
+    pub fn submit_timeout<F, T>(
+        &self,
+        f: F,
+        timeout: Duration,
+    ) -> Result<JoinHandle<T>, SubmitError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (handle, completer) = join::pair();
+        self.push(Box::new(move || completer.run(f)), Some(timeout))?;
+        Ok(handle)
+    }
+
+    /// How long a full queue may block a plain submit: forever, or not at all.
+    fn blocking(&self) -> Option<Duration> {
+        if self.shared.blocks_when_full() {
+            None
+        } else {
+            Some(Duration::ZERO)
+        }
+    }
+
+    /// The submit path. `wait`: how long to wait for room (`None`: forever).
+    #[inline]
+    fn push(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
+        let shared = &*self.shared;
+        // Enter the gate: shutdown waits for every submitter inside it, so a
+        // task accepted here is always seen by a worker or by shutdown_now.
+        if shared.gate.fetch_add(SUBMITTER, SeqCst) & shared::SHUTDOWN != 0 {
+            shared.gate.fetch_sub(SUBMITTER, SeqCst);
+            return Err(SubmitError::ShutDown);
+        }
+        let result = self.push_inside_gate(body, wait);
+        shared.gate.fetch_sub(SUBMITTER, SeqCst);
+        result
+    }
+
+    #[inline]
+    fn push_inside_gate(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
+        let shared = &*self.shared;
+        let mut task = Task::new(body);
+        if shared.records.is_some() {
+            task.submitted = Clock::ticks();
+            task.accepted = task.submitted;
+        }
+        if let Err(back) = shared.queue.push(task) {
+            self.push_when_room(back, wait)?;
+        }
+        if shared.records.is_some() {
+            shared.counters.submitted.fetch_add(1, Relaxed);
+        }
+        if !shared.sleepers.notify_work() {
+            self.grow_if_starved();
+        }
+        Ok(())
+    }
+
+    /// The queue was full: wait for room (or fail) according to `wait`.
+    #[cold]
+    fn push_when_room(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
+        let shared = &*self.shared;
+        if wait == Some(Duration::ZERO) {
+            shared.counters.rejected.fetch_add(1, Relaxed);
+            return Err(SubmitError::Full);
+        }
+        let deadline = wait.map(|w| Instant::now() + w);
+        shared.blocked.fetch_add(1, SeqCst);
+        let result = loop {
+            // Make sure someone is draining the queue while we wait.
+            shared.sleepers.notify_work();
+            let step = match deadline {
+                None => ROOM_POLL,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        shared.counters.rejected.fetch_add(1, Relaxed);
+                        break Err(SubmitError::Timeout(wait.unwrap_or_default()));
+                    }
+                    (d - now).min(ROOM_POLL)
+                }
+            };
+            shared.wait_for_room(step);
+            if shared.is_shutdown() {
+                break Err(SubmitError::ShutDown);
+            }
+            if shared.records.is_some() {
+                task.accepted = Clock::ticks();
+            }
+            match shared.queue.push(task) {
+                Ok(()) => break Ok(()),
+                Err(back) => task = back,
+            }
+        };
+        shared.blocked.fetch_sub(1, SeqCst);
+        result
+    }
+
+    /// A task waits, nobody is idle or spinning: spawn a worker if the policy
+    /// allows on-demand growth — or if there is no worker at all.
+    #[inline]
+    fn grow_if_starved(&self) {
+        let shared = &*self.shared;
+        let live = shared.live();
+        if live > 0 && (!shared.grow_on_demand.load(Relaxed) || shared.sleepers.searching() > 0) {
+            return;
+        }
+        let limit = shared.sizes.max.load(Relaxed);
+        if shared.reserve_worker(limit.max(1))
+            && worker::spawn(&self.shared).is_ok()
+            && shared.control.want_starved.load(Relaxed)
+        {
+            shared.control.raise(|f| f.starved = true);
+        }
+    }
+
+    /// Set the target size to `n`, clamped into `min..=max`; returns the new
+    /// target. Growing spawns workers at once; shrinking retires idle workers
+    /// at once and busy ones when their current task ends (never interrupting
+    /// a running task).
+    pub fn resize(&self, n: usize) -> usize {
+        apply_target(&self.shared, n)
+    }
+
+    /// Xu & Bode's `expand_threadpool`: grow the pool to `n` workers.
+    pub fn expand(&self, n: usize) -> usize {
+        self.resize(n.max(self.shared.target()))
+    }
+
+    /// Xu & Bode's `shrink_threadpool`: shrink the pool to `n` workers.
+    pub fn shrink(&self, n: usize) -> usize {
+        self.resize(n.min(self.shared.target()))
+    }
+
+    /// Xu & Bode's `threadpool_size`: worker threads alive now.
+    pub fn size(&self) -> usize {
+        self.shared.live()
+    }
+
+    /// The size the pool is steering toward.
+    pub fn target_size(&self) -> usize {
+        self.shared.target()
+    }
+
+    /// A snapshot of the pool's statistics since it started.
+    pub fn stats(&self) -> PoolStats {
+        snapshot(&self.shared)
+    }
+
+    /// Statistics since the previous call of `stats_window` (or since start).
+    pub fn stats_window(&self) -> PoolStats {
+        let now = self.stats();
+        let mut last = lock(&self.last_window);
+        let window = match &*last {
+            Some(prev) => now.since(prev),
+            None => now.clone(),
+        };
+        *last = Some(now);
+        window
+    }
+
+    /// The pool size at every change, if the builder asked to record it.
+    pub fn size_series(&self) -> Vec<SizeSample> {
+        self.shared
+            .series
+            .as_ref()
+            .map(|s| lock(s).clone())
+            .unwrap_or_default()
+    }
+
+    /// Every policy decision that changed the pool's settings, in order.
+    pub fn decisions(&self) -> Vec<DecisionRecord> {
+        lock(&self.shared.decisions).clone()
+    }
+
+    /// Block until the queue is empty and every worker is waiting for work.
+    /// Tasks submitted meanwhile by other threads may or may not be waited for.
+    pub fn wait_idle(&self) {
+        let shared = &*self.shared;
+        let backoff = crossbeam_utils::Backoff::new();
+        let mut pause = Duration::from_micros(20);
+        loop {
+            let live = shared.live();
+            let quiet = shared.queue.is_empty()
+                && shared.sleepers.idle() >= live
+                && shared.queue.is_empty();
+            if quiet || (live == 0 && shared.queue.is_empty()) {
+                return;
+            }
+            if !backoff.is_completed() {
+                backoff.snooze();
+            } else {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(2));
+            }
+        }
+    }
+
+    /// Stop accepting tasks, run every queued task, and join every worker.
+    /// Idempotent.
+    pub fn shutdown(&self) {
+        self.close();
+        self.join_workers();
+        // Anything a worker could not take (e.g. the pool had no workers).
+        while let Some(task) = self.shared.queue.pop() {
+            task.run();
+        }
+    }
+
+    /// Stop accepting tasks, take back every task that has not started, and
+    /// join the workers (which finish their current task). Dropping a returned
+    /// task cancels it; [`Task::run`] runs it here.
+    pub fn shutdown_now(&self) -> Vec<Task> {
+        self.close();
+        let mut pending = Vec::new();
+        while let Some(task) = self.shared.queue.pop() {
+            pending.push(task);
+        }
+        self.join_workers();
+        while let Some(task) = self.shared.queue.pop() {
+            pending.push(task);
+        }
+        pending
+    }
+
+    /// True once shutdown has begun.
+    pub fn is_shutdown(&self) -> bool {
+        self.shared.is_shutdown()
+    }
+
+    fn close(&self) {
+        let shared = &*self.shared;
+        shared.begin_shutdown();
+        shared.close();
+        shared.control.raise(|f| f.stop = true);
+    }
+
+    fn join_workers(&self) {
+        if let Some(ctl) = lock(&self.controller).take() {
+            let _ = ctl.join();
+        }
+        loop {
+            let handles: Vec<_> = std::mem::take(&mut *lock(&self.shared.threads));
+            if handles.is_empty() {
+                break;
+            }
+            for (_, h) in handles {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Apply a new target (clamped), spawning or waking workers to reach it.
+pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
+    let min = shared.sizes.min.load(Relaxed);
+    let max = shared.sizes.max.load(Relaxed);
+    let target = n.clamp(min, max);
+    shared.sizes.target.store(target, SeqCst);
+    if !shared.is_shutdown() {
+        while shared.live() < target && shared.reserve_worker(target) {
+            if worker::spawn(shared).is_err() {
+                break;
+            }
+        }
+    }
+    // Wake idle workers so surplus ones notice and retire now.
+    let surplus = shared.live().saturating_sub(target);
+    for _ in 0..surplus {
+        if !shared.sleepers.wake_one() {
+            break;
+        }
+    }
+    shared.sample_size();
+    target
+}
+
+/// Build a statistics snapshot from the shared state.
+pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
+    let live = shared.live();
+    let idle = (shared.sleepers.idle() + shared.sleepers.searching()).min(live);
+    let c = &shared.counters;
+    let mut stats = PoolStats {
+        elapsed: shared.elapsed(),
+        live_threads: live,
+        busy_threads: live - idle,
+        idle_threads: idle,
+        target_size: shared.target(),
+        min_threads: shared.sizes.min.load(Relaxed),
+        max_threads: shared.sizes.max.load(Relaxed),
+        queue_len: shared.queue.len(),
+        submitted: c.submitted.load(Relaxed),
+        rejected: c.rejected.load(Relaxed),
+        panicked: c.panicked.load(Relaxed),
+        threads_created: c.created.load(Relaxed),
+        threads_retired: c.retired.load(Relaxed),
+        cpu_time: os::process_cpu_time(),
+        load_average: os::load_average(),
+        cores: os::cores(),
+        ..PoolStats::default()
+    };
+    if let Some(records) = &shared.records {
+        let totals = records.totals();
+        stats.completed = totals.completed;
+        stats.response = totals.response_with_zeros();
+        stats.wait = totals.wait;
+        stats.service = totals.service;
+    }
+    stats
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Executor for Pool {
+    fn name(&self) -> String {
+        self.shared.config.name.clone()
+    }
+
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
+        self.execute(job)
+    }
+
+    fn counts(&self) -> ExecutorCounts {
+        ExecutorCounts {
+            live_threads: self.shared.live(),
+            threads_created: self.shared.counters.created.load(Relaxed),
+            queued: self.shared.queue.len(),
+        }
+    }
+
+    fn wait_idle(&self) {
+        Pool::wait_idle(self)
+    }
+
+    fn pool(&self) -> Option<&Pool> {
+        Some(self)
+    }
+}

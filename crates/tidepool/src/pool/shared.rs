@@ -1,0 +1,234 @@
+//! The state every worker, submitter and the controller share, and the two
+//! size-changing mechanics: spawning a worker and retiring one.
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use super::builder::{Config, OnFull};
+use super::sleep::Sleepers;
+use crate::metrics::record::Records;
+use crate::metrics::{DecisionRecord, SizeSample};
+use crate::queue::TaskQueue;
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+
+/// Live/target/bound counters, read on every task: kept on their own cache line.
+#[derive(Debug)]
+pub(crate) struct Sizes {
+    /// Workers alive (spawned and not yet retired).
+    pub(crate) live: AtomicUsize,
+    /// The size the pool steers toward; `min <= target <= max`.
+    pub(crate) target: AtomicUsize,
+    pub(crate) min: AtomicUsize,
+    pub(crate) max: AtomicUsize,
+}
+
+/// Counters that exist with statistics on or off.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) submitted: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) created: AtomicU64,
+    pub(crate) retired: AtomicU64,
+}
+
+/// Where the controller is woken from (starved spawns, retirements,
+/// completions). Only touched when a policy asked for it.
+#[derive(Debug, Default)]
+pub(crate) struct ControlSignal {
+    pub(crate) flags: Mutex<ControlFlags>,
+    pub(crate) cv: Condvar,
+    /// Completions between policy calls (0 = not asked for).
+    pub(crate) every_completions: AtomicU64,
+    /// Completions since the last call, counted only when `every_completions > 0`.
+    pub(crate) completions: AtomicU64,
+    pub(crate) want_starved: AtomicBool,
+    pub(crate) want_retired: AtomicBool,
+}
+
+/// Pending reasons to call the policy.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ControlFlags {
+    pub(crate) starved: bool,
+    pub(crate) retired: bool,
+    pub(crate) completions: bool,
+    pub(crate) stop: bool,
+}
+
+impl ControlSignal {
+    pub(crate) fn raise(&self, set: impl FnOnce(&mut ControlFlags)) {
+        set(&mut lock(&self.flags));
+        self.cv.notify_one();
+    }
+}
+
+/// Shared pool state.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) queue: Box<dyn TaskQueue>,
+    pub(crate) sleepers: Sleepers,
+    pub(crate) sizes: CachePadded<Sizes>,
+    /// Submitters inside `submit` (bit 0 of `gate` is the shutdown flag).
+    pub(crate) gate: CachePadded<AtomicUsize>,
+    /// Set once shutdown has begun and every in-flight submit has finished:
+    /// from then on an empty queue stays empty and workers may exit.
+    pub(crate) closed: AtomicBool,
+    pub(crate) grow_on_demand: AtomicBool,
+    pub(crate) keep_alive_ns: AtomicU64,
+    pub(crate) counters: Counters,
+    pub(crate) records: Option<Records>,
+    /// Submitters blocked on a full queue, and where they wait.
+    pub(crate) blocked: AtomicUsize,
+    pub(crate) room: (Mutex<()>, Condvar),
+    pub(crate) control: ControlSignal,
+    pub(crate) started_instant: std::time::Instant,
+    pub(crate) series: Option<Mutex<Vec<SizeSample>>>,
+    pub(crate) decisions: Mutex<Vec<DecisionRecord>>,
+    pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
+    pub(crate) next_worker_id: AtomicU64,
+}
+
+/// Bit 0 of `gate`: shutdown has begun.
+pub(crate) const SHUTDOWN: usize = 1;
+/// One submitter inside `submit`.
+pub(crate) const SUBMITTER: usize = 2;
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Self {
+        let queue = config.flavor.build(config.capacity);
+        Shared {
+            sizes: CachePadded::new(Sizes {
+                live: AtomicUsize::new(0),
+                target: AtomicUsize::new(config.min),
+                min: AtomicUsize::new(config.min),
+                max: AtomicUsize::new(config.max),
+            }),
+            queue,
+            sleepers: Sleepers::default(),
+            gate: CachePadded::new(AtomicUsize::new(0)),
+            closed: AtomicBool::new(false),
+            grow_on_demand: AtomicBool::new(false),
+            keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
+            counters: Counters::default(),
+            records: config.statistics.then(Records::default),
+            blocked: AtomicUsize::new(0),
+            room: (Mutex::new(()), Condvar::new()),
+            control: ControlSignal::default(),
+            started_instant: std::time::Instant::now(),
+            series: config.size_series.then(|| Mutex::new(Vec::new())),
+            decisions: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
+            next_worker_id: AtomicU64::new(0),
+            config,
+        }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.gate.load(Acquire) & SHUTDOWN != 0
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.sizes.live.load(Relaxed)
+    }
+
+    pub(crate) fn target(&self) -> usize {
+        self.sizes.target.load(Relaxed)
+    }
+
+    pub(crate) fn keep_alive(&self) -> Duration {
+        Duration::from_nanos(self.keep_alive_ns.load(Relaxed))
+    }
+
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started_instant.elapsed()
+    }
+
+    /// Reserve a slot for one more worker if `live < limit`; false otherwise.
+    pub(crate) fn reserve_worker(&self, limit: usize) -> bool {
+        self.sizes
+            .live
+            .fetch_update(AcqRel, Relaxed, |l| (l < limit).then_some(l + 1))
+            .is_ok()
+    }
+
+    /// Give back one worker slot if `live > floor`: the caller retires.
+    pub(crate) fn release_worker(&self, floor: usize) -> bool {
+        self.sizes
+            .live
+            .fetch_update(AcqRel, Relaxed, |l| (l > floor).then(|| l - 1))
+            .is_ok()
+    }
+
+    /// Record the pool size in the time series, if it is being recorded.
+    pub(crate) fn sample_size(&self) {
+        if let Some(series) = &self.series {
+            let sample = SizeSample {
+                at: self.elapsed(),
+                live: self.live(),
+                target: self.target(),
+            };
+            let mut s = lock(series);
+            if s.last().map(|l| (l.live, l.target)) != Some((sample.live, sample.target)) {
+                s.push(sample);
+            }
+        }
+    }
+
+    /// Wake one submitter blocked on a full queue, if any.
+    #[inline]
+    pub(crate) fn notify_room(&self) {
+        if self.blocked.load(SeqCst) > 0 {
+            let _guard = lock(&self.room.0);
+            self.room.1.notify_all();
+        }
+    }
+
+    /// Whether `submit` should block (true) or reject (false) on a full queue.
+    pub(crate) fn blocks_when_full(&self) -> bool {
+        self.config.on_full == OnFull::Block
+    }
+
+    /// Wait up to `timeout` for room in the queue (woken by workers' pops).
+    pub(crate) fn wait_for_room(&self, timeout: Duration) {
+        let guard = lock(&self.room.0);
+        // Re-check under the lock: a pop between our failed push and here
+        // would otherwise be a lost wake-up (notify_room takes the same lock).
+        if self.queue_has_room() && !self.is_shutdown() {
+            return;
+        }
+        let _ = self.room.1.wait_timeout(guard, timeout);
+    }
+
+    fn queue_has_room(&self) -> bool {
+        self.config
+            .capacity
+            .map_or(true, |cap| self.queue.len() < cap)
+    }
+
+    /// Mark the pool as shut down for new submissions; returns false if it
+    /// already was.
+    pub(crate) fn begin_shutdown(&self) -> bool {
+        self.gate.fetch_or(SHUTDOWN, SeqCst) & SHUTDOWN == 0
+    }
+
+    /// Wait until no submitter is inside `submit`, then close the queue.
+    pub(crate) fn close(&self) {
+        let backoff = crossbeam_utils::Backoff::new();
+        while self.gate.load(SeqCst) & !SHUTDOWN != 0 {
+            {
+                let _guard = lock(&self.room.0);
+                self.room.1.notify_all();
+            }
+            backoff.snooze();
+        }
+        self.closed.store(true, Release);
+        self.sleepers.wake_all();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+}

@@ -1,0 +1,173 @@
+//! A worker thread: take a task, run it, record it; when there is none, spin
+//! briefly, then park on the LIFO idle stack; retire when the pool shrinks or
+//! the keep-alive runs out above the target size.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Relaxed;
+
+use crossbeam_utils::Backoff;
+
+use super::shared::Shared;
+use super::sleep::{Parker, Wake};
+use crate::metrics::clock::Clock;
+use crate::metrics::record::WorkerRecord;
+use crate::sync::{lock, Arc};
+use crate::task::Task;
+
+/// Start one worker thread. The caller has already reserved its slot in `live`.
+pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let id = shared.next_worker_id.fetch_add(1, Relaxed);
+    let name = format!("{}-worker-{id}", shared.config.name);
+    let worker_shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || Worker::new(worker_shared, id).run());
+    match spawned {
+        Ok(handle) => {
+            shared.counters.created.fetch_add(1, Relaxed);
+            lock(&shared.threads).push((id, handle));
+            shared.sample_size();
+            Ok(())
+        }
+        Err(e) => {
+            shared.sizes.live.fetch_sub(1, Relaxed);
+            Err(e)
+        }
+    }
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    id: u64,
+    parker: Arc<Parker>,
+    record: Option<Arc<WorkerRecord>>,
+}
+
+impl Worker {
+    fn new(shared: Arc<Shared>, id: u64) -> Self {
+        let record = shared.records.as_ref().map(|r| r.register());
+        Worker {
+            shared,
+            id,
+            parker: Arc::new(Parker::default()),
+            record,
+        }
+    }
+
+    fn run(self) {
+        let shared = &*self.shared;
+        loop {
+            if let Some(task) = self.next_task() {
+                self.execute(task);
+                continue;
+            }
+            if shared.is_closed() && shared.queue.is_empty() {
+                // Shutdown: leave without touching `live` below min; the pool
+                // is going away.
+                shared.sizes.live.fetch_sub(1, Relaxed);
+                break;
+            }
+            if self.surplus() && shared.release_worker(shared.target()) {
+                self.retire(false);
+                return;
+            }
+            let has_work = || !shared.queue.is_empty() || shared.is_closed() || self.surplus();
+            match shared
+                .sleepers
+                .park(&self.parker, Some(shared.keep_alive()), has_work)
+            {
+                Wake::WorkSeen | Wake::Notified => {}
+                Wake::TimedOut => {
+                    if shared.release_worker(shared.target()) {
+                        self.retire(true);
+                        return;
+                    }
+                }
+            }
+        }
+        self.leave();
+    }
+
+    /// More workers are alive than the target: this one should go.
+    #[inline]
+    fn surplus(&self) -> bool {
+        self.shared.live() > self.shared.target()
+    }
+
+    /// Pop a task; if none, spin (then yield) a little when the queue flavour
+    /// is cheap to poll. A spinner that finds work while it was the last one
+    /// spinning wakes a parked peer, so bursts ramp up to full parallelism.
+    #[inline]
+    fn next_task(&self) -> Option<Task> {
+        let shared = &*self.shared;
+        if let Some(t) = shared.queue.pop() {
+            return Some(t);
+        }
+        if !shared.queue.spin_before_park() || shared.is_closed() {
+            return None;
+        }
+        shared.sleepers.start_search();
+        let backoff = Backoff::new();
+        let found = loop {
+            if let Some(t) = shared.queue.pop() {
+                break Some(t);
+            }
+            if backoff.is_completed() || self.surplus() {
+                break None;
+            }
+            backoff.snooze();
+        };
+        let last = shared.sleepers.end_search();
+        if found.is_some() && last && !shared.queue.is_empty() {
+            shared.sleepers.notify_work();
+        }
+        found
+    }
+
+    #[inline]
+    fn execute(&self, task: Task) {
+        let shared = &*self.shared;
+        shared.notify_room();
+        let Task {
+            body,
+            submitted,
+            accepted,
+        } = task;
+        let started = if self.record.is_some() {
+            Clock::ticks()
+        } else {
+            0
+        };
+        let panicked = catch_unwind(AssertUnwindSafe(body)).unwrap_or(true);
+        if panicked {
+            shared.counters.panicked.fetch_add(1, Relaxed);
+        }
+        if let Some(record) = &self.record {
+            record.task_done(submitted, accepted, started, Clock::ticks(), panicked);
+        }
+        let every = shared.control.every_completions.load(Relaxed);
+        if every > 0 && shared.control.completions.fetch_add(1, Relaxed) + 1 >= every {
+            shared.control.completions.store(0, Relaxed);
+            shared.control.raise(|f| f.completions = true);
+        }
+    }
+
+    /// Leave the pool for good after `live` was decremented.
+    fn retire(&self, keep_alive_expired: bool) {
+        let shared = &*self.shared;
+        shared.counters.retired.fetch_add(1, Relaxed);
+        shared.sample_size();
+        if keep_alive_expired && shared.control.want_retired.load(Relaxed) {
+            shared.control.raise(|f| f.retired = true);
+        }
+        // Detach our own handle: nobody needs to join a thread that is leaving.
+        lock(&shared.threads).retain(|(id, _)| *id != self.id);
+        self.leave();
+    }
+
+    fn leave(&self) {
+        if let (Some(records), Some(record)) = (&self.shared.records, &self.record) {
+            records.retire(record);
+        }
+    }
+}
