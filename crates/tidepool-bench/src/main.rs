@@ -51,6 +51,10 @@ struct DispatchArgs {
     /// Runs of every impl × scenario; the median is reported.
     #[arg(long, default_value_t = 5)]
     repeats: usize,
+    /// Back-to-back runs per throughput measurement, of which the best
+    /// counts (filters out bursts of interference from other processes).
+    #[arg(long, default_value_t = 3)]
+    inner: usize,
     /// Worker threads of every pool (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -122,6 +126,7 @@ fn dispatch(args: DispatchArgs) {
         samples: args.samples,
         idle_gap: Duration::from_micros(args.idle_us),
         zero_sized: args.zero_sized,
+        inner: args.inner.max(1),
     };
     let repeats = args.repeats.max(1);
     let per_us = spin::calibrate();
@@ -165,8 +170,9 @@ fn dispatch(args: DispatchArgs) {
         println!("{}", report.to_json());
     } else {
         let header = format!(
-            "tidepool-bench dispatch: {threads} threads, median of {repeats} runs; \
-             {} empty tasks, {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
+            "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \
+             (throughput: best of {} back-to-back runs each); {} empty tasks, {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
+            params.inner,
             params.tasks,
             params.work_tasks,
             params.samples,

@@ -1,42 +1,6 @@
 //! tidepool's `Pool`, in its default configuration and per queue flavour.
 
-use tidepool::QueueFlavor;
-
-// TEMPORARY: `tidepool::Pool` has not landed on main yet; this stand-in
-// follows the API contract (notes/pool-api.md) so the harness builds and runs.
-// Replace with `use tidepool::Pool;` once main has it.
-use stub::Pool;
-mod stub {
-    use tidepool::{BuildError, QueueFlavor, SubmitError};
-    pub struct Pool(super::super::CrossbeamPool);
-    pub struct Builder(usize);
-    impl Pool {
-        pub fn builder() -> Builder {
-            Builder(1)
-        }
-        pub fn execute<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<(), SubmitError> {
-            crate::subject::Subject::spawn(&self.0, f);
-            Ok(())
-        }
-    }
-    impl Builder {
-        pub fn name(self, _: &str) -> Self {
-            self
-        }
-        pub fn threads(self, n: usize) -> Self {
-            Builder(n)
-        }
-        pub fn statistics(self, _: bool) -> Self {
-            self
-        }
-        pub fn queue(self, _: QueueFlavor) -> Self {
-            self
-        }
-        pub fn build(self) -> Result<Pool, BuildError> {
-            Ok(Pool(super::super::CrossbeamPool::new(self.0)))
-        }
-    }
-}
+use tidepool::{Pool, QueueFlavor};
 
 use super::Impl;
 use crate::subject::Subject;
