@@ -56,6 +56,10 @@ pub struct ImplResult {
     /// (shown in the table as a noise indicator; not part of the JSON).
     #[serde(skip)]
     pub spread: Option<f64>,
+    /// Median process CPU time per task in ns (throughput scenarios; shown in
+    /// the table, not part of the JSON).
+    #[serde(skip)]
+    pub cpu_ns_per_task: Option<f64>,
 }
 
 /// Raw samples keyed by scenario and implementation.
@@ -76,6 +80,7 @@ impl Report {
                         let tps: Vec<f64> = runs.iter().map(|r| r.tasks_per_sec).collect();
                         let p50: Vec<u64> = runs.iter().filter_map(|r| r.p50_ns).collect();
                         let p99: Vec<u64> = runs.iter().filter_map(|r| r.p99_ns).collect();
+                        let cpu: Vec<f64> = runs.iter().filter_map(|r| r.cpu_ns_per_task).collect();
                         let main: Vec<f64> = if sc.measures_latency() {
                             p50.iter().map(|&x| x as f64).collect()
                         } else {
@@ -87,6 +92,7 @@ impl Report {
                             p50_ns: median_u64(&p50),
                             p99_ns: median_u64(&p99),
                             spread: spread(&main),
+                            cpu_ns_per_task: median(&cpu),
                         })
                     })
                     .collect(),
@@ -125,31 +131,40 @@ impl Report {
     pub fn to_table(&self, header: &str) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{header}");
+        let _ = writeln!(
+            out,
+            "spread: (max - min) / median over the repeats; cpu/task: process CPU time \
+             (all threads) per task; tidepool ×: how many times better tidepool is (> 1: tidepool ahead)"
+        );
         for sc in &self.scenarios {
             let latency = sc.is_latency();
             let tp = sc.get("tidepool");
             let _ = writeln!(out, "\n== {} ==", sc.name);
             let _ = writeln!(
                 out,
-                "{:<18} {:>14} {:>10} {:>10} {:>8} {:>12}",
+                "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
                 "impl",
                 if latency { "round-trips/s" } else { "tasks/s" },
                 "p50",
                 "p99",
                 "spread",
+                "cpu/task",
                 "tidepool ×"
             );
             for r in &sc.results {
                 let adv = tp.and_then(|t| sc.advantage(t, r));
                 let _ = writeln!(
                     out,
-                    "{:<18} {:>14} {:>10} {:>10} {:>8} {:>12}",
+                    "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
                     r.name,
                     fmt_rate(r.tasks_per_sec),
                     r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
                     r.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
                     r.spread
                         .map(|x| format!("{:.0}%", x * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                    r.cpu_ns_per_task
+                        .map(|c| format!("{c:.0} ns"))
                         .unwrap_or_else(|| "-".into()),
                     adv.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
                 );
@@ -262,6 +277,7 @@ mod tests {
             tasks_per_sec: tps,
             p50_ns: lat.map(|l| l.0),
             p99_ns: lat.map(|l| l.1),
+            cpu_ns_per_task: None,
         }
     }
 
@@ -323,6 +339,7 @@ mod tests {
         for sc in &mut expected.scenarios {
             for r in &mut sc.results {
                 r.spread = None; // not serialised
+                r.cpu_ns_per_task = None;
             }
         }
         assert_eq!(back, expected);

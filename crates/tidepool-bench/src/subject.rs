@@ -44,6 +44,21 @@ pub fn now_ns() -> u64 {
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
+/// CPU time consumed by the whole process so far (all threads), in
+/// nanoseconds: what a run cost in CPU, whatever else the machine was doing.
+pub fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Counts outstanding tasks; the task that brings the count to zero records
 /// the time and unparks the waiting thread.
 #[derive(Debug)]
