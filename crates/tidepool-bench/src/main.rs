@@ -58,6 +58,13 @@ struct DispatchArgs {
     /// Worker threads of every pool (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Print a Markdown table (ratios to the best peer) instead of the
+    /// readable table.
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
     /// Only these implementations (repeat or comma-separate; default: all).
     #[arg(long, value_delimiter = ',')]
     only: Vec<Impl>,
@@ -166,8 +173,15 @@ fn dispatch(args: DispatchArgs) {
         }
     }
     let report = Report::from_samples(&scenarios, &impls, &samples);
+    if let Some(path) = &args.save {
+        if let Err(e) = std::fs::write(path, report.to_json() + "\n") {
+            eprintln!("cannot write {}: {e}", path.display());
+        }
+    }
     if args.json {
         println!("{}", report.to_json());
+    } else if args.markdown {
+        print!("{}", report.to_markdown());
     } else {
         let header = format!(
             "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \

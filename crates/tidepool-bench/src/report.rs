@@ -183,16 +183,25 @@ impl Report {
             } else {
                 "throughput"
             };
-            let _ = writeln!(
-                out,
+            let fmt_adv =
+                |a: Option<f64>| a.map(|a| format!("{a:.2}×")).unwrap_or_else(|| "-".into());
+            let mut line = format!(
                 "{:<20} {:>6} (best peer: {}, {})",
                 sc.name,
-                sc.advantage(tp, best)
-                    .map(|a| format!("{a:.2}×"))
-                    .unwrap_or_else(|| "-".into()),
+                fmt_adv(sc.advantage(tp, best)),
                 best.name,
                 what
             );
+            if let Some(bt) = sc.best_tidepool() {
+                if bt.name != tp.name {
+                    line += &format!(
+                        "; best tidepool variant {}: {}",
+                        bt.name,
+                        fmt_adv(sc.advantage(bt, best))
+                    );
+                }
+            }
+            let _ = writeln!(out, "{line}");
         }
         let cost = self.stats_cost("tidepool", "tidepool-nostats");
         if !cost.is_empty() {
@@ -203,6 +212,62 @@ impl Report {
             for (name, pct) in cost {
                 let _ = writeln!(out, "{name:<20} {pct:>6.1} %");
             }
+        }
+        out
+    }
+}
+
+impl Report {
+    /// A Markdown table for `docs/benchmarks.md`: one row per implementation,
+    /// one column per scenario, each cell the median and its ratio to the best
+    /// peer on the scenario's main metric (above 1.00: better than every peer).
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let mut names: Vec<&str> = Vec::new();
+        for sc in &self.scenarios {
+            for r in &sc.results {
+                if !names.contains(&r.name.as_str()) {
+                    names.push(&r.name);
+                }
+            }
+        }
+        let _ = write!(out, "| impl |");
+        for sc in &self.scenarios {
+            let unit = if sc.is_latency() {
+                "p50 / p99"
+            } else {
+                "tasks/s"
+            };
+            let _ = write!(out, " {} ({unit}) |", sc.name);
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &self.scenarios {
+            let _ = write!(out, "---:|");
+        }
+        out.push('\n');
+        for name in names {
+            let _ = write!(out, "| {name} |");
+            for sc in &self.scenarios {
+                let cell = sc.get(name).map(|r| {
+                    let value = if sc.is_latency() {
+                        format!(
+                            "{} / {}",
+                            r.p50_ns.map(fmt_ns).unwrap_or_default(),
+                            r.p99_ns.map(fmt_ns).unwrap_or_default()
+                        )
+                    } else {
+                        fmt_rate(r.tasks_per_sec)
+                    };
+                    let ratio = sc
+                        .best_peer()
+                        .and_then(|b| sc.advantage(r, b))
+                        .map(|a| format!(" ({a:.2}×)"))
+                        .unwrap_or_default();
+                    format!("{value}{ratio}")
+                });
+                let _ = write!(out, " {} |", cell.unwrap_or_else(|| "-".into()));
+            }
+            out.push('\n');
         }
         out
     }
@@ -232,10 +297,16 @@ impl ScenarioReport {
 
     /// The best implementation that is not a tidepool variant.
     pub fn best_peer(&self) -> Option<&ImplResult> {
-        let peers = self
-            .results
-            .iter()
-            .filter(|r| !r.name.starts_with("tidepool"));
+        self.best_of(|r| !r.name.starts_with("tidepool"))
+    }
+
+    /// The best tidepool variant (default or otherwise configured).
+    pub fn best_tidepool(&self) -> Option<&ImplResult> {
+        self.best_of(|r| r.name.starts_with("tidepool"))
+    }
+
+    fn best_of(&self, keep: impl Fn(&ImplResult) -> bool) -> Option<&ImplResult> {
+        let peers = self.results.iter().filter(|r| keep(r));
         if self.is_latency() {
             peers
                 .filter(|r| r.p50_ns.is_some())
@@ -350,6 +421,7 @@ mod tests {
         let r = report();
         let e = r.scenario("empty-1-submitter").unwrap();
         assert_eq!(e.best_peer().unwrap().name, "rayon");
+        assert_eq!(e.best_tidepool().unwrap().name, "tidepool-nostats");
         assert_eq!(
             e.advantage(e.get("tidepool").unwrap(), e.best_peer().unwrap()),
             Some(2.0)
@@ -367,6 +439,9 @@ mod tests {
         let table = r.to_table("hdr");
         assert!(table.contains("empty-1-submitter") && table.contains("2.00×"));
         assert!(table.contains("20.0 %"));
+        let md = r.to_markdown();
+        assert!(md.starts_with("| impl | empty-1-submitter (tasks/s) | latency-idle (p50 / p99) |"));
+        assert!(md.contains("| tidepool | 2.00 M (2.00×) | 6.0 µs / 10.0 µs (1.67×) |"));
         assert_eq!(e.get("tidepool").unwrap().spread, Some(1.0)); // (3-1)/2
         assert_eq!(fmt_ns(12_345), "12.3 µs");
         assert_eq!(fmt_rate(1_234_567.0), "1.23 M");

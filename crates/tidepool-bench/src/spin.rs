@@ -8,6 +8,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+use crate::subject::thread_cpu_ns;
+
 /// Loop iterations per microsecond, set by [`calibrate`] (0 = not calibrated).
 static ITERS_PER_US: AtomicU64 = AtomicU64::new(0);
 
@@ -20,17 +22,25 @@ fn spin_iters(iters: u64) {
     black_box(x);
 }
 
-/// Measure how many iterations of the spin loop make one microsecond on this
-/// machine (the fastest of several trials, so a preempted trial does not
-/// inflate the estimate), remember it, and return it.
+/// Measure how many iterations of the spin loop make one microsecond of CPU
+/// time on this machine, remember it, and return it. Trials are timed with
+/// the thread's CPU clock (so being preempted on a busy machine does not
+/// shrink the estimate); the fastest of several counts.
 pub fn calibrate() -> u64 {
     const ITERS: u64 = 2_000_000;
     spin_iters(ITERS); // warm up
     let mut best = f64::MAX;
     for _ in 0..7 {
-        let t = Instant::now();
+        let (c0, t0) = (thread_cpu_ns(), Instant::now());
         spin_iters(ITERS);
-        best = best.min(t.elapsed().as_secs_f64());
+        let cpu = thread_cpu_ns().saturating_sub(c0);
+        // Fall back to the wall clock if the CPU clock is unavailable.
+        let secs = if cpu > 0 {
+            cpu as f64 / 1e9
+        } else {
+            t0.elapsed().as_secs_f64()
+        };
+        best = best.min(secs);
     }
     let per_us = ((ITERS as f64) / (best * 1e6)).round().max(1.0) as u64;
     ITERS_PER_US.store(per_us, Relaxed);
@@ -60,9 +70,11 @@ mod tests {
     fn calibrated_spin_is_about_right() {
         let per_us = calibrate();
         assert!(per_us >= 1);
-        // 2 ms of spinning should take at least ~1 ms even on a noisy machine.
-        let t = Instant::now();
+        // 2 ms of spinning should cost at least ~1 ms of CPU even on a noisy
+        // machine (CPU time, not wall time: preemption does not count).
+        let c0 = thread_cpu_ns();
         spin_us(2_000);
-        assert!(t.elapsed().as_micros() >= 1_000, "{:?}", t.elapsed());
+        let cpu = thread_cpu_ns() - c0;
+        assert!(cpu >= 1_000_000, "{cpu} ns");
     }
 }
