@@ -62,6 +62,9 @@ struct DispatchArgs {
     /// readable table.
     #[arg(long, conflicts_with = "json")]
     markdown: bool,
+    /// Render a JSON report saved by `--save` instead of running anything.
+    #[arg(long)]
+    load: Option<std::path::PathBuf>,
     /// Also write the JSON report to this file.
     #[arg(long)]
     save: Option<std::path::PathBuf>,
@@ -112,6 +115,21 @@ impl Visit for RunAll<'_> {
 }
 
 fn dispatch(args: DispatchArgs) {
+    if let Some(path) = &args.load {
+        let report: Report = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| {
+                eprintln!("cannot load {}: {e}", path.display());
+                std::process::exit(2);
+            });
+        output(
+            &args,
+            &report,
+            &format!("tidepool-bench dispatch: loaded {}", path.display()),
+        );
+        return;
+    }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -178,22 +196,28 @@ fn dispatch(args: DispatchArgs) {
             eprintln!("cannot write {}: {e}", path.display());
         }
     }
+    let header = format!(
+        "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \
+         (throughput: best of {} back-to-back runs each); {} empty tasks, \
+         {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
+        params.inner,
+        params.tasks,
+        params.work_tasks,
+        params.samples,
+        args.idle_us,
+        started.elapsed().as_secs_f64()
+    );
+    output(&args, &report, &header);
+}
+
+/// Print `report` as JSON, Markdown or the readable table.
+fn output(args: &DispatchArgs, report: &Report, header: &str) {
     if args.json {
         println!("{}", report.to_json());
     } else if args.markdown {
         print!("{}", report.to_markdown());
     } else {
-        let header = format!(
-            "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \
-             (throughput: best of {} back-to-back runs each); {} empty tasks, {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
-            params.inner,
-            params.tasks,
-            params.work_tasks,
-            params.samples,
-            args.idle_us,
-            started.elapsed().as_secs_f64()
-        );
-        print!("{}", report.to_table(&header));
+        print!("{}", report.to_table(header));
     }
 }
 
