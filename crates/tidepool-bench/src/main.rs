@@ -1,0 +1,228 @@
+//! `tidepool-bench`: side-by-side benchmarks of tidepool against peer pools.
+//!
+//! ```text
+//! cargo run --release -p tidepool-bench -- dispatch            # table
+//! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
+//! ```
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+
+use tidepool_bench::harness::rotated;
+use tidepool_bench::report::{Report, Samples};
+use tidepool_bench::scenario::{self, Params, Sample, Scenario};
+use tidepool_bench::spin;
+use tidepool_bench::subject::{Subject, Visit};
+use tidepool_bench::subjects::Impl;
+
+/// Side-by-side benchmarks of tidepool against peer thread pools.
+#[derive(Debug, Parser)]
+#[command(name = "tidepool-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Task dispatch: empty-task throughput (1 and 2 submitters), ~1 µs task
+    /// throughput, and submit-to-start latency into an idle pool.
+    Dispatch(DispatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct DispatchArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Empty tasks per throughput run.
+    #[arg(long, default_value_t = 200_000)]
+    tasks: usize,
+    /// ~1 µs tasks per `work-1us` run.
+    #[arg(long, default_value_t = 100_000)]
+    work_tasks: usize,
+    /// Lone tasks per `latency-idle` run.
+    #[arg(long, default_value_t = 1_000)]
+    samples: usize,
+    /// Pause between two latency samples, in microseconds (lets the pool go idle).
+    #[arg(long, default_value_t = 500)]
+    idle_us: u64,
+    /// Runs of every impl × scenario; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Back-to-back runs per throughput measurement, of which the best
+    /// counts (filters out bursts of interference from other processes).
+    #[arg(long, default_value_t = 3)]
+    inner: usize,
+    /// Worker threads of every pool (default: the number of cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print a Markdown table (ratios to the best peer) instead of the
+    /// readable table.
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
+    /// Render a JSON report saved by `--save` instead of running anything.
+    #[arg(long)]
+    load: Option<std::path::PathBuf>,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
+    /// Only these implementations (repeat or comma-separate; default: all).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Impl>,
+    /// Only these scenarios (repeat or comma-separate; default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_scenario)]
+    scenario: Vec<Scenario>,
+    /// Throughput tasks capture nothing (zero-sized closures) instead of an
+    /// 8-byte payload.
+    #[arg(long)]
+    zero_sized: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_scenario(s: &str) -> Result<Scenario, String> {
+    Scenario::ALL
+        .into_iter()
+        .find(|sc| sc.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+            format!(
+                "unknown scenario `{s}`: expected one of {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// Warm one freshly built implementation up, then run every scenario once.
+struct RunAll<'a> {
+    scenarios: &'a [Scenario],
+    params: &'a Params,
+}
+
+impl Visit for RunAll<'_> {
+    type Output = Vec<(Scenario, Sample)>;
+
+    fn visit<S: Subject>(self, s: &S) -> Self::Output {
+        scenario::warm_up(s, self.params);
+        self.scenarios
+            .iter()
+            .map(|&sc| (sc, scenario::run(sc, s, self.params)))
+            .collect()
+    }
+}
+
+fn dispatch(args: DispatchArgs) {
+    if let Some(path) = &args.load {
+        let report: Report = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| {
+                eprintln!("cannot load {}: {e}", path.display());
+                std::process::exit(2);
+            });
+        output(
+            &args,
+            &report,
+            &format!("tidepool-bench dispatch: loaded {}", path.display()),
+        );
+        return;
+    }
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let impls = if args.only.is_empty() {
+        Impl::defaults()
+    } else {
+        args.only.clone()
+    };
+    let scenarios = if args.scenario.is_empty() {
+        Scenario::ALL.to_vec()
+    } else {
+        args.scenario.clone()
+    };
+    let params = Params {
+        tasks: args.tasks,
+        work_tasks: args.work_tasks,
+        samples: args.samples,
+        idle_gap: Duration::from_micros(args.idle_us),
+        zero_sized: args.zero_sized,
+        inner: args.inner.max(1),
+    };
+    let repeats = args.repeats.max(1);
+    let per_us = spin::calibrate();
+    if !args.quiet {
+        eprintln!(
+            "dispatch: {} impls × {} scenarios × {repeats} repeats, {threads} threads, spin {per_us} iters/µs",
+            impls.len(),
+            scenarios.len()
+        );
+    }
+
+    let started = Instant::now();
+    let mut samples = Samples::new();
+    for rep in 0..repeats {
+        // Each repeat runs the impls in a rotated order, each on a freshly
+        // built pool (no other pool alive), so noise is spread fairly.
+        for imp in rotated(&impls, rep) {
+            let t = Instant::now();
+            let out = imp.with(
+                threads,
+                RunAll {
+                    scenarios: &scenarios,
+                    params: &params,
+                },
+            );
+            if !args.quiet {
+                eprintln!(
+                    "  repeat {}/{repeats} {:<18} {:>6.2} s",
+                    rep + 1,
+                    imp.name(),
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            for (sc, sample) in out {
+                samples.entry((sc, imp)).or_default().push(sample);
+            }
+        }
+    }
+    let report = Report::from_samples(&scenarios, &impls, &samples);
+    if let Some(path) = &args.save {
+        if let Err(e) = std::fs::write(path, report.to_json() + "\n") {
+            eprintln!("cannot write {}: {e}", path.display());
+        }
+    }
+    let header = format!(
+        "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \
+         (throughput: best of {} back-to-back runs each); {} empty tasks, \
+         {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
+        params.inner,
+        params.tasks,
+        params.work_tasks,
+        params.samples,
+        args.idle_us,
+        started.elapsed().as_secs_f64()
+    );
+    output(&args, &report, &header);
+}
+
+/// Print `report` as JSON, Markdown or the readable table.
+fn output(args: &DispatchArgs, report: &Report, header: &str) {
+    if args.json {
+        println!("{}", report.to_json());
+    } else if args.markdown {
+        print!("{}", report.to_markdown());
+    } else {
+        print!("{}", report.to_table(header));
+    }
+}
+
+fn main() {
+    match Cli::parse().command {
+        Command::Dispatch(args) => dispatch(args),
+    }
+}

@@ -1,0 +1,449 @@
+//! The benchmark's output: a JSON document of per-scenario medians, and a
+//! readable table with ratios.
+//!
+//! JSON shape (latency fields only where the scenario measures latency):
+//!
+//! ```json
+//! {"scenarios": [{"name": "empty-1-submitter",
+//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e6}]},
+//!                {"name": "latency-idle",
+//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e4,
+//!                              "p50_ns": 9000, "p99_ns": 30000}]}]}
+//! ```
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::harness::{
+    cost_percent, median, median_u64, ratio_higher_better, ratio_lower_better, spread,
+};
+use crate::scenario::{Sample, Scenario};
+use crate::subjects::Impl;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// One entry per scenario, in run order.
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// The results of one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    /// Scenario name (`empty-1-submitter`, …).
+    pub name: String,
+    /// One entry per implementation.
+    pub results: Vec<ImplResult>,
+}
+
+/// One implementation's medians in one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImplResult {
+    /// Implementation name (`tidepool`, `rayon`, …).
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// Median tasks per second over the repeats.
+    pub tasks_per_sec: f64,
+    /// Median over the repeats of the per-run p50 latency, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<u64>,
+    /// Median over the repeats of the per-run p99 latency, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+    /// Spread of the main metric over the repeats, `(max - min) / median`
+    /// (shown in the table as a noise indicator; not part of the JSON).
+    #[serde(skip)]
+    pub spread: Option<f64>,
+    /// Median process CPU time per task in ns (throughput scenarios; shown in
+    /// the table, not part of the JSON).
+    #[serde(skip)]
+    pub cpu_ns_per_task: Option<f64>,
+}
+
+/// Raw samples keyed by scenario and implementation.
+pub type Samples = HashMap<(Scenario, Impl), Vec<Sample>>;
+
+impl Report {
+    /// Reduce the repeated `samples` to medians, in the order of `scenarios`
+    /// and `impls` (pairs without samples are left out).
+    pub fn from_samples(scenarios: &[Scenario], impls: &[Impl], samples: &Samples) -> Report {
+        let scenarios = scenarios
+            .iter()
+            .map(|&sc| ScenarioReport {
+                name: sc.name().to_string(),
+                results: impls
+                    .iter()
+                    .filter_map(|&im| {
+                        let runs = samples.get(&(sc, im))?;
+                        let tps: Vec<f64> = runs.iter().map(|r| r.tasks_per_sec).collect();
+                        let p50: Vec<u64> = runs.iter().filter_map(|r| r.p50_ns).collect();
+                        let p99: Vec<u64> = runs.iter().filter_map(|r| r.p99_ns).collect();
+                        let cpu: Vec<f64> = runs.iter().filter_map(|r| r.cpu_ns_per_task).collect();
+                        let main: Vec<f64> = if sc.measures_latency() {
+                            p50.iter().map(|&x| x as f64).collect()
+                        } else {
+                            tps.clone()
+                        };
+                        Some(ImplResult {
+                            name: im.name().to_string(),
+                            tasks_per_sec: median(&tps)?,
+                            p50_ns: median_u64(&p50),
+                            p99_ns: median_u64(&p99),
+                            spread: spread(&main),
+                            cpu_ns_per_task: median(&cpu),
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        Report { scenarios }
+    }
+
+    /// The scenario called `name`.
+    pub fn scenario(&self, name: &str) -> Option<&ScenarioReport> {
+        self.scenarios.iter().find(|s| s.name == name)
+    }
+
+    /// The report as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report always serialises")
+    }
+
+    /// The statistics cost in percent on each empty-task scenario: how much
+    /// slower `with` is than `without` (e.g. `tidepool` vs `tidepool-nostats`).
+    pub fn stats_cost(&self, with: &str, without: &str) -> Vec<(String, f64)> {
+        self.scenarios
+            .iter()
+            .filter(|s| s.name.starts_with("empty"))
+            .filter_map(|s| {
+                let w = s.get(with)?.tasks_per_sec;
+                let wo = s.get(without)?.tasks_per_sec;
+                Some((s.name.clone(), cost_percent(w, wo)?))
+            })
+            .collect()
+    }
+
+    /// A readable table: per scenario, each implementation's medians, their spread, and how
+    /// many times better `tidepool` is (above 1: tidepool wins), then a
+    /// summary of tidepool against the best peer and the statistics cost.
+    pub fn to_table(&self, header: &str) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{header}");
+        let _ = writeln!(
+            out,
+            "spread: (max - min) / median over the repeats; cpu/task: process CPU time \
+             (all threads) per task; tidepool ×: how many times better tidepool is (> 1: tidepool ahead)"
+        );
+        for sc in &self.scenarios {
+            let latency = sc.is_latency();
+            let tp = sc.get("tidepool");
+            let _ = writeln!(out, "\n== {} ==", sc.name);
+            let _ = writeln!(
+                out,
+                "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
+                "impl",
+                if latency { "round-trips/s" } else { "tasks/s" },
+                "p50",
+                "p99",
+                "spread",
+                "cpu/task",
+                "tidepool ×"
+            );
+            for r in &sc.results {
+                let adv = tp.and_then(|t| sc.advantage(t, r));
+                let _ = writeln!(
+                    out,
+                    "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
+                    r.name,
+                    fmt_rate(r.tasks_per_sec),
+                    r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    r.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    r.spread
+                        .map(|x| format!("{:.0}%", x * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                    r.cpu_ns_per_task
+                        .map(|c| format!("{c:.0} ns"))
+                        .unwrap_or_else(|| "-".into()),
+                    adv.map(|a| format!("{a:.2}")).unwrap_or_else(|| "-".into()),
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n== summary: tidepool vs the best peer (above 1.00: tidepool ahead) =="
+        );
+        for sc in &self.scenarios {
+            let (Some(tp), Some(best)) = (sc.get("tidepool"), sc.best_peer()) else {
+                continue;
+            };
+            let what = if sc.is_latency() {
+                "p50 latency"
+            } else {
+                "throughput"
+            };
+            let fmt_adv =
+                |a: Option<f64>| a.map(|a| format!("{a:.2}×")).unwrap_or_else(|| "-".into());
+            let mut line = format!(
+                "{:<20} {:>6} (best peer: {}, {})",
+                sc.name,
+                fmt_adv(sc.advantage(tp, best)),
+                best.name,
+                what
+            );
+            if let Some(bt) = sc.best_tidepool() {
+                if bt.name != tp.name {
+                    line += &format!(
+                        "; best tidepool variant {}: {}",
+                        bt.name,
+                        fmt_adv(sc.advantage(bt, best))
+                    );
+                }
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        let cost = self.stats_cost("tidepool", "tidepool-nostats");
+        if !cost.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n== statistics cost (tidepool vs tidepool-nostats, empty tasks) =="
+            );
+            for (name, pct) in cost {
+                let _ = writeln!(out, "{name:<20} {pct:>6.1} %");
+            }
+        }
+        out
+    }
+}
+
+impl Report {
+    /// A Markdown table for `docs/benchmarks.md`: one row per implementation,
+    /// one column per scenario, each cell the median and its ratio to the best
+    /// peer on the scenario's main metric (above 1.00: better than every peer).
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let mut names: Vec<&str> = Vec::new();
+        for sc in &self.scenarios {
+            for r in &sc.results {
+                if !names.contains(&r.name.as_str()) {
+                    names.push(&r.name);
+                }
+            }
+        }
+        let _ = write!(out, "| impl |");
+        for sc in &self.scenarios {
+            let unit = if sc.is_latency() {
+                "p50 / p99"
+            } else {
+                "tasks/s"
+            };
+            let _ = write!(out, " {} ({unit}) |", sc.name);
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &self.scenarios {
+            let _ = write!(out, "---:|");
+        }
+        out.push('\n');
+        for name in names {
+            let _ = write!(out, "| {name} |");
+            for sc in &self.scenarios {
+                let cell = sc.get(name).map(|r| {
+                    let value = if sc.is_latency() {
+                        format!(
+                            "{} / {}",
+                            r.p50_ns.map(fmt_ns).unwrap_or_default(),
+                            r.p99_ns.map(fmt_ns).unwrap_or_default()
+                        )
+                    } else {
+                        fmt_rate(r.tasks_per_sec)
+                    };
+                    let ratio = sc
+                        .best_peer()
+                        .and_then(|b| sc.advantage(r, b))
+                        .map(|a| format!(" ({a:.2}×)"))
+                        .unwrap_or_default();
+                    format!("{value}{ratio}")
+                });
+                let _ = write!(out, " {} |", cell.unwrap_or_else(|| "-".into()));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl ScenarioReport {
+    /// The result of implementation `name`.
+    pub fn get(&self, name: &str) -> Option<&ImplResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+
+    /// Whether this scenario is judged on latency (lower p50 is better)
+    /// rather than throughput.
+    pub fn is_latency(&self) -> bool {
+        self.results.iter().any(|r| r.p50_ns.is_some())
+    }
+
+    /// How many times better `a` is than `b` on this scenario's main metric
+    /// (throughput, or p50 latency for latency scenarios).
+    pub fn advantage(&self, a: &ImplResult, b: &ImplResult) -> Option<f64> {
+        if self.is_latency() {
+            ratio_lower_better(a.p50_ns? as f64, b.p50_ns? as f64)
+        } else {
+            ratio_higher_better(a.tasks_per_sec, b.tasks_per_sec)
+        }
+    }
+
+    /// The best implementation that is not a tidepool variant.
+    pub fn best_peer(&self) -> Option<&ImplResult> {
+        self.best_of(|r| !r.name.starts_with("tidepool"))
+    }
+
+    /// The best tidepool variant (default or otherwise configured).
+    pub fn best_tidepool(&self) -> Option<&ImplResult> {
+        self.best_of(|r| r.name.starts_with("tidepool"))
+    }
+
+    fn best_of(&self, keep: impl Fn(&ImplResult) -> bool) -> Option<&ImplResult> {
+        let peers = self.results.iter().filter(|r| keep(r));
+        if self.is_latency() {
+            peers
+                .filter(|r| r.p50_ns.is_some())
+                .min_by_key(|r| r.p50_ns)
+        } else {
+            peers.max_by(|a, b| a.tasks_per_sec.total_cmp(&b.tasks_per_sec))
+        }
+    }
+}
+
+/// `1234567.0` → `1.23 M`.
+pub fn fmt_rate(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// `12345` → `12.3 µs`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(tps: f64, lat: Option<(u64, u64)>) -> Sample {
+        Sample {
+            tasks_per_sec: tps,
+            p50_ns: lat.map(|l| l.0),
+            p99_ns: lat.map(|l| l.1),
+            cpu_ns_per_task: None,
+        }
+    }
+
+    fn report() -> Report {
+        let mut s = Samples::new();
+        s.insert(
+            (Scenario::Empty1, Impl::Tidepool),
+            vec![sample(3e6, None), sample(1e6, None), sample(2e6, None)],
+        );
+        s.insert((Scenario::Empty1, Impl::Rayon), vec![sample(1e6, None)]);
+        s.insert(
+            (Scenario::Empty1, Impl::TidepoolNoStats),
+            vec![sample(2.5e6, None)],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Tidepool),
+            vec![
+                sample(1e4, Some((5_000, 9_000))),
+                sample(1e4, Some((7_000, 11_000))),
+            ],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Rayon),
+            vec![sample(1e4, Some((10_000, 20_000)))],
+        );
+        Report::from_samples(
+            &[Scenario::Empty1, Scenario::LatencyIdle],
+            &[
+                Impl::Tidepool,
+                Impl::TidepoolNoStats,
+                Impl::Rayon,
+                Impl::Crossbeam,
+            ],
+            &s,
+        )
+    }
+
+    #[test]
+    fn json_has_the_agreed_shape() {
+        let json: serde_json::Value = serde_json::from_str(&report().to_json()).unwrap();
+        let obj = json.as_object().unwrap();
+        assert_eq!(obj.keys().collect::<Vec<_>>(), vec!["scenarios"]);
+        let scenarios = obj["scenarios"].as_array().unwrap();
+        assert_eq!(scenarios.len(), 2);
+        assert_eq!(scenarios[0]["name"], "empty-1-submitter");
+        let r0 = &scenarios[0]["results"][0];
+        assert_eq!(r0["impl"], "tidepool");
+        assert_eq!(r0["tasks_per_sec"], 2e6); // the median of 3
+        assert!(r0.get("p50_ns").is_none() && r0.get("p99_ns").is_none());
+        // crossbeam had no samples: left out.
+        assert_eq!(scenarios[0]["results"].as_array().unwrap().len(), 3);
+        let l0 = &scenarios[1]["results"][0];
+        assert_eq!(l0["p50_ns"], 6_000);
+        assert_eq!(l0["p99_ns"], 10_000);
+        assert!(l0["tasks_per_sec"].is_f64());
+        // Round trip.
+        let back: Report = serde_json::from_value(json).unwrap();
+        let mut expected = report();
+        for sc in &mut expected.scenarios {
+            for r in &mut sc.results {
+                r.spread = None; // not serialised
+                r.cpu_ns_per_task = None;
+            }
+        }
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn ratios_stats_cost_and_table() {
+        let r = report();
+        let e = r.scenario("empty-1-submitter").unwrap();
+        assert_eq!(e.best_peer().unwrap().name, "rayon");
+        assert_eq!(e.best_tidepool().unwrap().name, "tidepool-nostats");
+        assert_eq!(
+            e.advantage(e.get("tidepool").unwrap(), e.best_peer().unwrap()),
+            Some(2.0)
+        );
+        let l = r.scenario("latency-idle").unwrap();
+        assert!(l.is_latency() && !e.is_latency());
+        // 10 µs vs 6 µs p50: tidepool 1.67× better.
+        let adv = l
+            .advantage(l.get("tidepool").unwrap(), l.best_peer().unwrap())
+            .unwrap();
+        assert!((adv - 10.0 / 6.0).abs() < 1e-9);
+        let cost = r.stats_cost("tidepool", "tidepool-nostats");
+        assert_eq!(cost.len(), 1);
+        assert!((cost[0].1 - 20.0).abs() < 1e-9);
+        let table = r.to_table("hdr");
+        assert!(table.contains("empty-1-submitter") && table.contains("2.00×"));
+        assert!(table.contains("20.0 %"));
+        let md = r.to_markdown();
+        assert!(md.starts_with("| impl | empty-1-submitter (tasks/s) | latency-idle (p50 / p99) |"));
+        assert!(md.contains("| tidepool | 2.00 M (2.00×) | 6.0 µs / 10.0 µs (1.67×) |"));
+        assert_eq!(e.get("tidepool").unwrap().spread, Some(1.0)); // (3-1)/2
+        assert_eq!(fmt_ns(12_345), "12.3 µs");
+        assert_eq!(fmt_rate(1_234_567.0), "1.23 M");
+    }
+}

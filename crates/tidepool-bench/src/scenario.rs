@@ -1,0 +1,254 @@
+//! The measured scenarios.
+//!
+//! Every task reports to the global [`LATCH`]; a scenario arms it, submits,
+//! and parks until the last task finished. Throughput is
+//! `tasks / (last completion - first submit)`.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::spin;
+use crate::subject::{now_ns, process_cpu_ns, task_done, Subject, LATCH};
+
+/// A scenario of the `dispatch` benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// Throughput of empty tasks from one submitting thread.
+    Empty1,
+    /// Throughput of empty tasks from two submitting threads.
+    Empty2,
+    /// Throughput of ~1 µs (calibrated spin) tasks from one submitter.
+    Work1us,
+    /// Submit-to-start latency of a lone task into an idle pool.
+    LatencyIdle,
+}
+
+impl Scenario {
+    /// Every scenario, in report order.
+    pub const ALL: [Scenario; 4] = [
+        Scenario::Empty1,
+        Scenario::Empty2,
+        Scenario::Work1us,
+        Scenario::LatencyIdle,
+    ];
+
+    /// The scenario's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Empty1 => "empty-1-submitter",
+            Scenario::Empty2 => "empty-2-submitters",
+            Scenario::Work1us => "work-1us",
+            Scenario::LatencyIdle => "latency-idle",
+        }
+    }
+
+    /// Whether the scenario measures latency (p50/p99) rather than only
+    /// throughput.
+    pub fn measures_latency(self) -> bool {
+        matches!(self, Scenario::LatencyIdle)
+    }
+}
+
+/// Sizes of the scenarios.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// Tasks per empty-task throughput run.
+    pub tasks: usize,
+    /// Tasks per `work-1us` run.
+    pub work_tasks: usize,
+    /// Lone tasks per `latency-idle` run.
+    pub samples: usize,
+    /// Pause between two latency samples, so the pool goes idle.
+    pub idle_gap: Duration,
+    /// Throughput tasks capture nothing (a zero-sized closure, which no pool
+    /// needs to allocate for) instead of an 8-byte payload.
+    pub zero_sized: bool,
+    /// Back-to-back runs per throughput measurement; the best one counts
+    /// (interference from other processes only ever slows a run down).
+    pub inner: usize,
+}
+
+/// The outcome of one run of one scenario on one implementation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Tasks per second. For `latency-idle`: lone-task round trips per
+    /// second (submit until the waiter is woken), pauses excluded.
+    pub tasks_per_sec: f64,
+    /// Median submit-to-start latency (latency scenarios only).
+    pub p50_ns: Option<u64>,
+    /// 99th percentile submit-to-start latency (latency scenarios only).
+    pub p99_ns: Option<u64>,
+    /// Process CPU time (all threads) per task during the run, in ns
+    /// (throughput scenarios only; a noise-robust view of per-task cost).
+    pub cpu_ns_per_task: Option<f64>,
+}
+
+/// Measure `scenario` once on `s`: for throughput scenarios the best of
+/// `p.inner` back-to-back runs, for latency one run of `p.samples` samples.
+pub fn run<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
+    if scenario.measures_latency() {
+        return run_once(scenario, s, p);
+    }
+    let runs: Vec<Sample> = (0..p.inner.max(1))
+        .map(|_| run_once(scenario, s, p))
+        .collect();
+    let cpu = runs
+        .iter()
+        .filter_map(|r| r.cpu_ns_per_task)
+        .min_by(f64::total_cmp);
+    let best = runs
+        .into_iter()
+        .max_by(|a, b| a.tasks_per_sec.total_cmp(&b.tasks_per_sec))
+        .expect("at least one run");
+    Sample {
+        cpu_ns_per_task: cpu,
+        ..best
+    }
+}
+
+/// Run `scenario` exactly once on `s`.
+pub fn run_once<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
+    match scenario {
+        Scenario::Empty1 => throughput(s, p.tasks, 1, p.zero_sized, Body::Empty),
+        Scenario::Empty2 => throughput(s, p.tasks, 2, p.zero_sized, Body::Empty),
+        Scenario::Work1us => throughput(s, p.work_tasks, 1, p.zero_sized, Body::Work1us),
+        Scenario::LatencyIdle => latency_idle(s, p.samples, p.idle_gap),
+    }
+}
+
+/// Warm an implementation up: start its threads, fault in its queues and
+/// allocator caches, so the first measured run is not a cold one.
+pub fn warm_up<S: Subject>(s: &S, p: &Params) {
+    let z = p.zero_sized;
+    throughput(s, (p.tasks / 10).max(1_000), 1, z, Body::Empty);
+    throughput(s, (p.tasks / 10).max(1_000), 2, z, Body::Empty);
+    throughput(s, (p.work_tasks / 20).max(500), 1, z, Body::Work1us);
+    latency_idle(s, 20, p.idle_gap);
+}
+
+/// What a throughput task does before it reports completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    Empty,
+    Work1us,
+}
+
+/// Submit `n` tasks running `body`: closures capturing an 8-byte payload, or
+/// nothing at all with `zero_sized`. Monomorphised per body so the task
+/// itself carries no branch or indirection added by the harness.
+#[inline]
+fn submit_n<S: Subject>(s: &S, n: usize, zero_sized: bool, body: Body) {
+    match (body, zero_sized) {
+        (Body::Empty, false) => {
+            for i in 0..n as u64 {
+                s.spawn(move || {
+                    black_box(i);
+                    task_done();
+                });
+            }
+        }
+        (Body::Empty, true) => {
+            for _ in 0..n {
+                s.spawn(task_done);
+            }
+        }
+        (Body::Work1us, false) => {
+            for i in 0..n as u64 {
+                s.spawn(move || {
+                    black_box(i);
+                    spin::spin_us(1);
+                    task_done();
+                });
+            }
+        }
+        (Body::Work1us, true) => {
+            for _ in 0..n {
+                s.spawn(|| {
+                    spin::spin_us(1);
+                    task_done();
+                });
+            }
+        }
+    }
+}
+
+/// `tasks` tasks from `submitters` threads; the harness adds no per-task
+/// allocation or reference count.
+fn throughput<S: Subject>(
+    s: &S,
+    tasks: usize,
+    submitters: usize,
+    zero_sized: bool,
+    body: Body,
+) -> Sample {
+    let submitters = submitters.max(1);
+    let tasks = tasks.max(submitters);
+    LATCH.arm(tasks);
+    let cpu_start = process_cpu_ns();
+    let start;
+    if submitters == 1 {
+        start = now_ns();
+        submit_n(s, tasks, zero_sized, body);
+    } else {
+        let barrier = Barrier::new(submitters + 1);
+        let per = tasks / submitters;
+        let extra = tasks % submitters;
+        start = std::thread::scope(|scope| {
+            for i in 0..submitters {
+                let n = per + usize::from(i < extra);
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    submit_n(s, n, zero_sized, body);
+                });
+            }
+            barrier.wait();
+            now_ns()
+        });
+    }
+    let end = LATCH.wait();
+    let cpu = process_cpu_ns().saturating_sub(cpu_start);
+    let secs = end.saturating_sub(start).max(1) as f64 / 1e9;
+    Sample {
+        tasks_per_sec: tasks as f64 / secs,
+        p50_ns: None,
+        p99_ns: None,
+        cpu_ns_per_task: Some(cpu as f64 / tasks as f64),
+    }
+}
+
+/// Submit-to-start time of a lone task, `samples` times, with `gap` of
+/// sleep in between so the pool's workers go idle (park) each time.
+fn latency_idle<S: Subject>(s: &S, samples: usize, gap: Duration) -> Sample {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
+    let mut round_trips = 0u64;
+    let samples = samples.max(1);
+    for _ in 0..samples {
+        std::thread::sleep(gap);
+        STARTED.store(0, Relaxed);
+        LATCH.arm(1);
+        let submitted = now_ns();
+        s.spawn(|| {
+            STARTED.store(now_ns(), Relaxed);
+            task_done();
+        });
+        LATCH.wait();
+        let woken = now_ns();
+        // The latch's AcqRel decrement orders the task's store before our read.
+        let started = STARTED.load(Relaxed);
+        hist.saturating_record(started.saturating_sub(submitted).max(1));
+        round_trips += woken.saturating_sub(submitted);
+    }
+    Sample {
+        tasks_per_sec: samples as f64 / (round_trips.max(1) as f64 / 1e9),
+        p50_ns: Some(hist.value_at_quantile(0.50)),
+        p99_ns: Some(hist.value_at_quantile(0.99)),
+        cpu_ns_per_task: None,
+    }
+}

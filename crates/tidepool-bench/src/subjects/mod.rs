@@ -1,0 +1,154 @@
+//! The implementations under test, one file each, and the [`Impl`] list that
+//! names and builds them.
+
+mod crossbeam;
+mod rayon;
+mod rusty_pool;
+mod threadpool;
+mod tidepool;
+mod tokio_blocking;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::subject::Visit;
+
+pub use self::crossbeam::CrossbeamPool;
+pub use self::rayon::RayonSubject;
+pub use self::rusty_pool::RustyPoolSubject;
+pub use self::threadpool::ThreadpoolSubject;
+pub use self::tidepool::TidepoolSubject;
+pub use self::tokio_blocking::TokioBlockingSubject;
+
+/// One implementation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Impl {
+    /// `tidepool::Pool` as `Pool::builder().threads(n)` builds it.
+    Tidepool,
+    /// tidepool with statistics explicitly off.
+    TidepoolNoStats,
+    /// tidepool with statistics explicitly on.
+    TidepoolStats,
+    /// tidepool on the mutex + condvar queue.
+    TidepoolMutex,
+    /// tidepool on the spinlock queue.
+    TidepoolSpin,
+    /// tidepool on the hybrid spin-then-sleep queue.
+    TidepoolHybrid,
+    /// tidepool on the lock-free queue (named explicitly).
+    TidepoolLockFree,
+    /// The `threadpool` crate.
+    Threadpool,
+    /// The `rusty_pool` crate.
+    RustyPool,
+    /// A minimal worker pool over an unbounded crossbeam-channel.
+    Crossbeam,
+    /// `rayon::ThreadPool::spawn`.
+    Rayon,
+    /// tokio's blocking pool (`spawn_blocking`), `max_blocking_threads = n`.
+    TokioBlocking,
+}
+
+impl Impl {
+    /// Every implementation, in report order.
+    pub const ALL: [Impl; 12] = [
+        Impl::Tidepool,
+        Impl::TidepoolNoStats,
+        Impl::TidepoolStats,
+        Impl::TidepoolMutex,
+        Impl::TidepoolSpin,
+        Impl::TidepoolHybrid,
+        Impl::TidepoolLockFree,
+        Impl::Threadpool,
+        Impl::RustyPool,
+        Impl::Crossbeam,
+        Impl::Rayon,
+        Impl::TokioBlocking,
+    ];
+
+    /// The implementations run when none is selected: every one except the
+    /// variants that duplicate the default configuration.
+    pub fn defaults() -> Vec<Impl> {
+        Impl::ALL
+            .into_iter()
+            .filter(|i| !TidepoolSubject::duplicates_default(*i))
+            .collect()
+    }
+
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Tidepool => "tidepool",
+            Impl::TidepoolNoStats => "tidepool-nostats",
+            Impl::TidepoolStats => "tidepool-stats",
+            Impl::TidepoolMutex => "tidepool-mutex",
+            Impl::TidepoolSpin => "tidepool-spin",
+            Impl::TidepoolHybrid => "tidepool-hybrid",
+            Impl::TidepoolLockFree => "tidepool-lockfree",
+            Impl::Threadpool => "threadpool",
+            Impl::RustyPool => "rusty_pool",
+            Impl::Crossbeam => "crossbeam",
+            Impl::Rayon => "rayon",
+            Impl::TokioBlocking => "tokio-blocking",
+        }
+    }
+
+    /// True for tidepool and its variants; false for the peers.
+    pub fn is_tidepool(self) -> bool {
+        self.name().starts_with("tidepool")
+    }
+
+    /// Build this implementation with `threads` workers, hand it to `v`, then
+    /// drop (shut down) it.
+    pub fn with<V: Visit>(self, threads: usize, v: V) -> V::Output {
+        match self {
+            Impl::Tidepool
+            | Impl::TidepoolNoStats
+            | Impl::TidepoolStats
+            | Impl::TidepoolMutex
+            | Impl::TidepoolSpin
+            | Impl::TidepoolHybrid
+            | Impl::TidepoolLockFree => v.visit(&TidepoolSubject::new(self, threads)),
+            Impl::Threadpool => v.visit(&ThreadpoolSubject::new(threads)),
+            Impl::RustyPool => v.visit(&RustyPoolSubject::new(threads)),
+            Impl::Crossbeam => v.visit(&CrossbeamPool::new(threads)),
+            Impl::Rayon => v.visit(&RayonSubject::new(threads)),
+            Impl::TokioBlocking => v.visit(&TokioBlockingSubject::new(threads)),
+        }
+    }
+}
+
+impl fmt::Display for Impl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Impl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Impl::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
+                format!("unknown impl `{s}`: expected one of {}", names.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for i in Impl::ALL {
+            assert_eq!(i.name().parse::<Impl>(), Ok(i));
+        }
+        assert!("nope".parse::<Impl>().is_err());
+        assert!(Impl::defaults().contains(&Impl::Tidepool));
+        assert!(!Impl::Rayon.is_tidepool());
+    }
+}
