@@ -37,8 +37,12 @@ fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64) {
 
     let submitters: Vec<_> = (0..SUBMITTERS)
         .map(|s| {
-            let (pool, runs, accepted, submitted) =
-                (pool.clone(), runs.clone(), accepted.clone(), submitted.clone());
+            let (pool, runs, accepted, submitted) = (
+                pool.clone(),
+                runs.clone(),
+                accepted.clone(),
+                submitted.clone(),
+            );
             std::thread::spawn(move || {
                 for i in 0..PER_SUBMITTER {
                     let id = s * PER_SUBMITTER + i;

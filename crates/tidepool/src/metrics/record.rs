@@ -1,36 +1,31 @@
-//! Per-worker task statistics: each worker writes only its own record, so the
-//! hot path takes an uncontended lock; readers merge all records.
+//! Per-worker task statistics. Each worker writes only its own record, with
+//! plain relaxed stores (no lock, no read-modify-write); readers merge all
+//! records into hdrhistograms when they take a snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::metrics::clock::Clock;
+use crate::metrics::histogram::{bump, AtomicLatency};
 use crate::metrics::latency::Latency;
 use crate::sync::{lock, Arc, Mutex};
 
-/// Everything counted per task, summed over the tasks one worker (or all
-/// retired workers) ran.
+/// Everything counted per task, summed over some workers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TaskTotals {
+    pub(crate) started: u64,
     pub(crate) completed: u64,
     pub(crate) panicked: u64,
     /// Queue wait (thesis: idle time), accepted → started.
     pub(crate) wait: Latency,
     /// Execution (thesis: processing time), started → finished.
     pub(crate) service: Latency,
-    /// Submission latency (thesis: response time), submitted → accepted.
+    /// Submission latency (thesis: response time) of submissions that blocked.
     pub(crate) response: Latency,
-    /// Tasks whose submission did not block (response time 0, recorded lazily).
+    /// Tasks whose submission did not block (response time 0).
     pub(crate) unblocked: u64,
 }
 
 impl TaskTotals {
-    pub(crate) fn add(&mut self, other: &TaskTotals) {
-        self.completed += other.completed;
-        self.panicked += other.panicked;
-        self.wait.add(&other.wait);
-        self.service.add(&other.service);
-        self.response.add(&other.response);
-        self.unblocked += other.unblocked;
-    }
-
     /// The response distribution including the unblocked submissions.
     pub(crate) fn response_with_zeros(&self) -> Latency {
         let mut r = self.response.clone();
@@ -39,14 +34,26 @@ impl TaskTotals {
     }
 }
 
-/// One worker's record.
+/// One worker's record; written only by that worker.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerRecord {
-    totals: Mutex<TaskTotals>,
+    started: AtomicU64,
+    completed: AtomicU64,
+    panicked: AtomicU64,
+    unblocked: AtomicU64,
+    wait: AtomicLatency,
+    service: AtomicLatency,
+    response: AtomicLatency,
 }
 
 impl WorkerRecord {
-    /// Record one finished task from its clock ticks.
+    /// A task was taken from the queue. Owner thread only.
+    #[inline]
+    pub(crate) fn task_started(&self) {
+        bump(&self.started, 1);
+    }
+
+    /// Record one finished task from its clock ticks. Owner thread only.
     #[inline]
     pub(crate) fn task_done(
         &self,
@@ -56,24 +63,33 @@ impl WorkerRecord {
         finished: u64,
         panicked: bool,
     ) {
-        let mut t = lock(&self.totals);
-        t.completed += 1;
-        t.panicked += panicked as u64;
-        t.wait.record(Clock::nanos_between(accepted, started));
-        t.service.record(Clock::nanos_between(started, finished));
+        self.wait.record(Clock::nanos_between(accepted, started));
+        self.service.record(Clock::nanos_between(started, finished));
         if accepted == submitted {
-            t.unblocked += 1;
+            bump(&self.unblocked, 1);
         } else {
-            t.response.record(Clock::nanos_between(submitted, accepted));
+            self.response
+                .record(Clock::nanos_between(submitted, accepted));
         }
-    }
-
-    pub(crate) fn totals(&self) -> TaskTotals {
-        lock(&self.totals).clone()
+        if panicked {
+            bump(&self.panicked, 1);
+        }
+        // Last, so a reader that sees the count sees the latencies too (mostly:
+        // snapshots are approximate while tasks run).
+        self.completed.store(
+            self.completed.load(Relaxed) + 1,
+            std::sync::atomic::Ordering::Release,
+        );
     }
 
     pub(crate) fn add_into(&self, sum: &mut TaskTotals) {
-        sum.add(&lock(&self.totals));
+        sum.completed += self.completed.load(std::sync::atomic::Ordering::Acquire);
+        sum.started += self.started.load(Relaxed);
+        sum.panicked += self.panicked.load(Relaxed);
+        sum.unblocked += self.unblocked.load(Relaxed);
+        self.wait.add_into(&mut sum.wait);
+        self.service.add_into(&mut sum.service);
+        self.response.add_into(&mut sum.response);
     }
 }
 
@@ -99,7 +115,7 @@ impl Records {
             live.swap_remove(i);
         }
         // Under the `live` lock, so a reader never sees the record twice or never.
-        lock(&self.retired).add(&record.totals());
+        record.add_into(&mut lock(&self.retired));
     }
 
     /// Totals over every worker that ever ran.

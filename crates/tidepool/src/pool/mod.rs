@@ -2,6 +2,7 @@
 
 mod builder;
 mod controller;
+mod gate;
 mod join;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -21,9 +22,9 @@ use crate::metrics::clock::Clock;
 use crate::metrics::{os, DecisionRecord, PoolStats, SizeSample};
 use crate::policy::SizingPolicy;
 use crate::sync::{lock, Arc, Mutex};
-use crate::task::{Body, Task};
+use crate::task::Task;
 use builder::Config;
-use shared::{Shared, SUBMITTER};
+use shared::Shared;
 
 /// How long a submit blocked on a full queue sleeps between re-checks at most
 /// (a safety net: workers wake blocked submitters as they pop).
@@ -44,6 +45,7 @@ const ROOM_POLL: Duration = Duration::from_millis(10);
 ///     .collect::<Result<_, _>>()?;
 /// let sum: u64 = answers.into_iter().map(|h| h.join().unwrap()).sum();
 /// assert_eq!(sum, 140);
+/// pool.wait_idle(); // statistics are recorded just after each task returns
 /// assert_eq!(pool.stats().completed, 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -104,7 +106,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), self.blocking())?;
+        self.push(Task::new(move || completer.run(f)), self.blocking())?;
         Ok(handle)
     }
 
@@ -116,7 +118,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Box::new(move || {
+            Task::new(move || {
                 f();
                 false
             }),
@@ -132,7 +134,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), Some(Duration::ZERO))?;
+        self.push(Task::new(move || completer.run(f)), Some(Duration::ZERO))?;
         Ok(handle)
     }
 
@@ -142,7 +144,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Box::new(move || {
+            Task::new(move || {
                 f();
                 false
             }),
@@ -162,7 +164,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), Some(timeout))?;
+        self.push(Task::new(move || completer.run(f)), Some(timeout))?;
         Ok(handle)
     }
 
@@ -177,32 +179,27 @@ impl Pool {
 
     /// The submit path. `wait`: how long to wait for room (`None`: forever).
     #[inline]
-    fn push(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push(&self, task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
         let shared = &*self.shared;
         // Enter the gate: shutdown waits for every submitter inside it, so a
         // task accepted here is always seen by a worker or by shutdown_now.
-        if shared.gate.fetch_add(SUBMITTER, SeqCst) & shared::SHUTDOWN != 0 {
-            shared.gate.fetch_sub(SUBMITTER, SeqCst);
+        let Some(_inside) = shared.gate.enter() else {
             return Err(SubmitError::ShutDown);
-        }
-        let result = self.push_inside_gate(body, wait);
-        shared.gate.fetch_sub(SUBMITTER, SeqCst);
-        result
+        };
+        self.push_inside_gate(task, wait)
     }
 
     #[inline]
-    fn push_inside_gate(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push_inside_gate(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
         let shared = &*self.shared;
-        let mut task = Task::new(body);
         if shared.records.is_some() {
-            task.submitted = Clock::ticks();
-            task.accepted = task.submitted;
+            let now = Clock::ticks();
+            let stamps = task.stamps_mut();
+            stamps.submitted = now;
+            stamps.accepted = now;
         }
         if let Err(back) = shared.queue.push(task) {
             self.push_when_room(back, wait)?;
-        }
-        if shared.records.is_some() {
-            shared.counters.submitted.fetch_add(1, Relaxed);
         }
         if !shared.sleepers.notify_work() {
             self.grow_if_starved();
@@ -239,7 +236,7 @@ impl Pool {
                 break Err(SubmitError::ShutDown);
             }
             if shared.records.is_some() {
-                task.accepted = Clock::ticks();
+                task.stamps_mut().accepted = Clock::ticks();
             }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),
@@ -444,7 +441,6 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),
         queue_len: shared.queue.len(),
-        submitted: c.submitted.load(Relaxed),
         rejected: c.rejected.load(Relaxed),
         panicked: c.panicked.load(Relaxed),
         threads_created: c.created.load(Relaxed),
@@ -457,6 +453,9 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     if let Some(records) = &shared.records {
         let totals = records.totals();
         stats.completed = totals.completed;
+        // Accepted = started by a worker + still queued: counted without a
+        // shared counter on the submit path.
+        stats.submitted = totals.started + stats.queue_len as u64;
         stats.response = totals.response_with_zeros();
         stats.wait = totals.wait;
         stats.service = totals.service;

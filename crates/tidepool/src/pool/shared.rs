@@ -7,6 +7,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use super::builder::{Config, OnFull};
+use super::gate::Gate;
 use super::sleep::Sleepers;
 use crate::metrics::record::Records;
 use crate::metrics::{DecisionRecord, SizeSample};
@@ -27,7 +28,6 @@ pub(crate) struct Sizes {
 /// Counters that exist with statistics on or off.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) submitted: AtomicU64,
     pub(crate) rejected: AtomicU64,
     pub(crate) panicked: AtomicU64,
     pub(crate) created: AtomicU64,
@@ -71,8 +71,8 @@ pub(crate) struct Shared {
     pub(crate) queue: Box<dyn TaskQueue>,
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<Sizes>,
-    /// Submitters inside `submit` (bit 0 of `gate` is the shutdown flag).
-    pub(crate) gate: CachePadded<AtomicUsize>,
+    /// Submitters inside `submit`, and the shutdown flag.
+    pub(crate) gate: Gate,
     /// Set once shutdown has begun and every in-flight submit has finished:
     /// from then on an empty queue stays empty and workers may exit.
     pub(crate) closed: AtomicBool,
@@ -91,11 +91,6 @@ pub(crate) struct Shared {
     pub(crate) next_worker_id: AtomicU64,
 }
 
-/// Bit 0 of `gate`: shutdown has begun.
-pub(crate) const SHUTDOWN: usize = 1;
-/// One submitter inside `submit`.
-pub(crate) const SUBMITTER: usize = 2;
-
 impl Shared {
     pub(crate) fn new(config: Config) -> Self {
         let queue = config.flavor.build(config.capacity);
@@ -108,7 +103,7 @@ impl Shared {
             }),
             queue,
             sleepers: Sleepers::default(),
-            gate: CachePadded::new(AtomicUsize::new(0)),
+            gate: Gate::default(),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
@@ -127,7 +122,7 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.gate.load(Acquire) & SHUTDOWN != 0
+        self.gate.is_shut()
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -233,13 +228,13 @@ impl Shared {
     /// Mark the pool as shut down for new submissions; returns false if it
     /// already was.
     pub(crate) fn begin_shutdown(&self) -> bool {
-        self.gate.fetch_or(SHUTDOWN, SeqCst) & SHUTDOWN == 0
+        self.gate.shut()
     }
 
     /// Wait until no submitter is inside `submit`, then close the queue.
     pub(crate) fn close(&self) {
         let backoff = crossbeam_utils::Backoff::new();
-        while self.gate.load(SeqCst) & !SHUTDOWN != 0 {
+        while !self.gate.is_empty() {
             {
                 let _guard = lock(&self.room.0);
                 self.room.1.notify_all();
