@@ -7,11 +7,17 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::metrics::clock::Clock;
 use crate::metrics::histogram::{bump, AtomicLatency};
 use crate::metrics::latency::Latency;
+use crate::metrics::os;
 use crate::sync::{lock, Arc, Mutex};
 
 /// Everything counted per task, summed over some workers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TaskTotals {
+    /// CPU time the workers' threads consumed.
+    pub(crate) cpu: std::time::Duration,
+    /// Time the workers' threads were runnable but waiting for a CPU (zero
+    /// where the kernel keeps no scheduler statistics).
+    pub(crate) run_delay: std::time::Duration,
     pub(crate) started: u64,
     pub(crate) completed: u64,
     pub(crate) panicked: u64,
@@ -35,8 +41,14 @@ impl TaskTotals {
 }
 
 /// One worker's record; written only by that worker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WorkerRecord {
+    /// The worker thread's CPU clock (readable by the controller).
+    cpu_clock: Option<libc::clockid_t>,
+    /// The worker's kernel thread id (for its scheduler statistics).
+    tid: libc::pid_t,
+    /// CPU time and run delay at exit (read by the worker itself).
+    final_cpu: std::sync::Mutex<Option<(std::time::Duration, std::time::Duration)>>,
     started: AtomicU64,
     completed: AtomicU64,
     panicked: AtomicU64,
@@ -47,10 +59,41 @@ pub(crate) struct WorkerRecord {
 }
 
 impl WorkerRecord {
+    /// A record for the calling (worker) thread.
+    fn for_current_thread() -> Self {
+        WorkerRecord {
+            cpu_clock: os::current_thread_cpu_clock(),
+            tid: os::current_thread_id(),
+            final_cpu: std::sync::Mutex::new(None),
+            started: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            unblocked: AtomicU64::new(0),
+            wait: AtomicLatency::default(),
+            service: AtomicLatency::default(),
+            response: AtomicLatency::default(),
+        }
+    }
+
     /// A task was taken from the queue. Owner thread only.
     #[inline]
     pub(crate) fn task_started(&self) {
         bump(&self.started, 1);
+    }
+
+    /// The thread's CPU time and run delay so far (frozen once it retired).
+    fn cpu_and_delay(&self) -> (std::time::Duration, std::time::Duration) {
+        match *self.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(done) => done,
+            None => self.read_cpu(),
+        }
+    }
+
+    fn read_cpu(&self) -> (std::time::Duration, std::time::Duration) {
+        (
+            self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
+            os::run_delay(self.tid).unwrap_or_default(),
+        )
     }
 
     /// Record one finished task from its clock ticks. Owner thread only.
@@ -82,7 +125,12 @@ impl WorkerRecord {
         );
     }
 
+    /// Valid only while the worker thread lives: callers hold `Records::live`,
+    /// which a worker must take (in `retire`) before it exits.
     pub(crate) fn add_into(&self, sum: &mut TaskTotals) {
+        let (cpu, delay) = self.cpu_and_delay();
+        sum.cpu += cpu;
+        sum.run_delay += delay;
         sum.completed += self.completed.load(std::sync::atomic::Ordering::Acquire);
         sum.started += self.started.load(Relaxed);
         sum.panicked += self.panicked.load(Relaxed);
@@ -101,15 +149,18 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    /// A record for a new worker.
+    /// A record for a new worker; call it on the worker's own thread.
     pub(crate) fn register(&self) -> Arc<WorkerRecord> {
-        let r = Arc::new(WorkerRecord::default());
+        let r = Arc::new(WorkerRecord::for_current_thread());
         lock(&self.live).push(r.clone());
         r
     }
 
-    /// Fold a retiring worker's record into the retired totals.
+    /// Fold a retiring worker's record into the retired totals. Called on
+    /// the worker's own thread, just before it exits.
     pub(crate) fn retire(&self, record: &Arc<WorkerRecord>) {
+        let last = record.read_cpu();
+        *record.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some(last);
         let mut live = lock(&self.live);
         if let Some(i) = live.iter().position(|r| Arc::ptr_eq(r, record)) {
             live.swap_remove(i);

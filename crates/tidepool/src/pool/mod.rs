@@ -453,6 +453,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     if let Some(records) = &shared.records {
         let totals = records.totals();
         stats.completed = totals.completed;
+        stats.worker_cpu_time = Some(totals.cpu);
+        stats.worker_run_delay = Some(totals.run_delay);
         // Accepted = started by a worker + still queued: counted without a
         // shared counter on the submit path.
         stats.submitted = totals.started + stats.queue_len as u64;
