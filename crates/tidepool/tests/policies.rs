@@ -146,7 +146,8 @@ fn watermark_keeps_its_low_mark() {
     assert_eq!(ran.load(Ordering::SeqCst), 64);
     assert!(
         pool.stats().threads_created > 3,
-        "extras were created on demand"
+        "extras were created on demand: {:?}",
+        pool.stats()
     );
     assert!(shrinks_to(&pool, 3, Duration::from_secs(10)));
     std::thread::sleep(Duration::from_millis(50));

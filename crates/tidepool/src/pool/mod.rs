@@ -2,7 +2,6 @@
 
 mod builder;
 mod controller;
-mod gate;
 mod join;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -178,20 +177,22 @@ impl Pool {
     }
 
     /// The submit path. `wait`: how long to wait for room (`None`: forever).
+    ///
+    /// Shutdown protocol: the submitter pushes, issues a `SeqCst` fence (in
+    /// `notify_work`) and reads the shutdown flag; `close` sets the flag and
+    /// issues a `SeqCst` fence before anyone drains the queue for the last
+    /// time. If the submitter read "not shut down", its task was pushed before
+    /// the final drains look, so a worker, `shutdown` or `shutdown_now` takes
+    /// it. If it read "shut down", nobody may look again, so the submitter
+    /// drains the queue itself. Either way an accepted task runs exactly once
+    /// or is returned by `shutdown_now` — without any shared counter on the
+    /// submit path.
     #[inline]
-    fn push(&self, task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
         let shared = &*self.shared;
-        // Enter the gate: shutdown waits for every submitter inside it, so a
-        // task accepted here is always seen by a worker or by shutdown_now.
-        let Some(_inside) = shared.gate.enter() else {
+        if shared.is_shutdown() {
             return Err(SubmitError::ShutDown);
-        };
-        self.push_inside_gate(task, wait)
-    }
-
-    #[inline]
-    fn push_inside_gate(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
-        let shared = &*self.shared;
+        }
         if shared.records.is_some() {
             let now = Clock::ticks();
             let stamps = task.stamps_mut();
@@ -201,10 +202,22 @@ impl Pool {
         if let Err(back) = shared.queue.push(task) {
             self.push_when_room(back, wait)?;
         }
-        if !shared.sleepers.notify_work() {
-            self.grow_if_starved();
+        let woke = shared.sleepers.notify_work();
+        if shared.is_shutdown() {
+            self.drain_after_shutdown();
+        } else if !woke {
+            grow_if_starved(&self.shared);
         }
         Ok(())
+    }
+
+    /// A submit that raced with shutdown: run what is left in the queue here,
+    /// since the workers and the final drain may already be gone.
+    #[cold]
+    fn drain_after_shutdown(&self) {
+        while let Some(task) = self.shared.queue.pop() {
+            task.run();
+        }
     }
 
     /// The queue was full: wait for room (or fail) according to `wait`.
@@ -245,25 +258,6 @@ impl Pool {
         };
         shared.blocked.fetch_sub(1, SeqCst);
         result
-    }
-
-    /// A task waits, nobody is idle or spinning: spawn a worker if the policy
-    /// allows on-demand growth — or if there is no worker at all.
-    #[inline]
-    fn grow_if_starved(&self) {
-        let shared = &*self.shared;
-        let live = shared.live();
-        if live > 0 && (!shared.grow_on_demand.load(Relaxed) || shared.sleepers.searching() > 0) {
-            return;
-        }
-        let limit = shared.sizes.max.load(Relaxed);
-        if !shared.reserve_worker(limit.max(1)) {
-            return;
-        }
-        shared.raise_target_to_live();
-        if worker::spawn(&self.shared).is_ok() && shared.control.want_starved.load(Relaxed) {
-            shared.control.raise(|f| f.starved = true);
-        }
     }
 
     /// Set the target size to `n`, clamped into `min..=max`; returns the new
@@ -382,7 +376,6 @@ impl Pool {
 
     fn close(&self) {
         let shared = &*self.shared;
-        shared.begin_shutdown();
         shared.close();
         shared.control.raise(|f| f.stop = true);
     }
@@ -400,6 +393,33 @@ impl Pool {
                 let _ = h.join();
             }
         }
+    }
+}
+
+/// A task waits and nobody is parked or spinning for it: spawn a worker if
+/// the policy allows on-demand growth — or if there is no worker at all.
+/// Called by a submitter whose task woke nobody, and by the last spinning
+/// worker when it leaves work behind in the queue.
+#[inline]
+pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
+    if shared.live() > 0 {
+        if !shared.grow_on_demand.load(Relaxed) {
+            return;
+        }
+        // Spinning workers will take the queued tasks, unless there are more
+        // tasks than spinners (a burst).
+        let searching = shared.sleepers.searching();
+        if searching > 0 && shared.queue.len() <= searching {
+            return;
+        }
+    }
+    let limit = shared.sizes.max.load(Relaxed);
+    if !shared.reserve_worker(limit.max(1)) {
+        return;
+    }
+    shared.raise_target_to_live();
+    if worker::spawn(shared).is_ok() && shared.control.want_starved.load(Relaxed) {
+        shared.control.raise(|f| f.starved = true);
     }
 }
 

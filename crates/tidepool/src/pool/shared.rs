@@ -7,12 +7,11 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use super::builder::{Config, OnFull};
-use super::gate::Gate;
 use super::sleep::Sleepers;
 use crate::metrics::record::Records;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
 /// Live/target/bound counters, read on every task: kept on their own cache line.
 #[derive(Debug)]
@@ -71,8 +70,8 @@ pub(crate) struct Shared {
     pub(crate) queue: Box<dyn TaskQueue>,
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<Sizes>,
-    /// Submitters inside `submit`, and the shutdown flag.
-    pub(crate) gate: Gate,
+    /// Set when shutdown begins (see `Pool::push` for the protocol).
+    pub(crate) shut: CachePadded<AtomicBool>,
     /// Set once shutdown has begun and every in-flight submit has finished:
     /// from then on an empty queue stays empty and workers may exit.
     pub(crate) closed: AtomicBool,
@@ -103,7 +102,7 @@ impl Shared {
             }),
             queue,
             sleepers: Sleepers::default(),
-            gate: Gate::default(),
+            shut: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
@@ -122,7 +121,7 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.gate.is_shut()
+        self.shut.load(SeqCst)
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -225,23 +224,16 @@ impl Shared {
             .map_or(true, |cap| self.queue.len() < cap)
     }
 
-    /// Mark the pool as shut down for new submissions; returns false if it
-    /// already was.
-    pub(crate) fn begin_shutdown(&self) -> bool {
-        self.gate.shut()
-    }
-
-    /// Wait until no submitter is inside `submit`, then close the queue.
+    /// Refuse new submissions, then let workers exit once the queue is
+    /// empty and wake everyone who waits (workers, blocked submitters).
     pub(crate) fn close(&self) {
-        let backoff = crossbeam_utils::Backoff::new();
-        while !self.gate.is_empty() {
-            {
-                let _guard = lock(&self.room.0);
-                self.room.1.notify_all();
-            }
-            backoff.snooze();
-        }
+        self.shut.store(true, SeqCst);
+        fence(SeqCst);
         self.closed.store(true, Release);
+        {
+            let _guard = lock(&self.room.0);
+            self.room.1.notify_all();
+        }
         self.sleepers.wake_all();
     }
 

@@ -121,8 +121,10 @@ impl Worker {
             backoff.snooze();
         };
         let last = shared.sleepers.end_search();
-        if found.is_some() && last && !shared.queue.is_empty() {
-            shared.sleepers.notify_work();
+        if found.is_some() && last && !shared.queue.is_empty() && !shared.sleepers.notify_work() {
+            // Work is left and nobody is parked to take it: the submitters
+            // skipped growing while we spun, so the decision falls to us.
+            super::grow_if_starved(&self.shared);
         }
         found
     }
