@@ -179,7 +179,8 @@ impl Pool {
     /// The submit path. `wait`: how long to wait for room (`None`: forever).
     ///
     /// Shutdown protocol: the submitter pushes, issues a `SeqCst` fence (in
-    /// `notify_work`) and reads the shutdown flag; `close` sets the flag and
+    /// `notify_work_after`, or the push itself was a `SeqCst` read-modify-write)
+    /// and reads the shutdown flag with `SeqCst`; `close` sets the flag and
     /// issues a `SeqCst` fence before anyone drains the queue for the last
     /// time. If the submitter read "not shut down", its task was pushed before
     /// the final drains look, so a worker, `shutdown` or `shutdown_now` takes
@@ -202,7 +203,7 @@ impl Pool {
         if let Err(back) = shared.queue.push(task) {
             self.push_when_room(back, wait)?;
         }
-        let woke = shared.sleepers.notify_work();
+        let woke = shared.sleepers.notify_work_after(shared.push_is_seq_cst);
         if shared.is_shutdown() {
             self.drain_after_shutdown();
         } else if !woke {

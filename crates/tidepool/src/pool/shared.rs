@@ -68,6 +68,8 @@ impl ControlSignal {
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) queue: Box<dyn TaskQueue>,
+    /// `queue.push_is_seq_cst()`, read once.
+    pub(crate) push_is_seq_cst: bool,
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<Sizes>,
     /// Set when shutdown begins (see `Pool::push` for the protocol).
@@ -94,6 +96,7 @@ impl Shared {
     pub(crate) fn new(config: Config) -> Self {
         let queue = config.flavor.build(config.capacity);
         Shared {
+            push_is_seq_cst: queue.push_is_seq_cst(),
             sizes: CachePadded::new(Sizes {
                 live: AtomicUsize::new(0),
                 target: AtomicUsize::new(config.initial),
