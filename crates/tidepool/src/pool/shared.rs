@@ -123,14 +123,17 @@ impl Shared {
         }
     }
 
+    #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shut.load(SeqCst)
     }
 
+    #[inline]
     pub(crate) fn live(&self) -> usize {
         self.sizes.live.load(Relaxed)
     }
 
+    #[inline]
     pub(crate) fn target(&self) -> usize {
         self.sizes.target.load(Relaxed)
     }
@@ -240,6 +243,7 @@ impl Shared {
         self.sleepers.wake_all();
     }
 
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Acquire)
     }

@@ -25,6 +25,8 @@
 
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
@@ -50,9 +52,11 @@ pub(crate) enum Wake {
 #[derive(Debug, Default)]
 pub(crate) struct Sleepers {
     stack: Mutex<Vec<Arc<Parker>>>,
-    num_idle: AtomicUsize,
-    /// Workers spinning for work: a submitter need not wake anyone while one spins.
-    searching: AtomicUsize,
+    /// Read by every submit; written only when a worker parks or is woken.
+    num_idle: CachePadded<AtomicUsize>,
+    /// Workers spinning for work: a submitter need not wake anyone while one
+    /// spins. Written often (each spin phase), so kept off `num_idle`'s line.
+    searching: CachePadded<AtomicUsize>,
 }
 
 impl Sleepers {
@@ -85,6 +89,8 @@ impl Sleepers {
         if !fenced {
             fence(SeqCst);
         }
+        // `num_idle` first: while every worker is busy or spinning it is 0 and
+        // the hot, often-written `searching` line is never touched.
         if self.num_idle.load(SeqCst) == 0 || self.searching.load(SeqCst) > 0 {
             return false;
         }
