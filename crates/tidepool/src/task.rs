@@ -16,10 +16,12 @@ pub(crate) trait Body: Send {
     /// Run the closure; true when the user's code panicked (and the panic was
     /// already caught and handed to a `JoinHandle`).
     fn call(self: Box<Self>) -> bool;
-    fn stamps(&self) -> Stamps;
-    fn stamps_mut(&mut self) -> &mut Stamps;
 }
 
+/// `repr(C)` with the stamps first: every `Job<F>` keeps its stamps at offset
+/// 0, so they are read and written through the box's data pointer without a
+/// virtual call.
+#[repr(C)]
 struct Job<F> {
     stamps: Stamps,
     f: F,
@@ -29,14 +31,6 @@ impl<F: FnOnce() -> bool + Send> Body for Job<F> {
     #[inline]
     fn call(self: Box<Self>) -> bool {
         (self.f)()
-    }
-    #[inline]
-    fn stamps(&self) -> Stamps {
-        self.stamps
-    }
-    #[inline]
-    fn stamps_mut(&mut self) -> &mut Stamps {
-        &mut self.stamps
     }
 }
 
@@ -49,23 +43,34 @@ impl<F: FnOnce() -> bool + Send> Body for Job<F> {
 pub struct Task(Box<dyn Body>);
 
 impl Task {
-    /// Wrap a closure that returns whether it panicked.
-    #[inline]
+    /// Wrap a closure that returns whether it panicked (no timestamps).
+    #[cfg(test)]
     pub(crate) fn new(f: impl FnOnce() -> bool + Send + 'static) -> Self {
+        Self::stamped(f, 0)
+    }
+
+    /// Wrap a closure submitted (and accepted) at `ticks`.
+    #[inline]
+    pub(crate) fn stamped(f: impl FnOnce() -> bool + Send + 'static, ticks: u64) -> Self {
         Task(Box::new(Job {
-            stamps: Stamps::default(),
+            stamps: Stamps {
+                submitted: ticks,
+                accepted: ticks,
+            },
             f,
         }))
     }
 
     #[inline]
     pub(crate) fn stamps(&self) -> Stamps {
-        self.0.stamps()
+        // SAFETY: the box holds a `Job<F>`, `repr(C)` with `stamps` first.
+        unsafe { *(&*self.0 as *const dyn Body as *const Stamps) }
     }
 
     #[inline]
     pub(crate) fn stamps_mut(&mut self) -> &mut Stamps {
-        self.0.stamps_mut()
+        // SAFETY: as in `stamps`; `&mut self` makes the access unique.
+        unsafe { &mut *(&mut *self.0 as *mut dyn Body as *mut Stamps) }
     }
 
     /// Run on the current thread, catching a panic; true if it panicked.
@@ -97,6 +102,16 @@ mod tests {
             std::mem::size_of::<Task>(),
             2 * std::mem::size_of::<usize>()
         );
+    }
+
+    #[test]
+    fn stamps_live_at_the_front_of_any_job() {
+        let big = [7u8; 100];
+        let mut t = Task::stamped(move || big[99] == 0, 42);
+        assert_eq!(t.stamps(), Stamps { submitted: 42, accepted: 42 });
+        t.stamps_mut().accepted = 50;
+        assert_eq!(t.stamps().accepted, 50);
+        assert!(!t.call());
     }
 
     #[test]

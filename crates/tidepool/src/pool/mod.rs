@@ -105,7 +105,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Task::new(move || completer.run(f)), self.blocking())?;
+        self.push(self.task(move || completer.run(f)), self.blocking())?;
         Ok(handle)
     }
 
@@ -117,7 +117,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Task::new(move || {
+            self.task(move || {
                 f();
                 false
             }),
@@ -133,7 +133,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Task::new(move || completer.run(f)), Some(Duration::ZERO))?;
+        self.push(self.task(move || completer.run(f)), Some(Duration::ZERO))?;
         Ok(handle)
     }
 
@@ -143,7 +143,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Task::new(move || {
+            self.task(move || {
                 f();
                 false
             }),
@@ -163,8 +163,19 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Task::new(move || completer.run(f)), Some(timeout))?;
+        self.push(self.task(move || completer.run(f)), Some(timeout))?;
         Ok(handle)
+    }
+
+    /// Box a task, stamped with the submit instant when statistics are on.
+    #[inline]
+    fn task(&self, f: impl FnOnce() -> bool + Send + 'static) -> Task {
+        let ticks = if self.shared.records.is_some() {
+            Clock::ticks()
+        } else {
+            0
+        };
+        Task::stamped(f, ticks)
     }
 
     /// How long a full queue may block a plain submit: forever, or not at all.
@@ -189,16 +200,10 @@ impl Pool {
     /// or is returned by `shutdown_now` — without any shared counter on the
     /// submit path.
     #[inline]
-    fn push(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push(&self, task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
         let shared = &*self.shared;
         if shared.is_shutdown() {
             return Err(SubmitError::ShutDown);
-        }
-        if shared.records.is_some() {
-            let now = Clock::ticks();
-            let stamps = task.stamps_mut();
-            stamps.submitted = now;
-            stamps.accepted = now;
         }
         if let Err(back) = shared.queue.push(task) {
             self.push_when_room(back, wait)?;
