@@ -108,7 +108,13 @@ mod tests {
     fn stamps_live_at_the_front_of_any_job() {
         let big = [7u8; 100];
         let mut t = Task::stamped(move || big[99] == 0, 42);
-        assert_eq!(t.stamps(), Stamps { submitted: 42, accepted: 42 });
+        assert_eq!(
+            t.stamps(),
+            Stamps {
+                submitted: 42,
+                accepted: 42
+            }
+        );
         t.stamps_mut().accepted = 50;
         assert_eq!(t.stamps().accepted, 50);
         assert!(!t.call());
