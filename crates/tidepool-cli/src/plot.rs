@@ -61,6 +61,20 @@ pub struct ChartSpec {
     pub band: Option<(f64, f64, String)>,
     /// Fixed y range (e.g. 0..1 for a CDF).
     pub y_range: Option<(f64, f64)>,
+    /// Y values are whole numbers (thread counts): no fractional ticks.
+    pub integer_y: bool,
+    /// Where the legend goes.
+    pub legend: Legend,
+}
+
+/// Legend corner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Legend {
+    /// Top right (for falling curves).
+    #[default]
+    UpperRight,
+    /// Bottom right (for rising curves).
+    LowerRight,
 }
 
 fn extent(series: &[Series], f: impl Fn(&(f64, f64)) -> f64) -> Option<(f64, f64)> {
@@ -140,6 +154,11 @@ where
         .bold_line_style(RGBColor(210, 210, 210))
         .x_label_formatter(&|v| short_number(*v))
         .y_label_formatter(&|v| short_number(*v))
+        .y_labels(if spec.integer_y {
+            ((y.end - y.start).floor() as usize + 1).clamp(2, 11)
+        } else {
+            10
+        })
         .draw()
         .map_err(&err)?;
     if let Some((a, b, label)) = &spec.band {
@@ -173,7 +192,10 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(match spec.legend {
+            Legend::UpperRight => SeriesLabelPosition::UpperRight,
+            Legend::LowerRight => SeriesLabelPosition::LowerRight,
+        })
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(180, 180, 180))
         .label_font(("sans-serif", 14))
@@ -251,7 +273,12 @@ pub fn sweep_chart(
             hi as f64 * 1.03,
             format!("safe zone {lo}..{hi}, oracle {}", a.oracle_size),
         )),
-        y_range: None,
+        legend: if metric == SweepMetric::P99Wait {
+            Legend::UpperRight
+        } else {
+            Legend::LowerRight
+        },
+        ..ChartSpec::default()
     };
     line_chart(
         path,
@@ -302,6 +329,7 @@ pub fn size_chart(
         x_label: "time since start of replay (s)".into(),
         y_label: "live threads".into(),
         y_from_zero: true,
+        integer_y: true,
         ..ChartSpec::default()
     };
     line_chart(path, &spec, &series)
@@ -351,6 +379,7 @@ pub fn cdf_chart(
         y_label: "fraction of tasks".into(),
         log_x: true,
         y_range: Some((0.0, 1.02)),
+        legend: Legend::LowerRight,
         ..ChartSpec::default()
     };
     line_chart(path, &spec, &series)

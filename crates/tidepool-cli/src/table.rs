@@ -5,16 +5,31 @@
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Table {
     headers: Vec<String>,
+    left: Vec<bool>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with these column headers.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
+        let headers: Vec<String> = headers.into_iter().map(Into::into).collect();
+        let mut left = vec![false; headers.len()];
+        if let Some(first) = left.first_mut() {
+            *first = true;
+        }
         Table {
-            headers: headers.into_iter().map(Into::into).collect(),
+            headers,
+            left,
             rows: Vec::new(),
         }
+    }
+
+    /// Left-align column `col` too (for text columns).
+    pub fn left_align(mut self, col: usize) -> Table {
+        if let Some(l) = self.left.get_mut(col) {
+            *l = true;
+        }
+        self
     }
 
     /// Append a row (missing cells are blank, extra cells dropped).
@@ -47,7 +62,7 @@ impl Table {
                 if c > 0 {
                     s.push_str("  ");
                 }
-                if c == 0 {
+                if self.left[c] {
                     s.push_str(cell);
                     s.push_str(&" ".repeat(pad));
                 } else {
@@ -77,8 +92,8 @@ impl Table {
             self.headers.iter().map(esc).collect::<Vec<_>>().join(" | ")
         );
         out.push('|');
-        for c in 0..self.headers.len() {
-            out.push_str(if c == 0 { "---|" } else { "---:|" });
+        for left in &self.left {
+            out.push_str(if *left { "---|" } else { "---:|" });
         }
         out.push('\n');
         for r in &self.rows {
@@ -121,10 +136,12 @@ pub fn fmt_rate(per_s: f64) -> String {
     }
 }
 
-/// A ratio with three decimals, `-` when absent.
+/// A ratio: three decimals below 10, fewer above; `-` when absent.
 pub fn fmt_ratio(r: Option<f64>) -> String {
     match r {
-        Some(r) if r.is_finite() => format!("{r:.3}"),
+        Some(r) if r.is_finite() && r.abs() < 10.0 => format!("{r:.3}"),
+        Some(r) if r.is_finite() && r.abs() < 100.0 => format!("{r:.2}"),
+        Some(r) if r.is_finite() => format!("{r:.0}"),
         _ => "-".into(),
     }
 }
@@ -157,9 +174,14 @@ mod tests {
 
     #[test]
     fn short_rows_are_padded_and_markdown_escapes() {
-        let mut t = Table::new(["a", "b"]);
+        let mut t = Table::new(["a", "b", "c"]).left_align(2);
         t.row(["x|y"]);
-        assert_eq!(t.markdown(), "| a | b |\n|---|---:|\n| x\\|y |  |\n");
+        assert_eq!(
+            t.markdown(),
+            "| a | b | c |\n|---|---:|---|\n| x\\|y |  |  |\n"
+        );
+        t.row(["1", "2", "left"]);
+        assert!(t.render().ends_with("\n1    2  left\n"), "{}", t.render());
     }
 
     #[test]
@@ -174,6 +196,8 @@ mod tests {
         assert_eq!(fmt_rate(12.46), "12.5/s");
         assert_eq!(fmt_ratio(Some(0.98765)), "0.988");
         assert_eq!(fmt_ratio(None), "-");
+        assert_eq!(fmt_ratio(Some(1403.6)), "1404");
+        assert_eq!(fmt_ratio(Some(12.345)), "12.35");
         assert_eq!(fmt_pct(0.125), "12.5%");
     }
 }

@@ -152,16 +152,16 @@ pub fn latency_table(r: &RunResult) -> Table {
 /// The human-readable summary of one run.
 pub fn summary(label: &str, o: &RunOutput<'_>) -> String {
     let r = o.result;
-    let mut kv = Table::new(["run", ""]);
-    kv.row([
+    let mut kv: Vec<(String, String)> = Vec::new();
+    kv.push((
         "workload".to_string(),
         format!(
             "{label}: {} tasks over {:.2} s, {:.0} tasks/s, offered {:.2} cores",
             o.trace.tasks, o.trace.span_s, o.trace.arrival_rate, o.trace.offered_cores
         ),
-    ]);
-    kv.row(["policy".to_string(), o.policy.clone()]);
-    kv.row([
+    ));
+    kv.push(("policy".to_string(), o.policy.clone()));
+    kv.push((
         "completed".to_string(),
         format!(
             "{} of {}{}",
@@ -169,32 +169,37 @@ pub fn summary(label: &str, o: &RunOutput<'_>) -> String {
             r.tasks,
             if r.cancelled { " (stopped early)" } else { "" }
         ),
-    ]);
-    kv.row([
+    ));
+    kv.push((
         "throughput".to_string(),
         format!("{} over {:.2} s", fmt_rate(r.throughput), r.duration_s),
-    ]);
-    kv.row([
+    ));
+    kv.push((
         "CPU utilisation".to_string(),
         format!("{} of {} cores", fmt_pct(r.cpu_utilisation), r.cores),
-    ]);
-    kv.row([
+    ));
+    kv.push((
         "load average".to_string(),
         r.load_average.map_or("-".into(), |l| {
             format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])
         }),
-    ]);
-    kv.row(["threads created".to_string(), r.threads_created.to_string()]);
-    kv.row([
+    ));
+    kv.push(("threads created".to_string(), r.threads_created.to_string()));
+    kv.push((
         "threads (avg/max)".to_string(),
         format!("{:.1} / {}", r.avg_threads, r.max_threads),
-    ]);
-    kv.row([
+    ));
+    kv.push((
         "queue (avg/max)".to_string(),
         format!("{:.1} / {}", r.avg_queue, r.max_queue),
-    ]);
-    kv.row(["decisions".to_string(), r.decisions.len().to_string()]);
-    format!("{}\n{}", kv.render(), latency_table(r).render())
+    ));
+    kv.push(("decisions".to_string(), r.decisions.len().to_string()));
+    let width = kv.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (k, v) in &kv {
+        out.push_str(&format!("{k:<width$}  {v}\n"));
+    }
+    format!("{out}\n{}", latency_table(r).render())
 }
 
 #[cfg(test)]

@@ -185,7 +185,8 @@ pub fn sweep_table(a: &SweepAnalysis) -> Table {
         "RAIT",
         "mean turnaround",
         "note",
-    ]);
+    ])
+    .left_align(7);
     for r in &a.rows {
         let s = r.point.size;
         let mut notes = Vec::new();
