@@ -1,6 +1,33 @@
 //! # tidepool
 //!
 //! A fast, elastic, instrumented thread pool that sizes itself.
+//!
+//! Build a [`Pool`] with [`Pool::builder`], submit closures with
+//! [`Pool::submit`] (a [`JoinHandle`] you can `join()` or `.await`) or
+//! [`Pool::execute`] (fire and forget), and read its statistics with
+//! [`Pool::stats`]. A [`policy::SizingPolicy`] — chosen by a spec string
+//! through [`policy::PolicySpec`] — resizes the pool at run time; `auto` needs
+//! no tuning.
+//!
+//! ```
+//! use tidepool::{policy::PolicySpec, Pool};
+//!
+//! let pool = Pool::builder()
+//!     .min_threads(1)
+//!     .max_threads(16)
+//!     .policy_boxed(PolicySpec::parse("watermark:1..16")?.build().unwrap())
+//!     .build()?;
+//! let squares: Vec<_> = (0..10u64).map(|i| pool.submit(move || i * i)).collect::<Result<_, _>>()?;
+//! let total: u64 = squares.into_iter().map(|h| h.join().unwrap()).sum();
+//! assert_eq!(total, 285);
+//! pool.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The pool's parts: the queue flavours ([`queue`]), the statistics
+//! ([`metrics`]), the sizing policies ([`policy`]) and the [`Executor`] trait
+//! that the thread-per-request baseline ([`ThreadPerRequest`]) shares with
+//! the pool, so that benchmarks measure both the same way.
 #![warn(missing_docs)]
 
 pub mod error;
@@ -18,3 +45,8 @@ pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
 pub use pool::{Builder, JoinHandle, OnFull, Pool, MAX_THREADS};
 pub use queue::{QueueFlavor, TaskQueue};
 pub use task::Task;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -37,7 +37,9 @@ impl Gate {
 #[test]
 fn submit_returns_values_and_execute_runs() {
     let pool = Pool::new(3).unwrap();
-    let handles: Vec<_> = (0..50).map(|i| pool.submit(move || i * 2).unwrap()).collect();
+    let handles: Vec<_> = (0..50)
+        .map(|i| pool.submit(move || i * 2).unwrap())
+        .collect();
     let values: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(values, (0..50).map(|i| i * 2).collect::<Vec<_>>());
 
@@ -79,7 +81,11 @@ fn every_queue_flavor_runs_every_task() {
                 .unwrap();
             }
             pool.shutdown();
-            assert_eq!(n.load(Ordering::SeqCst), 2000, "{flavor} capacity {capacity:?}");
+            assert_eq!(
+                n.load(Ordering::SeqCst),
+                2000,
+                "{flavor} capacity {capacity:?}"
+            );
         }
     }
 }
@@ -95,7 +101,9 @@ fn full_queue_rejects_or_times_out_or_blocks() {
         .unwrap();
     let g = gate.clone();
     pool.execute(move || g.wait()).unwrap();
-    eventually("the worker took the first task", || pool.stats().queue_len == 0);
+    eventually("the worker took the first task", || {
+        pool.stats().queue_len == 0
+    });
     pool.execute(|| {}).unwrap(); // fills the one slot
     assert_eq!(pool.execute(|| {}), Err(SubmitError::Full));
     assert_eq!(pool.try_submit(|| 1).unwrap_err(), SubmitError::Full);
@@ -111,15 +119,26 @@ fn full_queue_rejects_or_times_out_or_blocks() {
 
     // A blocking pool waits for room instead.
     let gate = Gate::default();
-    let pool = Arc::new(Pool::builder().threads(1).queue_capacity(1).build().unwrap());
+    let pool = Arc::new(
+        Pool::builder()
+            .threads(1)
+            .queue_capacity(1)
+            .build()
+            .unwrap(),
+    );
     let g = gate.clone();
     pool.execute(move || g.wait()).unwrap();
-    eventually("the worker took the first task", || pool.stats().queue_len == 0);
+    eventually("the worker took the first task", || {
+        pool.stats().queue_len == 0
+    });
     pool.execute(|| {}).unwrap();
     let p = pool.clone();
     let blocked = std::thread::spawn(move || p.submit(|| 7).unwrap().join().unwrap());
     std::thread::sleep(Duration::from_millis(30));
-    assert!(!blocked.is_finished(), "submit should block while the queue is full");
+    assert!(
+        !blocked.is_finished(),
+        "submit should block while the queue is full"
+    );
     gate.open();
     assert_eq!(blocked.join().unwrap(), 7);
     assert!(pool.stats().response.quantile(1.0).unwrap() > Duration::ZERO);
@@ -339,12 +358,20 @@ fn shutdown_now_returns_what_never_started() {
     let pending = pool.shutdown_now();
     opener.join().unwrap();
     assert_eq!(pending.len(), 5);
-    assert_eq!(running.join().unwrap(), "finished", "the running task completes");
+    assert_eq!(
+        running.join().unwrap(),
+        "finished",
+        "the running task completes"
+    );
     let mut pending = pending.into_iter();
     pending.next().unwrap().run();
     drop(pending);
     let mut waiting = waiting.into_iter();
-    assert_eq!(waiting.next().unwrap().join().unwrap(), 0, "a returned task can still run");
+    assert_eq!(
+        waiting.next().unwrap().join().unwrap(),
+        0,
+        "a returned task can still run"
+    );
     for h in waiting {
         assert!(matches!(h.join(), Err(JoinError::Cancelled)));
     }
@@ -383,7 +410,10 @@ fn statistics_follow_the_thesis_tables() {
     assert_eq!(s.live_threads, 1);
     assert!(s.mean_service().unwrap() >= Duration::from_millis(1));
     // With one worker, later tasks waited for earlier ones.
-    assert!(s.wait.quantile(1.0).unwrap() >= Duration::from_millis(10), "{s:?}");
+    assert!(
+        s.wait.quantile(1.0).unwrap() >= Duration::from_millis(10),
+        "{s:?}"
+    );
     assert!(s.throughput() > 0.0);
     assert!(s.cpu_time.is_some());
     assert_eq!(s.response.count(), 20);
@@ -394,14 +424,25 @@ fn statistics_follow_the_thesis_tables() {
     pool.submit(|| ()).unwrap().join().unwrap();
     pool.wait_idle();
     let w2 = pool.stats_window();
-    assert_eq!(w2.completed, 1, "a window counts only what happened since the last read");
+    assert_eq!(
+        w2.completed, 1,
+        "a window counts only what happened since the last read"
+    );
     assert_eq!(pool.size_series().first().map(|s| s.live), Some(1));
 
-    let quiet = Pool::builder().threads(1).statistics(false).build().unwrap();
+    let quiet = Pool::builder()
+        .threads(1)
+        .statistics(false)
+        .build()
+        .unwrap();
     quiet.submit(|| ()).unwrap().join().unwrap();
     quiet.wait_idle();
     let s = quiet.stats();
-    assert_eq!((s.submitted, s.completed), (0, 0), "no task statistics when off");
+    assert_eq!(
+        (s.submitted, s.completed),
+        (0, 0),
+        "no task statistics when off"
+    );
     assert_eq!(s.threads_created, 1, "thread counters are always kept");
 }
 
@@ -487,8 +528,10 @@ fn workers_carry_the_pool_name() {
 
 #[test]
 fn pool_and_tpr_are_executors() {
-    let executors: Vec<Box<dyn Executor>> =
-        vec![Box::new(Pool::new(2).unwrap()), Box::new(ThreadPerRequest::new())];
+    let executors: Vec<Box<dyn Executor>> = vec![
+        Box::new(Pool::new(2).unwrap()),
+        Box::new(ThreadPerRequest::new()),
+    ];
     for ex in executors {
         let n = Arc::new(AtomicUsize::new(0));
         for _ in 0..20 {

@@ -8,9 +8,10 @@ use std::time::Duration;
 use tidepool::{OnFull, Pool, QueueFlavor, SubmitError};
 
 const SUBMITTERS: usize = 3;
-const PER_SUBMITTER: usize = 20_000;
 
-fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64) {
+fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64, per_submitter: usize) {
+    #[allow(non_snake_case)]
+    let PER_SUBMITTER = per_submitter;
     let mut builder = Pool::builder()
         .min_threads(1)
         .max_threads(6)
@@ -37,8 +38,12 @@ fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64) {
 
     let submitters: Vec<_> = (0..SUBMITTERS)
         .map(|s| {
-            let (pool, runs, accepted, submitted) =
-                (pool.clone(), runs.clone(), accepted.clone(), submitted.clone());
+            let (pool, runs, accepted, submitted) = (
+                pool.clone(),
+                runs.clone(),
+                accepted.clone(),
+                submitted.clone(),
+            );
             std::thread::spawn(move || {
                 for i in 0..PER_SUBMITTER {
                     let id = s * PER_SUBMITTER + i;
@@ -78,8 +83,9 @@ fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64) {
         })
     };
 
-    // Shut down once part of the work is in.
-    while submitted.load(Ordering::SeqCst) < SUBMITTERS * PER_SUBMITTER / 3 {
+    // Shut down once part of the work is in (a different part each round).
+    let part = 1 + (seed % 5) as usize;
+    while submitted.load(Ordering::SeqCst) < SUBMITTERS * PER_SUBMITTER * part / 6 {
         std::thread::yield_now();
     }
     let pending = pool.shutdown_now();
@@ -124,8 +130,16 @@ fn nothing_lost_nothing_duplicated() {
     .into_iter()
     .enumerate()
     {
-        run_round(flavor, None, 0x9e37_79b9 + i as u64);
-        run_round(flavor, Some(64), 0x7f4a_7c15 + i as u64);
+        run_round(flavor, None, 0x9e37_79b9 + i as u64, 20_000);
+        run_round(flavor, Some(64), 0x7f4a_7c15 + i as u64, 20_000);
+    }
+}
+
+#[test]
+fn many_short_races_with_shutdown_now() {
+    // Short rounds put many submits right at the moment of shutdown.
+    for round in 0..40u64 {
+        run_round(QueueFlavor::LockFree, None, round * 7919 + 1, 1_000);
     }
 }
 

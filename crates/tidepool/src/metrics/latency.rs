@@ -24,7 +24,7 @@ impl Default for Latency {
 
 impl Latency {
     /// Record one latency in nanoseconds.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn record(&mut self, ns: u64) {
         self.sum_ns += ns as u128;
         // An auto-resizing histogram accepts any u64.
@@ -33,9 +33,19 @@ impl Latency {
 
     /// Record `n` latencies of zero (cheaper than `n` calls).
     pub(crate) fn record_zeros(&mut self, n: u64) {
+        self.record_n(0, n);
+    }
+
+    /// Record `n` latencies of `ns` each, leaving the exact sum to the caller.
+    pub(crate) fn record_n(&mut self, ns: u64, n: u64) {
         if n > 0 {
-            let _ = self.hist.record_n(1, n);
+            let _ = self.hist.record_n(ns.max(1), n);
         }
+    }
+
+    /// Set the exact sum (after `record_n` calls with bucketed values).
+    pub(crate) fn set_sum(&mut self, sum_ns: u128) {
+        self.sum_ns = sum_ns;
     }
 
     /// Add another distribution into this one.

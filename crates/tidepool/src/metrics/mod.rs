@@ -2,6 +2,7 @@
 //! (table 4.2), latency histograms, windows, and the pool-size time series.
 
 pub(crate) mod clock;
+mod histogram;
 mod latency;
 pub mod os;
 pub(crate) mod record;

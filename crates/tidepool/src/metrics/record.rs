@@ -1,36 +1,37 @@
-//! Per-worker task statistics: each worker writes only its own record, so the
-//! hot path takes an uncontended lock; readers merge all records.
+//! Per-worker task statistics. Each worker writes only its own record, with
+//! plain relaxed stores (no lock, no read-modify-write); readers merge all
+//! records into hdrhistograms when they take a snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::metrics::clock::Clock;
+use crate::metrics::histogram::{bump, AtomicLatency};
 use crate::metrics::latency::Latency;
+use crate::metrics::os;
 use crate::sync::{lock, Arc, Mutex};
 
-/// Everything counted per task, summed over the tasks one worker (or all
-/// retired workers) ran.
+/// Everything counted per task, summed over some workers.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TaskTotals {
+    /// CPU time the workers' threads consumed.
+    pub(crate) cpu: std::time::Duration,
+    /// Time the workers' threads were runnable but waiting for a CPU (zero
+    /// where the kernel keeps no scheduler statistics).
+    pub(crate) run_delay: std::time::Duration,
+    pub(crate) started: u64,
     pub(crate) completed: u64,
     pub(crate) panicked: u64,
     /// Queue wait (thesis: idle time), accepted → started.
     pub(crate) wait: Latency,
     /// Execution (thesis: processing time), started → finished.
     pub(crate) service: Latency,
-    /// Submission latency (thesis: response time), submitted → accepted.
+    /// Submission latency (thesis: response time) of submissions that blocked.
     pub(crate) response: Latency,
-    /// Tasks whose submission did not block (response time 0, recorded lazily).
+    /// Tasks whose submission did not block (response time 0).
     pub(crate) unblocked: u64,
 }
 
 impl TaskTotals {
-    pub(crate) fn add(&mut self, other: &TaskTotals) {
-        self.completed += other.completed;
-        self.panicked += other.panicked;
-        self.wait.add(&other.wait);
-        self.service.add(&other.service);
-        self.response.add(&other.response);
-        self.unblocked += other.unblocked;
-    }
-
     /// The response distribution including the unblocked submissions.
     pub(crate) fn response_with_zeros(&self) -> Latency {
         let mut r = self.response.clone();
@@ -39,14 +40,63 @@ impl TaskTotals {
     }
 }
 
-/// One worker's record.
-#[derive(Debug, Default)]
+/// One worker's record; written only by that worker.
+#[derive(Debug)]
 pub(crate) struct WorkerRecord {
-    totals: Mutex<TaskTotals>,
+    /// The worker thread's CPU clock (readable by the controller).
+    cpu_clock: Option<libc::clockid_t>,
+    /// The worker's kernel thread id (for its scheduler statistics).
+    tid: libc::pid_t,
+    /// CPU time and run delay at exit (read by the worker itself).
+    final_cpu: std::sync::Mutex<Option<(std::time::Duration, std::time::Duration)>>,
+    started: AtomicU64,
+    completed: AtomicU64,
+    panicked: AtomicU64,
+    unblocked: AtomicU64,
+    wait: AtomicLatency,
+    service: AtomicLatency,
+    response: AtomicLatency,
 }
 
 impl WorkerRecord {
-    /// Record one finished task from its clock ticks.
+    /// A record for the calling (worker) thread.
+    fn for_current_thread() -> Self {
+        WorkerRecord {
+            cpu_clock: os::current_thread_cpu_clock(),
+            tid: os::current_thread_id(),
+            final_cpu: std::sync::Mutex::new(None),
+            started: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            unblocked: AtomicU64::new(0),
+            wait: AtomicLatency::default(),
+            service: AtomicLatency::default(),
+            response: AtomicLatency::default(),
+        }
+    }
+
+    /// A task was taken from the queue. Owner thread only.
+    #[inline]
+    pub(crate) fn task_started(&self) {
+        bump(&self.started, 1);
+    }
+
+    /// The thread's CPU time and run delay so far (frozen once it retired).
+    fn cpu_and_delay(&self) -> (std::time::Duration, std::time::Duration) {
+        match *self.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(done) => done,
+            None => self.read_cpu(),
+        }
+    }
+
+    fn read_cpu(&self) -> (std::time::Duration, std::time::Duration) {
+        (
+            self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
+            os::run_delay(self.tid).unwrap_or_default(),
+        )
+    }
+
+    /// Record one finished task from its clock ticks. Owner thread only.
     #[inline]
     pub(crate) fn task_done(
         &self,
@@ -56,24 +106,38 @@ impl WorkerRecord {
         finished: u64,
         panicked: bool,
     ) {
-        let mut t = lock(&self.totals);
-        t.completed += 1;
-        t.panicked += panicked as u64;
-        t.wait.record(Clock::nanos_between(accepted, started));
-        t.service.record(Clock::nanos_between(started, finished));
+        self.wait.record(Clock::nanos_between(accepted, started));
+        self.service.record(Clock::nanos_between(started, finished));
         if accepted == submitted {
-            t.unblocked += 1;
+            bump(&self.unblocked, 1);
         } else {
-            t.response.record(Clock::nanos_between(submitted, accepted));
+            self.response
+                .record(Clock::nanos_between(submitted, accepted));
         }
+        if panicked {
+            bump(&self.panicked, 1);
+        }
+        // Last, so a reader that sees the count sees the latencies too (mostly:
+        // snapshots are approximate while tasks run).
+        self.completed.store(
+            self.completed.load(Relaxed) + 1,
+            std::sync::atomic::Ordering::Release,
+        );
     }
 
-    pub(crate) fn totals(&self) -> TaskTotals {
-        lock(&self.totals).clone()
-    }
-
+    /// Valid only while the worker thread lives: callers hold `Records::live`,
+    /// which a worker must take (in `retire`) before it exits.
     pub(crate) fn add_into(&self, sum: &mut TaskTotals) {
-        sum.add(&lock(&self.totals));
+        let (cpu, delay) = self.cpu_and_delay();
+        sum.cpu += cpu;
+        sum.run_delay += delay;
+        sum.completed += self.completed.load(std::sync::atomic::Ordering::Acquire);
+        sum.started += self.started.load(Relaxed);
+        sum.panicked += self.panicked.load(Relaxed);
+        sum.unblocked += self.unblocked.load(Relaxed);
+        self.wait.add_into(&mut sum.wait);
+        self.service.add_into(&mut sum.service);
+        self.response.add_into(&mut sum.response);
     }
 }
 
@@ -85,21 +149,24 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    /// A record for a new worker.
+    /// A record for a new worker; call it on the worker's own thread.
     pub(crate) fn register(&self) -> Arc<WorkerRecord> {
-        let r = Arc::new(WorkerRecord::default());
+        let r = Arc::new(WorkerRecord::for_current_thread());
         lock(&self.live).push(r.clone());
         r
     }
 
-    /// Fold a retiring worker's record into the retired totals.
+    /// Fold a retiring worker's record into the retired totals. Called on
+    /// the worker's own thread, just before it exits.
     pub(crate) fn retire(&self, record: &Arc<WorkerRecord>) {
+        let last = record.read_cpu();
+        *record.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some(last);
         let mut live = lock(&self.live);
         if let Some(i) = live.iter().position(|r| Arc::ptr_eq(r, record)) {
             live.swap_remove(i);
         }
         // Under the `live` lock, so a reader never sees the record twice or never.
-        lock(&self.retired).add(&record.totals());
+        record.add_into(&mut lock(&self.retired));
     }
 
     /// Totals over every worker that ever ran.

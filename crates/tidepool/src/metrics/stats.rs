@@ -51,6 +51,11 @@ pub struct PoolStats {
     pub response: Latency,
     /// CPU time used by the whole process (since it started, or in the window).
     pub cpu_time: Option<Duration>,
+    /// CPU time used by this pool's worker threads (with statistics on).
+    pub worker_cpu_time: Option<Duration>,
+    /// Time this pool's workers were runnable but waiting for a CPU (Linux
+    /// scheduler statistics; with statistics on).
+    pub worker_run_delay: Option<Duration>,
     /// The system's 1/5/15-minute load averages when the snapshot was taken.
     pub load_average: Option<[f64; 3]>,
     /// Logical CPUs available.
@@ -109,13 +114,16 @@ impl PoolStats {
             wait: self.wait.since(&earlier.wait),
             service: self.service.since(&earlier.service),
             response: self.response.since(&earlier.response),
-            cpu_time: match (self.cpu_time, earlier.cpu_time) {
-                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
-                _ => None,
-            },
+            cpu_time: diff(self.cpu_time, earlier.cpu_time),
+            worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
+            worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),
             ..self.clone()
         }
     }
+}
+
+fn diff(later: Option<Duration>, earlier: Option<Duration>) -> Option<Duration> {
+    Some(later?.saturating_sub(earlier?))
 }
 
 #[cfg(test)]

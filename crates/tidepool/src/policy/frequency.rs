@@ -9,9 +9,10 @@
 //! deletes it after five seconds free.
 //!
 //! In tidepool terms: on each 1 s tick a rising rate sets the target to the
-//! rate; otherwise the target falls back to the pool's lower bound, so that
-//! (as in the paper) any worker idle for the 5 s keep-alive retires while busy
-//! workers stay. The pool does not spawn on demand: only the tuner adds threads.
+//! rate; otherwise the policy holds, and (as in the paper) any worker idle
+//! for the 5 s keep-alive retires while busy workers stay — the pool lowers
+//! the target with each such retirement. The pool does not spawn on demand:
+//! only the tuner adds threads.
 
 use std::time::Duration;
 
@@ -78,10 +79,10 @@ impl SizingPolicy for Frequency {
                     let size = (rate.round() as usize).max(1);
                     Decision::resize(size, format!("frequency: rate up {prev:.0} -> {rate:.0}/s"))
                 } else {
-                    Decision::resize(
-                        obs.min,
-                        format!("frequency: rate {rate:.0}/s not rising; idle threads time out"),
-                    )
+                    // Not rising: keep the size; the pool's 5 s keep-alive
+                    // retires each thread that stays idle (and lowers the
+                    // target with it), which is the paper's retirement rule.
+                    Decision::hold()
                 }
             }
             _ => Decision::hold(),
@@ -132,10 +133,10 @@ mod tests {
     fn flat_or_falling_rate_lets_idle_threads_time_out() {
         let mut p = Frequency::new();
         p.decide(&tick(100, 2));
-        // Same rate: not rising, the target drops to the lower bound so only
-        // the 5 s idle timers decide who leaves.
-        assert_eq!(p.decide(&tick(100, 2)).target, Some(2));
-        assert_eq!(p.decide(&tick(60, 2)).target, Some(2));
+        // Same or lower rate: not rising, so the size is kept and only the
+        // 5 s idle timers decide who leaves.
+        assert!(p.decide(&tick(100, 2)).is_hold());
+        assert!(p.decide(&tick(60, 2)).is_hold());
         // Rising again relative to the previous second (60), not to the peak.
         assert_eq!(p.decide(&tick(80, 2)).target, Some(80));
     }

@@ -108,18 +108,23 @@ pub struct Observation {
     pub threads_retired: u64,
     /// Sum over workers of the time they spent running tasks in the window.
     pub busy_time: Duration,
-    /// CPU time the whole process consumed during the window, if the OS tells.
+    /// CPU time the pool's worker threads consumed during the window (not the
+    /// whole process: other pools and threads do not blur it), if the OS tells.
     pub cpu_time: Option<Duration>,
     /// Logical CPUs available to the process.
     pub cores: usize,
+    /// Time the pool's workers were runnable but waiting for a CPU during the
+    /// window (Linux scheduler statistics). Lets a policy tell "blocked" from
+    /// "waiting for a core" when the CPUs are oversubscribed.
+    pub run_delay: Option<Duration>,
 }
 
 impl Observation {
-    /// Fraction of the busy workers' time that was spent on a CPU, in `0.0..=1.0`
-    /// (1.0 = all compute, near 0.0 = all blocked). `None` without CPU data or
-    /// busy time.
+    /// Fraction of the busy workers' time that they wanted a CPU (running on
+    /// one, or runnable and waiting for one), in `0.0..=1.0` (1.0 = all
+    /// compute, near 0.0 = all blocked). `None` without CPU data or busy time.
     pub fn cpu_fraction(&self) -> Option<f64> {
-        let cpu = self.cpu_time?.as_secs_f64();
+        let cpu = (self.cpu_time? + self.run_delay.unwrap_or_default()).as_secs_f64();
         let busy = self.busy_time.as_secs_f64();
         (busy > 0.0).then(|| (cpu / busy).clamp(0.0, 1.0))
     }

@@ -146,7 +146,8 @@ fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation 
         threads_created: w.threads_created,
         threads_retired: w.threads_retired,
         busy_time: w.service.total(),
-        cpu_time: w.cpu_time,
+        cpu_time: w.worker_cpu_time,
+        run_delay: w.worker_run_delay,
         cores: now.cores,
     }
 }

@@ -11,12 +11,20 @@ use super::shared::Shared;
 use super::sleep::{Parker, Sleepers, Wake};
 use crate::sync::Arc;
 
+/// Explore every interleaving with up to three preemptions: the bound loom's
+/// authors recommend, and enough for the two- and three-thread races here.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
 /// A worker that finds nothing parks; a submitter then publishes work and
 /// notifies. Whatever the interleaving, the worker ends up with the work
 /// (loom reports a deadlock if the wake-up can be lost).
 #[test]
 fn loom_no_lost_wakeup() {
-    loom::model(|| {
+    model(|| {
         let sleepers = Arc::new(Sleepers::default());
         let work = Arc::new(AtomicUsize::new(0));
 
@@ -39,11 +47,17 @@ fn loom_no_lost_wakeup() {
     });
 }
 
+// Not modelled here: the fence-free submit path (`notify_work_after(true)`,
+// used when the queue's push is a `SeqCst` read-modify-write). Its argument is
+// the C++20 `SeqCst` total order over the push and the `num_idle` accesses;
+// loom treats `SeqCst` accesses as acquire/release (only `SeqCst` fences are
+// modelled), so it reports a false deadlock for it. See docs/design.md.
+
 /// Two parked workers, two pieces of work published one after the other
 /// by two submitters: both workers get theirs.
 #[test]
 fn loom_two_workers_two_submitters() {
-    loom::model(|| {
+    model(|| {
         let sleepers = Arc::new(Sleepers::default());
         let work = Arc::new(AtomicUsize::new(0));
 
@@ -85,7 +99,7 @@ fn loom_two_workers_two_submitters() {
 /// popped it; the notification must still be consumed (no double park).
 #[test]
 fn loom_wake_all_reaches_every_parked_worker() {
-    loom::model(|| {
+    model(|| {
         let sleepers = Arc::new(Sleepers::default());
         let closed = Arc::new(AtomicUsize::new(0));
         let worker = {
@@ -119,7 +133,7 @@ fn shared(min: usize, initial: usize, max: usize) -> Arc<Shared> {
 /// demand: `live` never drops below the target and never exceeds `max`.
 #[test]
 fn loom_resize_and_retire_keep_live_in_bounds() {
-    loom::model(|| {
+    model(|| {
         let s = shared(1, 3, 3);
         let retirees: Vec<_> = (0..2)
             .map(|_| {
@@ -155,7 +169,7 @@ fn loom_resize_and_retire_keep_live_in_bounds() {
 /// exactly one retires, and the target follows it down to min.
 #[test]
 fn loom_keep_alive_expiry_stops_at_min() {
-    loom::model(|| {
+    model(|| {
         let s = shared(1, 2, 2);
         let expiring: Vec<_> = (0..2)
             .map(|_| {

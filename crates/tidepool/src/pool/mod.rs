@@ -21,9 +21,9 @@ use crate::metrics::clock::Clock;
 use crate::metrics::{os, DecisionRecord, PoolStats, SizeSample};
 use crate::policy::SizingPolicy;
 use crate::sync::{lock, Arc, Mutex};
-use crate::task::{Body, Task};
+use crate::task::Task;
 use builder::Config;
-use shared::{Shared, SUBMITTER};
+use shared::Shared;
 
 /// How long a submit blocked on a full queue sleeps between re-checks at most
 /// (a safety net: workers wake blocked submitters as they pop).
@@ -44,6 +44,7 @@ const ROOM_POLL: Duration = Duration::from_millis(10);
 ///     .collect::<Result<_, _>>()?;
 /// let sum: u64 = answers.into_iter().map(|h| h.join().unwrap()).sum();
 /// assert_eq!(sum, 140);
+/// pool.wait_idle(); // statistics are recorded just after each task returns
 /// assert_eq!(pool.stats().completed, 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -104,7 +105,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), self.blocking())?;
+        self.push(Task::new(move || completer.run(f)), self.blocking())?;
         Ok(handle)
     }
 
@@ -116,7 +117,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Box::new(move || {
+            Task::new(move || {
                 f();
                 false
             }),
@@ -132,7 +133,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), Some(Duration::ZERO))?;
+        self.push(Task::new(move || completer.run(f)), Some(Duration::ZERO))?;
         Ok(handle)
     }
 
@@ -142,7 +143,7 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.push(
-            Box::new(move || {
+            Task::new(move || {
                 f();
                 false
             }),
@@ -162,7 +163,7 @@ impl Pool {
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(Box::new(move || completer.run(f)), Some(timeout))?;
+        self.push(Task::new(move || completer.run(f)), Some(timeout))?;
         Ok(handle)
     }
 
@@ -176,38 +177,48 @@ impl Pool {
     }
 
     /// The submit path. `wait`: how long to wait for room (`None`: forever).
+    ///
+    /// Shutdown protocol: the submitter pushes, issues a `SeqCst` fence (in
+    /// `notify_work_after`, or the push itself was a `SeqCst` read-modify-write)
+    /// and reads the shutdown flag with `SeqCst`; `close` sets the flag and
+    /// issues a `SeqCst` fence before anyone drains the queue for the last
+    /// time. If the submitter read "not shut down", its task was pushed before
+    /// the final drains look, so a worker, `shutdown` or `shutdown_now` takes
+    /// it. If it read "shut down", nobody may look again, so the submitter
+    /// drains the queue itself. Either way an accepted task runs exactly once
+    /// or is returned by `shutdown_now` — without any shared counter on the
+    /// submit path.
     #[inline]
-    fn push(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
         let shared = &*self.shared;
-        // Enter the gate: shutdown waits for every submitter inside it, so a
-        // task accepted here is always seen by a worker or by shutdown_now.
-        if shared.gate.fetch_add(SUBMITTER, SeqCst) & shared::SHUTDOWN != 0 {
-            shared.gate.fetch_sub(SUBMITTER, SeqCst);
+        if shared.is_shutdown() {
             return Err(SubmitError::ShutDown);
         }
-        let result = self.push_inside_gate(body, wait);
-        shared.gate.fetch_sub(SUBMITTER, SeqCst);
-        result
-    }
-
-    #[inline]
-    fn push_inside_gate(&self, body: Body, wait: Option<Duration>) -> Result<(), SubmitError> {
-        let shared = &*self.shared;
-        let mut task = Task::new(body);
         if shared.records.is_some() {
-            task.submitted = Clock::ticks();
-            task.accepted = task.submitted;
+            let now = Clock::ticks();
+            let stamps = task.stamps_mut();
+            stamps.submitted = now;
+            stamps.accepted = now;
         }
         if let Err(back) = shared.queue.push(task) {
             self.push_when_room(back, wait)?;
         }
-        if shared.records.is_some() {
-            shared.counters.submitted.fetch_add(1, Relaxed);
-        }
-        if !shared.sleepers.notify_work() {
-            self.grow_if_starved();
+        let woke = shared.sleepers.notify_work_after(shared.push_is_seq_cst);
+        if shared.is_shutdown() {
+            self.drain_after_shutdown();
+        } else if !woke {
+            grow_if_starved(&self.shared);
         }
         Ok(())
+    }
+
+    /// A submit that raced with shutdown: run what is left in the queue here,
+    /// since the workers and the final drain may already be gone.
+    #[cold]
+    fn drain_after_shutdown(&self) {
+        while let Some(task) = self.shared.queue.pop() {
+            task.run();
+        }
     }
 
     /// The queue was full: wait for room (or fail) according to `wait`.
@@ -239,7 +250,7 @@ impl Pool {
                 break Err(SubmitError::ShutDown);
             }
             if shared.records.is_some() {
-                task.accepted = Clock::ticks();
+                task.stamps_mut().accepted = Clock::ticks();
             }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),
@@ -248,25 +259,6 @@ impl Pool {
         };
         shared.blocked.fetch_sub(1, SeqCst);
         result
-    }
-
-    /// A task waits, nobody is idle or spinning: spawn a worker if the policy
-    /// allows on-demand growth — or if there is no worker at all.
-    #[inline]
-    fn grow_if_starved(&self) {
-        let shared = &*self.shared;
-        let live = shared.live();
-        if live > 0 && (!shared.grow_on_demand.load(Relaxed) || shared.sleepers.searching() > 0) {
-            return;
-        }
-        let limit = shared.sizes.max.load(Relaxed);
-        if !shared.reserve_worker(limit.max(1)) {
-            return;
-        }
-        shared.raise_target_to_live();
-        if worker::spawn(&self.shared).is_ok() && shared.control.want_starved.load(Relaxed) {
-            shared.control.raise(|f| f.starved = true);
-        }
     }
 
     /// Set the target size to `n`, clamped into `min..=max`; returns the new
@@ -385,7 +377,6 @@ impl Pool {
 
     fn close(&self) {
         let shared = &*self.shared;
-        shared.begin_shutdown();
         shared.close();
         shared.control.raise(|f| f.stop = true);
     }
@@ -403,6 +394,33 @@ impl Pool {
                 let _ = h.join();
             }
         }
+    }
+}
+
+/// A task waits and nobody is parked or spinning for it: spawn a worker if
+/// the policy allows on-demand growth — or if there is no worker at all.
+/// Called by a submitter whose task woke nobody, and by the last spinning
+/// worker when it leaves work behind in the queue.
+#[inline]
+pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
+    if shared.live() > 0 {
+        if !shared.grow_on_demand.load(Relaxed) {
+            return;
+        }
+        // Spinning workers will take the queued tasks, unless there are more
+        // tasks than spinners (a burst).
+        let searching = shared.sleepers.searching();
+        if searching > 0 && shared.queue.len() <= searching {
+            return;
+        }
+    }
+    let limit = shared.sizes.max.load(Relaxed);
+    if !shared.reserve_worker(limit.max(1)) {
+        return;
+    }
+    shared.raise_target_to_live();
+    if worker::spawn(shared).is_ok() && shared.control.want_starved.load(Relaxed) {
+        shared.control.raise(|f| f.starved = true);
     }
 }
 
@@ -444,7 +462,6 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),
         queue_len: shared.queue.len(),
-        submitted: c.submitted.load(Relaxed),
         rejected: c.rejected.load(Relaxed),
         panicked: c.panicked.load(Relaxed),
         threads_created: c.created.load(Relaxed),
@@ -457,6 +474,11 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     if let Some(records) = &shared.records {
         let totals = records.totals();
         stats.completed = totals.completed;
+        stats.worker_cpu_time = Some(totals.cpu);
+        stats.worker_run_delay = Some(totals.run_delay);
+        // Accepted = started by a worker + still queued: counted without a
+        // shared counter on the submit path.
+        stats.submitted = totals.started + stats.queue_len as u64;
         stats.response = totals.response_with_zeros();
         stats.wait = totals.wait;
         stats.service = totals.service;

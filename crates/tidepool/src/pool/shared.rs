@@ -11,7 +11,7 @@ use super::sleep::Sleepers;
 use crate::metrics::record::Records;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
 /// Live/target/bound counters, read on every task: kept on their own cache line.
 #[derive(Debug)]
@@ -27,7 +27,6 @@ pub(crate) struct Sizes {
 /// Counters that exist with statistics on or off.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) submitted: AtomicU64,
     pub(crate) rejected: AtomicU64,
     pub(crate) panicked: AtomicU64,
     pub(crate) created: AtomicU64,
@@ -69,10 +68,12 @@ impl ControlSignal {
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) queue: Box<dyn TaskQueue>,
+    /// `queue.push_is_seq_cst()`, read once.
+    pub(crate) push_is_seq_cst: bool,
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<Sizes>,
-    /// Submitters inside `submit` (bit 0 of `gate` is the shutdown flag).
-    pub(crate) gate: CachePadded<AtomicUsize>,
+    /// Set when shutdown begins (see `Pool::push` for the protocol).
+    pub(crate) shut: CachePadded<AtomicBool>,
     /// Set once shutdown has begun and every in-flight submit has finished:
     /// from then on an empty queue stays empty and workers may exit.
     pub(crate) closed: AtomicBool,
@@ -91,15 +92,11 @@ pub(crate) struct Shared {
     pub(crate) next_worker_id: AtomicU64,
 }
 
-/// Bit 0 of `gate`: shutdown has begun.
-pub(crate) const SHUTDOWN: usize = 1;
-/// One submitter inside `submit`.
-pub(crate) const SUBMITTER: usize = 2;
-
 impl Shared {
     pub(crate) fn new(config: Config) -> Self {
         let queue = config.flavor.build(config.capacity);
         Shared {
+            push_is_seq_cst: queue.push_is_seq_cst(),
             sizes: CachePadded::new(Sizes {
                 live: AtomicUsize::new(0),
                 target: AtomicUsize::new(config.initial),
@@ -108,7 +105,7 @@ impl Shared {
             }),
             queue,
             sleepers: Sleepers::default(),
-            gate: CachePadded::new(AtomicUsize::new(0)),
+            shut: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
@@ -127,7 +124,7 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.gate.load(Acquire) & SHUTDOWN != 0
+        self.shut.load(SeqCst)
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -230,23 +227,16 @@ impl Shared {
             .map_or(true, |cap| self.queue.len() < cap)
     }
 
-    /// Mark the pool as shut down for new submissions; returns false if it
-    /// already was.
-    pub(crate) fn begin_shutdown(&self) -> bool {
-        self.gate.fetch_or(SHUTDOWN, SeqCst) & SHUTDOWN == 0
-    }
-
-    /// Wait until no submitter is inside `submit`, then close the queue.
+    /// Refuse new submissions, then let workers exit once the queue is
+    /// empty and wake everyone who waits (workers, blocked submitters).
     pub(crate) fn close(&self) {
-        let backoff = crossbeam_utils::Backoff::new();
-        while self.gate.load(SeqCst) & !SHUTDOWN != 0 {
-            {
-                let _guard = lock(&self.room.0);
-                self.room.1.notify_all();
-            }
-            backoff.snooze();
-        }
+        self.shut.store(true, SeqCst);
+        fence(SeqCst);
         self.closed.store(true, Release);
+        {
+            let _guard = lock(&self.room.0);
+            self.room.1.notify_all();
+        }
         self.sleepers.wake_all();
     }
 

@@ -10,7 +10,9 @@
 //!    wake-up) and goes back to work;
 //! 3. otherwise waits on its own parker until notified (or the keep-alive ends).
 //!
-//! A submitter pushes its task, issues a `SeqCst` fence, then reads `num_idle`;
+//! A submitter pushes its task, issues a `SeqCst` fence (unneeded when the
+//! push itself was a `SeqCst` read-modify-write: then the `SeqCst` total order
+//! alone orders it before the `SeqCst` load), then reads `num_idle`;
 //! if it is non-zero (and nobody is spinning for work) it pops the *most
 //! recently* idled worker and notifies it.
 //!
@@ -76,13 +78,23 @@ impl Sleepers {
 
     /// Called by a submitter after it pushed work: wake one parked worker unless
     /// someone is already spinning for it. Returns true if it woke a worker.
+    /// `fenced`: the push already was a `SeqCst` read-modify-write (then the
+    /// `SeqCst` loads below are ordered after it without a fence).
     #[inline]
-    pub(crate) fn notify_work(&self) -> bool {
-        fence(SeqCst);
-        if self.num_idle.load(Relaxed) == 0 || self.searching.load(Relaxed) > 0 {
+    pub(crate) fn notify_work_after(&self, fenced: bool) -> bool {
+        if !fenced {
+            fence(SeqCst);
+        }
+        if self.num_idle.load(SeqCst) == 0 || self.searching.load(SeqCst) > 0 {
             return false;
         }
         self.wake_one()
+    }
+
+    /// `notify_work_after` for callers that have not fenced.
+    #[inline]
+    pub(crate) fn notify_work(&self) -> bool {
+        self.notify_work_after(false)
     }
 
     /// Wake the most recently parked worker, if any.

@@ -2,7 +2,6 @@
 //! briefly, then park on the LIFO idle stack; retire when the pool shrinks or
 //! the keep-alive runs out above the target size.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_utils::Backoff;
@@ -56,33 +55,40 @@ impl Worker {
 
     fn run(self) {
         let shared = &*self.shared;
+        // Ticks when the previous task finished, if the next one was taken
+        // right after it: then that instant doubles as the next start, so a
+        // busy worker reads the clock once per task instead of twice.
+        let mut last_finish: Option<u64> = None;
         loop {
-            if let Some(task) = self.next_task() {
-                self.execute(task);
-                continue;
-            }
-            if shared.is_closed() && shared.queue.is_empty() {
-                // Shutdown: leave without touching `live` below min; the pool
-                // is going away.
-                shared.sizes.live.fetch_sub(1, Relaxed);
-                break;
-            }
             if self.surplus() && shared.release_worker(shared.target()) {
+                // Shrinking: retire between tasks, never during one.
                 self.retire(false);
                 return;
             }
+            if let Some(task) = shared.queue.pop() {
+                last_finish = Some(self.execute(task, last_finish));
+                continue;
+            }
+            last_finish = None;
+            if let Some(task) = self.search() {
+                last_finish = Some(self.execute(task, None));
+                continue;
+            }
+            if shared.is_closed() && shared.queue.is_empty() {
+                // Shutdown: the pool is going away, no floor to respect.
+                shared.sizes.live.fetch_sub(1, Relaxed);
+                break;
+            }
+            if self.surplus() {
+                continue;
+            }
             let has_work = || !shared.queue.is_empty() || shared.is_closed() || self.surplus();
-            match shared
+            let woke = shared
                 .sleepers
-                .park(&self.parker, Some(shared.keep_alive()), has_work)
-            {
-                Wake::WorkSeen | Wake::Notified => {}
-                Wake::TimedOut => {
-                    if shared.expire_worker() {
-                        self.retire(true);
-                        return;
-                    }
-                }
+                .park(&self.parker, Some(shared.keep_alive()), has_work);
+            if woke == Wake::TimedOut && shared.expire_worker() {
+                self.retire(true);
+                return;
             }
         }
         self.leave();
@@ -94,15 +100,12 @@ impl Worker {
         self.shared.live() > self.shared.target()
     }
 
-    /// Pop a task; if none, spin (then yield) a little when the queue flavour
-    /// is cheap to poll. A spinner that finds work while it was the last one
-    /// spinning wakes a parked peer, so bursts ramp up to full parallelism.
-    #[inline]
-    fn next_task(&self) -> Option<Task> {
+    /// The queue looked empty: spin (then yield) a little, when the queue
+    /// flavour is cheap to poll. A spinner that finds work while it was the
+    /// last one spinning wakes a parked peer, so bursts ramp up to full
+    /// parallelism.
+    fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
-        if let Some(t) = shared.queue.pop() {
-            return Some(t);
-        }
         if !shared.queue.spin_before_park() || shared.is_closed() {
             return None;
         }
@@ -118,38 +121,52 @@ impl Worker {
             backoff.snooze();
         };
         let last = shared.sleepers.end_search();
-        if found.is_some() && last && !shared.queue.is_empty() {
-            shared.sleepers.notify_work();
+        if found.is_some() && last && !shared.queue.is_empty() && !shared.sleepers.notify_work() {
+            // Work is left and nobody is parked to take it: the submitters
+            // skipped growing while we spun, so the decision falls to us.
+            super::grow_if_starved(&self.shared);
         }
         found
     }
 
+    /// Run one task and record it; returns the ticks when it finished (0
+    /// with statistics off).
     #[inline]
-    fn execute(&self, task: Task) {
+    fn execute(&self, task: Task, started: Option<u64>) -> u64 {
         let shared = &*self.shared;
         shared.notify_room();
-        let Task {
-            body,
-            submitted,
-            accepted,
-        } = task;
-        let started = if self.record.is_some() {
-            Clock::ticks()
-        } else {
-            0
+        let finished = match &self.record {
+            None => {
+                if task.call() {
+                    shared.counters.panicked.fetch_add(1, Relaxed);
+                }
+                0
+            }
+            Some(record) => {
+                record.task_started();
+                let stamps = task.stamps();
+                let started = started.unwrap_or_else(Clock::ticks);
+                let panicked = task.call();
+                if panicked {
+                    shared.counters.panicked.fetch_add(1, Relaxed);
+                }
+                let finished = Clock::ticks();
+                record.task_done(
+                    stamps.submitted,
+                    stamps.accepted,
+                    started,
+                    finished,
+                    panicked,
+                );
+                finished
+            }
         };
-        let panicked = catch_unwind(AssertUnwindSafe(body)).unwrap_or(true);
-        if panicked {
-            shared.counters.panicked.fetch_add(1, Relaxed);
-        }
-        if let Some(record) = &self.record {
-            record.task_done(submitted, accepted, started, Clock::ticks(), panicked);
-        }
         let every = shared.control.every_completions.load(Relaxed);
         if every > 0 && shared.control.completions.fetch_add(1, Relaxed) + 1 >= every {
             shared.control.completions.store(0, Relaxed);
             shared.control.raise(|f| f.completions = true);
         }
+        finished
     }
 
     /// Leave the pool for good after `live` was decremented.

@@ -63,4 +63,12 @@ impl TaskQueue for LockFreeQueue {
     fn spin_before_park(&self) -> bool {
         true
     }
+
+    /// crossbeam-queue 0.3 moves the tail with a `SeqCst` compare-exchange in
+    /// both `SegQueue::push` and `ArrayQueue::push`, and `is_empty` loads head
+    /// and tail with `SeqCst` (checked against the source of the locked
+    /// version; re-check when upgrading).
+    fn push_is_seq_cst(&self) -> bool {
+        true
+    }
 }

@@ -37,6 +37,12 @@ pub trait TaskQueue: Send + Sync + fmt::Debug {
     /// Whether an idle worker should spin (then yield) before it parks. Cheap
     /// for a lock-free queue; the papers' mutex queue parks at once.
     fn spin_before_park(&self) -> bool;
+    /// True if every successful `push` includes a `SeqCst` read-modify-write
+    /// and `is_empty` reads with `SeqCst`: then the wake-up protocol needs no
+    /// extra fence on the submit path (see `pool::sleep`). False is always safe.
+    fn push_is_seq_cst(&self) -> bool {
+        false
+    }
 }
 
 /// Which [`TaskQueue`] a pool uses.

@@ -16,10 +16,10 @@ fn flavors() -> Vec<QueueFlavor> {
 
 fn tagged(tag: usize, out: &Arc<std::sync::Mutex<Vec<usize>>>) -> Task {
     let out = out.clone();
-    Task::new(Box::new(move || {
+    Task::new(move || {
         out.lock().unwrap().push(tag);
         false
-    }))
+    })
 }
 
 #[test]
@@ -75,10 +75,10 @@ fn every_flavor_loses_nothing_under_contention() {
                 std::thread::spawn(move || {
                     for _ in 0..PER {
                         let ran = ran.clone();
-                        let t = Task::new(Box::new(move || {
+                        let t = Task::new(move || {
                             ran.fetch_add(1, Ordering::Relaxed);
                             false
-                        }));
+                        });
                         q.push(t).unwrap();
                     }
                 })

@@ -1,0 +1,155 @@
+//! Sizing policies on the real pool: adaptive policies grow under I/O-bound
+//! load, `auto` stays near the core count under CPU-bound load, and surplus
+//! threads retire once the load stops.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tidepool::policy::PolicySpec;
+use tidepool::Pool;
+
+fn pool(spec: &str, min: usize, max: usize) -> Pool {
+    let policy = PolicySpec::parse(spec).unwrap().build().unwrap();
+    Pool::builder()
+        .min_threads(min)
+        .max_threads(max)
+        .policy_boxed(policy)
+        .build()
+        .unwrap()
+}
+
+/// Submit `task` every `gap` for `dur` (open loop); returns the largest pool
+/// size seen.
+fn drive(pool: &Pool, dur: Duration, gap: Duration, task: fn()) -> usize {
+    let start = Instant::now();
+    let mut next = start;
+    let mut biggest = pool.size();
+    while start.elapsed() < dur {
+        pool.execute(task).unwrap();
+        biggest = biggest.max(pool.size());
+        next += gap;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    biggest
+}
+
+fn io_task() {
+    std::thread::sleep(Duration::from_millis(4));
+}
+
+fn cpu_task() {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(1) {
+        std::hint::spin_loop();
+    }
+}
+
+/// Poll until the pool has at most `n` workers, for up to `limit`.
+fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if pool.size() <= n {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn adaptive_policies_grow_under_io_bound_load() {
+    // ~2000 tasks/s of 4 ms sleeps need ~8 threads; each policy starts small.
+    // Hill climbing moves at most a few threads a second by design.
+    let handles: Vec<_> = [
+        ("auto", 3),
+        ("watermark:1..64", 3),
+        ("xu-bode:initial=1", 3),
+        ("hisdyn:max=64", 3),
+        ("frequency", 3),
+        ("hill-climb", 1),
+    ]
+    .into_iter()
+    .map(|(spec, growth)| {
+        std::thread::spawn(move || {
+            let pool = pool(spec, 1, 64);
+            let start = pool.size();
+            let biggest = drive(
+                &pool,
+                Duration::from_millis(2500),
+                Duration::from_micros(500),
+                io_task,
+            );
+            (spec, growth, start, biggest, pool.decisions().len())
+        })
+    })
+    .collect();
+    for h in handles {
+        let (spec, growth, start, biggest, decisions) = h.join().unwrap();
+        assert!(
+            biggest >= start + growth,
+            "{spec}: grew only from {start} to {biggest} ({decisions} decisions)"
+        );
+    }
+}
+
+#[test]
+fn auto_stays_near_the_core_count_under_cpu_bound_load() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = pool("auto", 1, 64);
+    // Offer more CPU work than the cores can do: a backlog builds up.
+    let gap = Duration::from_micros(1000 / cores as u64 * 8 / 10);
+    let biggest = drive(&pool, Duration::from_millis(2000), gap, cpu_task);
+    assert!(
+        biggest <= 2 * cores + 1,
+        "auto grew to {biggest} threads for CPU-bound work on {cores} cores"
+    );
+    pool.shutdown_now();
+}
+
+#[test]
+fn surplus_threads_retire_after_the_load_stops() {
+    for spec in ["auto", "watermark:1..64"] {
+        let pool = pool(spec, 1, 64);
+        let biggest = drive(
+            &pool,
+            Duration::from_millis(1500),
+            Duration::from_micros(500),
+            io_task,
+        );
+        assert!(biggest > 2, "{spec}: never grew ({biggest})");
+        assert!(
+            shrinks_to(&pool, 2, Duration::from_secs(20)),
+            "{spec}: still {} threads long after the load stopped",
+            pool.size()
+        );
+        assert!(pool.stats().threads_retired > 0);
+    }
+}
+
+#[test]
+fn watermark_keeps_its_low_mark() {
+    let pool = pool("watermark:3..16", 0, 16);
+    assert_eq!(pool.size(), 3);
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..64 {
+        let ran = ran.clone();
+        pool.execute(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    pool.wait_idle();
+    assert_eq!(ran.load(Ordering::SeqCst), 64);
+    assert!(
+        pool.stats().threads_created > 3,
+        "extras were created on demand: {:?}",
+        pool.stats()
+    );
+    assert!(shrinks_to(&pool, 3, Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(pool.size(), 3, "never below the low watermark");
+}
