@@ -133,8 +133,8 @@ impl RunBar {
         if let Some(b) = &self.bar {
             b.set_position(p.completed);
             b.set_message(format!(
-                "{} {} threads, {} queued",
-                if p.draining { "draining," } else { "" },
+                "{}{} threads, {} queued",
+                if p.draining { "draining, " } else { "" },
                 p.live_threads,
                 p.queued
             ));

@@ -195,9 +195,11 @@ pub fn text_report(s: &SuiteComparison) -> String {
     out
 }
 
-/// The command line as typed, for reports.
+/// The command line as typed (program name as `tidepool`), for reports.
 pub fn command_line() -> String {
     std::env::args()
+        .enumerate()
+        .map(|(i, a)| if i == 0 { "tidepool".to_string() } else { a })
         .map(|a| {
             if a.contains([' ', '\'', '"', '*', ';', '&', '|']) {
                 format!("'{}'", a.replace('\'', "'\\''"))
