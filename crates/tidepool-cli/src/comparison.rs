@@ -337,8 +337,17 @@ pub fn summary_table(rows: &[SummaryRow]) -> Table {
     t
 }
 
-/// Workloads × policies: mean turnaround relative to the oracle.
-pub fn matrix_table(comps: &[WorkloadComparison], summary: &[SummaryRow]) -> Table {
+/// Which ratio a workload × policy matrix shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ratio {
+    /// `turnaround_vs_oracle`.
+    Turnaround,
+    /// `throughput_vs_oracle`.
+    Throughput,
+}
+
+/// Workloads × policies: one ratio to the oracle per cell.
+pub fn matrix_table(comps: &[WorkloadComparison], summary: &[SummaryRow], which: Ratio) -> Table {
     let mut headers = vec!["workload".to_string(), "oracle size".to_string()];
     headers.extend(summary.iter().map(|s| s.policy.clone()));
     let mut t = Table::new(headers);
@@ -352,7 +361,10 @@ pub fn matrix_table(comps: &[WorkloadComparison], summary: &[SummaryRow]) -> Tab
                 c.policies
                     .iter()
                     .find(|p| p.policy == s.policy)
-                    .and_then(|p| p.turnaround_vs_oracle),
+                    .and_then(|p| match which {
+                        Ratio::Turnaround => p.turnaround_vs_oracle,
+                        Ratio::Throughput => p.throughput_vs_oracle,
+                    }),
             ));
         }
         t.row(row);
@@ -406,7 +418,10 @@ mod tests {
         assert_eq!(s[1].geomean_p99_wait_vs_oracle, Some(1.0));
         let t = policy_table(&comps[0]).render();
         assert!(t.contains("oracle (fixed:4)") && t.contains("tpr"), "{t}");
-        let m = matrix_table(&comps, &s).render();
+        let m = matrix_table(&comps, &s, Ratio::Turnaround).render();
+        assert!(m.contains("4.000"), "{m}");
+        let m = matrix_table(&comps, &s, Ratio::Throughput).render();
+        assert!(m.contains("0.250"), "{m}");
         assert!(m.lines().nth(2).unwrap().starts_with("w "), "{m}");
         let j = serde_json::to_value(&comps[0]).unwrap();
         assert_eq!(j["oracle"]["size"], 4);

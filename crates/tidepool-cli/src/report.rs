@@ -9,7 +9,8 @@ use tidepool_workload::metrics::{SizePoint, TaskRecord};
 
 use crate::cmd::sweep::{sweep_table, verdict};
 use crate::comparison::{
-    matrix_table, policy_table, summary_table, SuiteComparison, WorkloadComparison, WorkloadRuns,
+    matrix_table, policy_table, summary_table, Ratio, SuiteComparison, WorkloadComparison,
+    WorkloadRuns,
 };
 use crate::output::{self, write_csv};
 use crate::plot::{self, SweepMetric};
@@ -271,14 +272,20 @@ pub fn markdown(
         "Command: `{command}`  \nDate: {} · {cores} cores · load average at the end: {load}\n\n",
         today()
     ));
-    md.push_str(
+    let tolerance = suite
+        .workloads
+        .iter()
+        .find_map(|w| w.sweep.as_ref().map(|a| a.tolerance))
+        .unwrap_or(0.05);
+    md.push_str(&format!(
         "Each workload was first replayed on static pools of several sizes (the sweep); the \
-         **oracle** is the best static size (within 5% of the best throughput, lowest mean \
+         **oracle** is the best static size (within {:.0}% of the best throughput, lowest mean \
          turnaround). Then every policy replayed the same trace. Ratios: throughput / oracle \
          throughput (higher is better), mean turnaround / oracle's and p99 wait / oracle's \
          (lower is better); 1.000 is as good as the oracle. Field definitions: \
-         [docs/metrics.md](../docs/metrics.md).\n\n",
-    );
+         `docs/metrics.md` and `docs/cli.md` in the tidepool repository.\n\n",
+        tolerance * 100.0
+    ));
     if suite.cancelled {
         md.push_str("**Stopped by Ctrl-C: partial results.**\n\n");
     }
@@ -288,7 +295,9 @@ pub fn markdown(
         md.push_str(
             "\nMean turnaround relative to the oracle, per workload (lower is better):\n\n",
         );
-        md.push_str(&matrix_table(&suite.workloads, &suite.summary).markdown());
+        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Turnaround).markdown());
+        md.push_str("\nThroughput relative to the oracle, per workload (below 1: the pool fell behind the arrivals):\n\n");
+        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Throughput).markdown());
         md.push('\n');
     }
     for ((w, c), f) in runs.iter().zip(&suite.workloads).zip(files) {

@@ -9,8 +9,8 @@ use tidepool::policy::PolicySpec;
 use super::sweep::run_sweep;
 use super::ReplayArgs;
 use crate::comparison::{
-    matrix_table, policy_table, summarize, summary_table, SuiteComparison, WorkloadComparison,
-    WorkloadRuns,
+    matrix_table, policy_table, summarize, summary_table, Ratio, SuiteComparison,
+    WorkloadComparison, WorkloadRuns,
 };
 use crate::error::{usage, Interrupted};
 use crate::exec::{self, Settings};
@@ -187,7 +187,7 @@ pub fn text_report(s: &SuiteComparison) -> String {
         out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n");
         out.push_str(&summary_table(&s.summary).render());
         out.push_str("\n== mean turnaround vs oracle, per workload ==\n");
-        out.push_str(&matrix_table(&s.workloads, &s.summary).render());
+        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render());
     }
     if s.cancelled {
         out.push_str("\n(stopped by Ctrl-C: partial results)\n");
