@@ -2,7 +2,6 @@
 //! static pool size, pool size over time per policy, and wait-time CDFs per
 //! policy. Each chart is one file; every function returns the path written.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
@@ -55,6 +54,10 @@ pub struct ChartSpec {
     pub y_label: String,
     /// Logarithmic x axis (values must be > 0).
     pub log_x: bool,
+    /// Base of the logarithmic x axis' ticks: 2 for pool sizes; 0 means 10.
+    pub log_x_base: f64,
+    /// Logarithmic y axis (values must be > 0; for RAIT, which spans decades).
+    pub log_y: bool,
     /// Force the y axis to start at zero.
     pub y_from_zero: bool,
     /// A shaded x interval with a legend text (e.g. the safe zone).
@@ -100,6 +103,11 @@ pub fn line_chart(path: &Path, spec: &ChartSpec, series: &[Series]) -> anyhow::R
     }
     let (y0, y1) = match spec.y_range {
         Some(r) => r,
+        None if spec.log_y => {
+            let (lo, hi) = extent(series, |p| p.1).unwrap_or((1.0, 10.0));
+            let lo = lo.max(1e-9);
+            (lo / 1.5, hi.max(lo * 2.0) * 1.5)
+        }
         None => {
             let (lo, hi) = extent(series, |p| p.1).unwrap_or((0.0, 1.0));
             let lo = if spec.y_from_zero { lo.min(0.0) } else { lo };
@@ -107,32 +115,45 @@ pub fn line_chart(path: &Path, spec: &ChartSpec, series: &[Series]) -> anyhow::R
             (if spec.y_from_zero { lo } else { lo - pad }, hi + pad)
         }
     };
-    if spec.log_x {
-        let x0 = x0.max(1e-9);
-        let x1 = if x1 <= x0 { x0 * 2.0 } else { x1 };
-        draw(
-            path,
-            spec,
-            series,
-            (x0 / 1.15..x1 * 1.15).log_scale(),
-            y0..y1,
-        )
+    let base = if spec.log_x_base > 1.0 {
+        spec.log_x_base
     } else {
-        let pad = ((x1 - x0) * 0.02).max(1e-9);
-        draw(path, spec, series, x0 - pad..x1 + pad, y0..y1)
+        10.0
+    };
+    let (lx0, lx1) = (
+        x0.max(1e-9),
+        if x1 <= x0.max(1e-9) {
+            x0.max(1e-9) * 2.0
+        } else {
+            x1
+        },
+    );
+    let lx = (lx0 / 1.15..lx1 * 1.15).log_scale().base(base);
+    let pad = ((x1 - x0) * 0.02).max(1e-9);
+    let x = x0 - pad..x1 + pad;
+    let ly = (y0..y1).log_scale();
+    let yr = (y0, y1);
+    match (spec.log_x, spec.log_y) {
+        (true, true) => draw(path, spec, series, lx, ly, yr),
+        (true, false) => draw(path, spec, series, lx, y0..y1, yr),
+        (false, true) => draw(path, spec, series, x, ly, yr),
+        (false, false) => draw(path, spec, series, x, y0..y1, yr),
     }
 }
 
-fn draw<X>(
+fn draw<X, Y>(
     path: &Path,
     spec: &ChartSpec,
     series: &[Series],
     x: X,
-    y: Range<f64>,
+    y: Y,
+    (y_start, y_end): (f64, f64),
 ) -> anyhow::Result<PathBuf>
 where
     X: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
 {
     let err = plot_err(path);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
@@ -142,7 +163,7 @@ where
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(72)
-        .build_cartesian_2d(x, y.clone())
+        .build_cartesian_2d(x, y)
         .map_err(&err)?;
     chart
         .configure_mesh()
@@ -155,7 +176,7 @@ where
         .x_label_formatter(&|v| short_number(*v))
         .y_label_formatter(&|v| short_number(*v))
         .y_labels(if spec.integer_y {
-            ((y.end - y.start).floor() as usize + 1).clamp(2, 11)
+            ((y_end - y_start).floor() as usize + 1).clamp(2, 11)
         } else {
             10
         })
@@ -165,7 +186,7 @@ where
         let fill = RGBColor(44, 160, 44).mix(0.12);
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(*a, y.start), (*b, y.end)],
+                [(*a, y_start), (*b, y_end)],
                 fill.filled(),
             )))
             .map_err(&err)?
@@ -253,7 +274,11 @@ pub fn sweep_chart(
         SweepMetric::Throughput => ("throughput", "throughput (tasks/s)", |r| {
             Some(r.point.throughput)
         }),
-        SweepMetric::Rait => ("RAIT", "RAIT = AIT(smallest size) / AIT(size)", |r| r.rait),
+        SweepMetric::Rait => (
+            "RAIT",
+            "RAIT = AIT(smallest size) / AIT(size), log scale",
+            |r| r.rait,
+        ),
         SweepMetric::P99Wait => ("p99 wait", "p99 wait (µs)", |r| Some(r.point.p99_wait_us)),
     };
     let points: Vec<(f64, f64)> = a
@@ -267,6 +292,8 @@ pub fn sweep_chart(
         x_label: "pool size (threads, log scale)".into(),
         y_label: y_label.into(),
         log_x: true,
+        log_x_base: 2.0,
+        log_y: metric == SweepMetric::Rait,
         y_from_zero: true,
         band: Some((
             lo as f64 * 0.97,
