@@ -1,0 +1,436 @@
+//! Policies against the oracle: the rows of `compare`, the per-policy
+//! summary across workloads (geometric means), and their tables.
+
+use serde::{Deserialize, Serialize};
+use tidepool_workload::analysis::SweepAnalysis;
+use tidepool_workload::sweep::SizedRun;
+use tidepool_workload::{RunResult, TraceStats};
+
+use crate::table::{fmt_rate, fmt_ratio, fmt_us, Table};
+
+/// The best static pool size of the sweep and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OracleRow {
+    /// Pool size.
+    pub size: usize,
+    /// Completed tasks per second.
+    pub throughput: f64,
+    /// Mean wait (AIT), µs.
+    pub mean_wait_us: f64,
+    /// 99th percentile wait, µs.
+    pub p99_wait_us: f64,
+    /// Mean submission latency, µs.
+    pub mean_response_us: f64,
+    /// 99th percentile submission latency, µs.
+    pub p99_response_us: f64,
+    /// Mean turnaround, µs.
+    pub mean_turnaround_us: f64,
+    /// 99th percentile turnaround, µs.
+    pub p99_turnaround_us: f64,
+    /// Threads created.
+    pub threads_created: u64,
+    /// Mean live threads.
+    pub avg_threads: f64,
+}
+
+impl OracleRow {
+    /// The oracle row of a run at a static `size`.
+    pub fn from_run(size: usize, r: &RunResult) -> OracleRow {
+        OracleRow {
+            size,
+            throughput: r.throughput,
+            mean_wait_us: r.mean_wait_us,
+            p99_wait_us: r.p99_wait_us,
+            mean_response_us: r.mean_response_us,
+            p99_response_us: r.p99_response_us,
+            mean_turnaround_us: r.mean_turnaround_us,
+            p99_turnaround_us: r.p99_turnaround_us,
+            threads_created: r.threads_created,
+            avg_threads: r.avg_threads,
+        }
+    }
+}
+
+/// One policy's measurements on one workload, and its ratios to the oracle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRow {
+    /// Canonical policy spec.
+    pub policy: String,
+    /// Completed tasks per second.
+    pub throughput: f64,
+    /// Mean wait (AIT), µs.
+    pub mean_wait_us: f64,
+    /// 99th percentile wait, µs.
+    pub p99_wait_us: f64,
+    /// Mean submission latency, µs.
+    pub mean_response_us: f64,
+    /// 99th percentile submission latency, µs.
+    pub p99_response_us: f64,
+    /// Mean turnaround, µs.
+    pub mean_turnaround_us: f64,
+    /// 99th percentile turnaround, µs.
+    pub p99_turnaround_us: f64,
+    /// Threads created during the run.
+    pub threads_created: u64,
+    /// Mean live threads (sampled every 1 ms).
+    pub avg_threads: f64,
+    /// Most live threads.
+    pub max_threads: usize,
+    /// Process CPU use over the run, fraction of all cores.
+    pub cpu_utilisation: f64,
+    /// Tasks completed.
+    pub completed: u64,
+    /// True when the run stopped early (Ctrl-C or drain timeout).
+    pub cancelled: bool,
+    /// `throughput / oracle throughput` (higher is better; 1 = as good).
+    pub throughput_vs_oracle: Option<f64>,
+    /// `mean turnaround / oracle mean turnaround` (lower is better).
+    pub turnaround_vs_oracle: Option<f64>,
+}
+
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+}
+
+impl PolicyRow {
+    /// The row of a run, with ratios to `oracle` when there is one.
+    pub fn from_run(r: &RunResult, oracle: Option<&OracleRow>) -> PolicyRow {
+        PolicyRow {
+            policy: r.executor.clone(),
+            throughput: r.throughput,
+            mean_wait_us: r.mean_wait_us,
+            p99_wait_us: r.p99_wait_us,
+            mean_response_us: r.mean_response_us,
+            p99_response_us: r.p99_response_us,
+            mean_turnaround_us: r.mean_turnaround_us,
+            p99_turnaround_us: r.p99_turnaround_us,
+            threads_created: r.threads_created,
+            avg_threads: r.avg_threads,
+            max_threads: r.max_threads,
+            cpu_utilisation: r.cpu_utilisation,
+            completed: r.completed,
+            cancelled: r.cancelled,
+            throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.throughput)),
+            turnaround_vs_oracle: oracle
+                .and_then(|o| ratio(r.mean_turnaround_us, o.mean_turnaround_us)),
+        }
+    }
+}
+
+/// Everything measured on one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadRuns {
+    /// Workload label.
+    pub workload: String,
+    /// Summary numbers of the trace.
+    pub trace: TraceStats,
+    /// The static-size sweep, in size order.
+    pub sweep: Vec<SizedRun>,
+    /// The sweep's analysis (`None` when nothing completed).
+    pub analysis: Option<SweepAnalysis>,
+    /// One run per policy, in the order asked.
+    pub policies: Vec<RunResult>,
+}
+
+impl WorkloadRuns {
+    /// The oracle's run, if the sweep found one.
+    pub fn oracle_run(&self) -> Option<&SizedRun> {
+        let size = self.analysis.as_ref()?.oracle_size;
+        self.sweep.iter().find(|r| r.size == size)
+    }
+}
+
+/// The comparison on one workload: `compare --json` with one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadComparison {
+    /// Workload label.
+    pub workload: String,
+    /// Tasks in the trace.
+    pub tasks: usize,
+    /// The best static size (`None` when the sweep measured nothing).
+    pub oracle: Option<OracleRow>,
+    /// One row per policy.
+    pub policies: Vec<PolicyRow>,
+    /// The sweep's analysis: rows, stable point, degradation point, safe zone.
+    pub sweep: Option<SweepAnalysis>,
+}
+
+impl WorkloadComparison {
+    /// Build from the runs.
+    pub fn from_runs(w: &WorkloadRuns) -> WorkloadComparison {
+        let oracle = w
+            .oracle_run()
+            .map(|r| OracleRow::from_run(r.size, &r.result));
+        WorkloadComparison {
+            workload: w.workload.clone(),
+            tasks: w.trace.tasks,
+            policies: w
+                .policies
+                .iter()
+                .map(|r| PolicyRow::from_run(r, oracle.as_ref()))
+                .collect(),
+            oracle,
+            sweep: w.analysis.clone(),
+        }
+    }
+}
+
+/// One policy across workloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// Canonical policy spec.
+    pub policy: String,
+    /// Workloads with a ratio to the oracle.
+    pub workloads: usize,
+    /// Geometric mean of `throughput_vs_oracle` (higher is better).
+    pub geomean_throughput_vs_oracle: Option<f64>,
+    /// Geometric mean of `turnaround_vs_oracle` (lower is better).
+    pub geomean_turnaround_vs_oracle: Option<f64>,
+    /// Geometric mean of p99 wait over the oracle's, with both floored at
+    /// 1 µs (lower is better).
+    pub geomean_p99_wait_vs_oracle: Option<f64>,
+    /// Threads created, summed over workloads.
+    pub threads_created: u64,
+    /// Mean of the average live threads over workloads.
+    pub avg_threads: f64,
+}
+
+/// `compare --json` with several workloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteComparison {
+    /// One comparison per workload.
+    pub workloads: Vec<WorkloadComparison>,
+    /// One row per policy, across workloads.
+    pub summary: Vec<SummaryRow>,
+    /// True when stopped by Ctrl-C (some runs missing).
+    pub cancelled: bool,
+}
+
+/// Geometric mean of the positive finite values; `None` when there is none.
+pub fn geomean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for v in values {
+        if v.is_finite() && v > 0.0 {
+            sum += v.ln();
+            n += 1;
+        }
+    }
+    (n > 0).then(|| (sum / n as f64).exp())
+}
+
+/// Per-policy geometric means over the workloads, policies in first-seen order.
+pub fn summarize(comps: &[WorkloadComparison]) -> Vec<SummaryRow> {
+    let mut names: Vec<String> = Vec::new();
+    for c in comps {
+        for p in &c.policies {
+            if !names.contains(&p.policy) {
+                names.push(p.policy.clone());
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let rows: Vec<(&PolicyRow, Option<&OracleRow>)> = comps
+                .iter()
+                .flat_map(|c| {
+                    c.policies
+                        .iter()
+                        .filter(|p| p.policy == name)
+                        .map(move |p| (p, c.oracle.as_ref()))
+                })
+                .collect();
+            let n = rows.len().max(1) as f64;
+            SummaryRow {
+                workloads: rows
+                    .iter()
+                    .filter(|(p, _)| p.throughput_vs_oracle.is_some())
+                    .count(),
+                geomean_throughput_vs_oracle: geomean(
+                    rows.iter().filter_map(|(p, _)| p.throughput_vs_oracle),
+                ),
+                geomean_turnaround_vs_oracle: geomean(
+                    rows.iter().filter_map(|(p, _)| p.turnaround_vs_oracle),
+                ),
+                geomean_p99_wait_vs_oracle: geomean(rows.iter().filter_map(|(p, o)| {
+                    o.map(|o| p.p99_wait_us.max(1.0) / o.p99_wait_us.max(1.0))
+                })),
+                threads_created: rows.iter().map(|(p, _)| p.threads_created).sum(),
+                avg_threads: rows.iter().map(|(p, _)| p.avg_threads).sum::<f64>() / n,
+                policy: name,
+            }
+        })
+        .collect()
+}
+
+/// The side-by-side table of one workload: the oracle first, then each policy.
+pub fn policy_table(c: &WorkloadComparison) -> Table {
+    let mut t = Table::new([
+        "policy",
+        "throughput",
+        "vs oracle",
+        "mean wait",
+        "p99 wait",
+        "p99 resp.",
+        "turnaround",
+        "vs oracle",
+        "created",
+        "avg threads",
+    ]);
+    if let Some(o) = &c.oracle {
+        t.row([
+            format!("oracle (fixed:{})", o.size),
+            fmt_rate(o.throughput),
+            "1.000".into(),
+            fmt_us(o.mean_wait_us),
+            fmt_us(o.p99_wait_us),
+            fmt_us(o.p99_response_us),
+            fmt_us(o.mean_turnaround_us),
+            "1.000".into(),
+            o.threads_created.to_string(),
+            format!("{:.1}", o.avg_threads),
+        ]);
+    }
+    for p in &c.policies {
+        t.row([
+            format!(
+                "{}{}",
+                p.policy,
+                if p.cancelled { " (stopped)" } else { "" }
+            ),
+            fmt_rate(p.throughput),
+            fmt_ratio(p.throughput_vs_oracle),
+            fmt_us(p.mean_wait_us),
+            fmt_us(p.p99_wait_us),
+            fmt_us(p.p99_response_us),
+            fmt_us(p.mean_turnaround_us),
+            fmt_ratio(p.turnaround_vs_oracle),
+            p.threads_created.to_string(),
+            format!("{:.1}", p.avg_threads),
+        ]);
+    }
+    t
+}
+
+/// The across-workload summary table.
+pub fn summary_table(rows: &[SummaryRow]) -> Table {
+    let mut t = Table::new([
+        "policy",
+        "workloads",
+        "throughput vs oracle",
+        "turnaround vs oracle",
+        "p99 wait vs oracle",
+        "threads created",
+        "avg threads",
+    ]);
+    for r in rows {
+        t.row([
+            r.policy.clone(),
+            r.workloads.to_string(),
+            fmt_ratio(r.geomean_throughput_vs_oracle),
+            fmt_ratio(r.geomean_turnaround_vs_oracle),
+            fmt_ratio(r.geomean_p99_wait_vs_oracle),
+            r.threads_created.to_string(),
+            format!("{:.1}", r.avg_threads),
+        ]);
+    }
+    t
+}
+
+/// Which ratio a workload × policy matrix shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ratio {
+    /// `turnaround_vs_oracle`.
+    Turnaround,
+    /// `throughput_vs_oracle`.
+    Throughput,
+}
+
+/// Workloads × policies: one ratio to the oracle per cell.
+pub fn matrix_table(comps: &[WorkloadComparison], summary: &[SummaryRow], which: Ratio) -> Table {
+    let mut headers = vec!["workload".to_string(), "oracle size".to_string()];
+    headers.extend(summary.iter().map(|s| s.policy.clone()));
+    let mut t = Table::new(headers);
+    for c in comps {
+        let mut row = vec![
+            c.workload.clone(),
+            c.oracle.as_ref().map_or("-".into(), |o| o.size.to_string()),
+        ];
+        for s in summary {
+            row.push(fmt_ratio(
+                c.policies
+                    .iter()
+                    .find(|p| p.policy == s.policy)
+                    .and_then(|p| match which {
+                        Ratio::Turnaround => p.turnaround_vs_oracle,
+                        Ratio::Throughput => p.throughput_vs_oracle,
+                    }),
+            ));
+        }
+        t.row(row);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, tput: f64, turn: f64) -> RunResult {
+        RunResult {
+            executor: name.into(),
+            throughput: tput,
+            mean_turnaround_us: turn,
+            p99_wait_us: 10.0,
+            ..RunResult::default()
+        }
+    }
+
+    #[test]
+    fn geometric_means() {
+        assert_eq!(geomean([]), None);
+        assert!((geomean([2.0, 8.0]).unwrap() - 4.0).abs() < 1e-12);
+        assert!((geomean([1.0, f64::NAN, 0.0, 1.0]).unwrap() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ratios_and_summary() {
+        let oracle = OracleRow::from_run(4, &run("fixed:4", 100.0, 50.0));
+        let c = |tput_auto: f64| WorkloadComparison {
+            workload: "w".into(),
+            tasks: 10,
+            oracle: Some(oracle.clone()),
+            policies: vec![
+                PolicyRow::from_run(&run("auto", tput_auto, 100.0), Some(&oracle)),
+                PolicyRow::from_run(&run("tpr", 50.0, 200.0), Some(&oracle)),
+            ],
+            sweep: None,
+        };
+        let comps = [c(100.0), c(25.0)];
+        assert_eq!(comps[0].policies[0].throughput_vs_oracle, Some(1.0));
+        assert_eq!(comps[0].policies[1].turnaround_vs_oracle, Some(4.0));
+        let s = summarize(&comps);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].policy, "auto");
+        assert_eq!(s[0].workloads, 2);
+        assert!((s[0].geomean_throughput_vs_oracle.unwrap() - 0.5).abs() < 1e-12);
+        assert!((s[1].geomean_turnaround_vs_oracle.unwrap() - 4.0).abs() < 1e-12);
+        assert_eq!(s[1].geomean_p99_wait_vs_oracle, Some(1.0));
+        let t = policy_table(&comps[0]).render();
+        assert!(t.contains("oracle (fixed:4)") && t.contains("tpr"), "{t}");
+        let m = matrix_table(&comps, &s, Ratio::Turnaround).render();
+        assert!(m.contains("4.000"), "{m}");
+        let m = matrix_table(&comps, &s, Ratio::Throughput).render();
+        assert!(m.contains("0.250"), "{m}");
+        assert!(m.lines().nth(2).unwrap().starts_with("w "), "{m}");
+        let j = serde_json::to_value(&comps[0]).unwrap();
+        assert_eq!(j["oracle"]["size"], 4);
+        assert_eq!(j["policies"][0]["throughput_vs_oracle"], 1.0);
+    }
+
+    #[test]
+    fn no_oracle_means_no_ratio() {
+        let r = PolicyRow::from_run(&run("auto", 10.0, 1.0), None);
+        assert_eq!(r.throughput_vs_oracle, None);
+    }
+}

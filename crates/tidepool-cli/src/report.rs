@@ -1,0 +1,342 @@
+//! The report folder of `compare --out` and `demo`: `report.md` with the
+//! tables and links to the plots, `compare.json`, CSV files, and per
+//! workload a folder of SVG plots and CSVs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use tidepool_workload::metrics::{SizePoint, TaskRecord};
+
+use crate::cmd::sweep::{sweep_table, verdict};
+use crate::comparison::{
+    matrix_table, policy_table, summary_table, Ratio, SuiteComparison, WorkloadComparison,
+    WorkloadRuns,
+};
+use crate::output::{self, write_csv};
+use crate::plot::{self, SweepMetric};
+use crate::source::slug;
+
+/// The plots and files written for one workload, relative to the report folder.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkloadFiles {
+    /// Sub-folder name.
+    pub dir: String,
+    /// `(caption, relative path)` of each plot.
+    pub plots: Vec<(String, String)>,
+}
+
+/// Write the report folder; returns the path of `report.md`.
+pub fn write(
+    dir: &Path,
+    runs: &[WorkloadRuns],
+    suite: &SuiteComparison,
+    command: &str,
+) -> anyhow::Result<PathBuf> {
+    output::ensure_dir(dir)?;
+    output::write_json(&dir.join("compare.json"), suite)?;
+    compare_csv(&dir.join("compare.csv"), &suite.workloads)?;
+    if suite.workloads.len() > 1 {
+        summary_csv(&dir.join("summary.csv"), suite)?;
+    }
+    let mut used = Vec::new();
+    let mut files = Vec::new();
+    for w in runs {
+        let mut name = slug(&w.workload);
+        while used.contains(&name) {
+            name.push('_');
+        }
+        used.push(name.clone());
+        files.push(workload_files(dir, &name, w)?);
+    }
+    let md = markdown(runs, suite, &files, command);
+    let path = dir.join("report.md");
+    std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok(path)
+}
+
+fn workload_files(root: &Path, name: &str, w: &WorkloadRuns) -> anyhow::Result<WorkloadFiles> {
+    let dir = root.join(name);
+    output::ensure_dir(&dir)?;
+    let mut f = WorkloadFiles {
+        dir: name.to_string(),
+        plots: Vec::new(),
+    };
+    let mut add = |caption: &str, file: &str| {
+        f.plots
+            .push((caption.to_string(), format!("{name}/{file}")));
+    };
+    if let Some(a) = &w.analysis {
+        output::sweep_csv(&dir.join("sweep.csv"), a)?;
+        for (file, caption, m) in [
+            (
+                "throughput.svg",
+                "throughput vs pool size",
+                SweepMetric::Throughput,
+            ),
+            ("rait.svg", "RAIT vs pool size", SweepMetric::Rait),
+            (
+                "p99-wait.svg",
+                "p99 wait vs pool size",
+                SweepMetric::P99Wait,
+            ),
+        ] {
+            plot::sweep_chart(&dir.join(file), &w.workload, a, m)?;
+            add(caption, file);
+        }
+    }
+    // Lines per run: the policies, then the oracle.
+    let oracle = w.oracle_run();
+    let oracle_name = oracle.map(|o| format!("oracle (fixed:{})", o.size));
+    let mut sizes: Vec<(&str, &[SizePoint])> = w
+        .policies
+        .iter()
+        .map(|r| (r.executor.as_str(), &r.size_series[..]))
+        .collect();
+    let mut records: Vec<(&str, &[TaskRecord])> = w
+        .policies
+        .iter()
+        .map(|r| (r.executor.as_str(), &r.records[..]))
+        .collect();
+    if let (Some(o), Some(n)) = (oracle, &oracle_name) {
+        sizes.push((n.as_str(), &o.result.size_series[..]));
+        records.push((n.as_str(), &o.result.records[..]));
+    }
+    if !sizes.is_empty() {
+        plot::size_chart(&dir.join("size.svg"), &w.workload, &sizes)?;
+        add("pool size over time", "size.svg");
+        plot::cdf_chart(&dir.join("wait-cdf.svg"), &w.workload, &records)?;
+        add("wait time CDF", "wait-cdf.svg");
+    }
+    write_csv(
+        &dir.join("size_series.csv"),
+        &["policy", "t_ms", "live", "target"],
+        sizes.iter().flat_map(|(name, s)| {
+            s.iter().map(move |p| {
+                vec![
+                    name.to_string(),
+                    format!("{:.3}", p.t_ms),
+                    p.live.to_string(),
+                    p.target.map_or(String::new(), |t| t.to_string()),
+                ]
+            })
+        }),
+    )?;
+    write_csv(
+        &dir.join("decisions.csv"),
+        &[
+            "policy",
+            "t_ms",
+            "trigger",
+            "old_target",
+            "new_target",
+            "reason",
+        ],
+        w.policies.iter().flat_map(|r| {
+            r.decisions.iter().map(move |d| {
+                vec![
+                    r.executor.clone(),
+                    format!("{:.3}", d.t_ms),
+                    d.trigger.clone(),
+                    d.old_target.to_string(),
+                    d.new_target.to_string(),
+                    d.reason.clone(),
+                ]
+            })
+        }),
+    )?;
+    Ok(f)
+}
+
+fn compare_csv(path: &Path, comps: &[WorkloadComparison]) -> anyhow::Result<PathBuf> {
+    let f = |v: f64| format!("{v:.3}");
+    let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    write_csv(
+        path,
+        &[
+            "workload",
+            "policy",
+            "throughput",
+            "mean_wait_us",
+            "p99_wait_us",
+            "mean_response_us",
+            "p99_response_us",
+            "mean_turnaround_us",
+            "p99_turnaround_us",
+            "threads_created",
+            "avg_threads",
+            "throughput_vs_oracle",
+            "turnaround_vs_oracle",
+        ],
+        comps.iter().flat_map(|c| {
+            let oracle = c.oracle.iter().map(move |r| {
+                vec![
+                    c.workload.clone(),
+                    format!("oracle:fixed:{}", r.size),
+                    f(r.throughput),
+                    f(r.mean_wait_us),
+                    f(r.p99_wait_us),
+                    f(r.mean_response_us),
+                    f(r.p99_response_us),
+                    f(r.mean_turnaround_us),
+                    f(r.p99_turnaround_us),
+                    r.threads_created.to_string(),
+                    f(r.avg_threads),
+                    "1".into(),
+                    "1".into(),
+                ]
+            });
+            oracle.chain(c.policies.iter().map(move |p| {
+                vec![
+                    c.workload.clone(),
+                    p.policy.clone(),
+                    f(p.throughput),
+                    f(p.mean_wait_us),
+                    f(p.p99_wait_us),
+                    f(p.mean_response_us),
+                    f(p.p99_response_us),
+                    f(p.mean_turnaround_us),
+                    f(p.p99_turnaround_us),
+                    p.threads_created.to_string(),
+                    f(p.avg_threads),
+                    o(p.throughput_vs_oracle),
+                    o(p.turnaround_vs_oracle),
+                ]
+            }))
+        }),
+    )
+}
+
+fn summary_csv(path: &Path, s: &SuiteComparison) -> anyhow::Result<PathBuf> {
+    let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+    write_csv(
+        path,
+        &[
+            "policy",
+            "workloads",
+            "geomean_throughput_vs_oracle",
+            "geomean_turnaround_vs_oracle",
+            "geomean_p99_wait_vs_oracle",
+            "threads_created",
+            "avg_threads",
+        ],
+        s.summary.iter().map(|r| {
+            vec![
+                r.policy.clone(),
+                r.workloads.to_string(),
+                o(r.geomean_throughput_vs_oracle),
+                o(r.geomean_turnaround_vs_oracle),
+                o(r.geomean_p99_wait_vs_oracle),
+                r.threads_created.to_string(),
+                format!("{:.2}", r.avg_threads),
+            ]
+        }),
+    )
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 to `YYYY-MM-DD` (Howard Hinnant's algorithm).
+pub fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The text of `report.md`.
+pub fn markdown(
+    runs: &[WorkloadRuns],
+    suite: &SuiteComparison,
+    files: &[WorkloadFiles],
+    command: &str,
+) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let load = tidepool_workload::body::load_average().map_or("-".into(), |l| {
+        format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])
+    });
+    let mut md = String::new();
+    md.push_str("# tidepool policy comparison\n\n");
+    md.push_str(&format!(
+        "Command: `{command}`  \nDate: {} · {cores} cores · load average at the end: {load}\n\n",
+        today()
+    ));
+    let tolerance = suite
+        .workloads
+        .iter()
+        .find_map(|w| w.sweep.as_ref().map(|a| a.tolerance))
+        .unwrap_or(0.05);
+    md.push_str(&format!(
+        "Each workload was first replayed on static pools of several sizes (the sweep); the \
+         **oracle** is the best static size (within {:.0}% of the best throughput, lowest mean \
+         turnaround). Then every policy replayed the same trace. Ratios: throughput / oracle \
+         throughput (higher is better), mean turnaround / oracle's and p99 wait / oracle's \
+         (lower is better); 1.000 is as good as the oracle. Field definitions: \
+         `docs/metrics.md` and `docs/cli.md` in the tidepool repository.\n\n",
+        tolerance * 100.0
+    ));
+    if suite.cancelled {
+        md.push_str("**Stopped by Ctrl-C: partial results.**\n\n");
+    }
+    if suite.workloads.len() > 1 {
+        md.push_str("## Summary\n\nGeometric means across workloads:\n\n");
+        md.push_str(&summary_table(&suite.summary).markdown());
+        md.push_str(
+            "\nMean turnaround relative to the oracle, per workload (lower is better):\n\n",
+        );
+        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Turnaround).markdown());
+        md.push_str("\nThroughput relative to the oracle, per workload (below 1: the pool fell behind the arrivals):\n\n");
+        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Throughput).markdown());
+        md.push('\n');
+    }
+    for ((w, c), f) in runs.iter().zip(&suite.workloads).zip(files) {
+        md.push_str(&format!("## {}\n\n", w.workload));
+        let t = &w.trace;
+        md.push_str(&format!(
+            "{} tasks over {:.2} s ({:.0} tasks/s), mean service {:.0} µs ({:.0} µs compute, {:.0} µs blocked), offered {:.2} cores.\n\n",
+            t.tasks, t.span_s, t.arrival_rate, t.mean_exec_us, t.mean_cpu_us, t.mean_blocked_us, t.offered_cores
+        ));
+        md.push_str("### Policies\n\n");
+        md.push_str(&policy_table(c).markdown());
+        if let Some(a) = &w.analysis {
+            md.push_str("\n### Static sweep\n\n");
+            md.push_str(&sweep_table(a).markdown());
+            md.push_str("\n```text\n");
+            md.push_str(&verdict(a));
+            md.push_str("```\n");
+        }
+        md.push_str(&format!(
+            "\nData: [sweep.csv]({d}/sweep.csv), [size_series.csv]({d}/size_series.csv), [decisions.csv]({d}/decisions.csv)\n\n",
+            d = f.dir
+        ));
+        for (caption, path) in &f.plots {
+            md.push_str(&format!("![{caption}]({path})\n"));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(19_723), "2024-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(today().len(), 10);
+    }
+}

@@ -1,0 +1,317 @@
+//! End-to-end tests of the `tidepool` binary on tiny workloads.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tidepool_workload::{read_trace_file, GenSpec};
+
+/// 200 fast tasks: about 0.1 s of replay.
+const TINY: &str = "poisson:rate=3000,service=exp:100us,n=200,free=50,seed=7";
+const TINY2: &str = "periodic:rate=2000,service=const:50us,n=150,seed=8";
+
+fn tidepool(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tidepool"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn json_of(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 1, "one JSON line: {stdout}");
+    serde_json::from_str(&stdout).expect("stdout is JSON")
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("`{key}` is not a number in {v}"))
+}
+
+fn assert_svg(path: &Path) {
+    let s = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(s.starts_with("<svg") && s.len() > 500, "{}", path.display());
+}
+
+#[test]
+fn run_json_has_the_metrics() {
+    let v = json_of(&tidepool(&[
+        "run",
+        "--workload",
+        TINY,
+        "--policy",
+        "auto",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(v["policy"], "auto");
+    assert_eq!(v["tasks"], 200);
+    assert_eq!(v["completed"], 200);
+    assert_eq!(v["cancelled"], false);
+    assert!(num(&v, "throughput") > 100.0);
+    for key in [
+        "mean_wait_us",
+        "p99_wait_us",
+        "mean_response_us",
+        "p99_response_us",
+        "mean_turnaround_us",
+        "p99_turnaround_us",
+        "cpu_utilisation",
+        "avg_threads",
+    ] {
+        assert!(num(&v, key) >= 0.0, "{key}");
+    }
+    assert!(num(&v, "p99_wait_us") >= v["wait"]["p50_us"].as_f64().unwrap());
+    assert!(num(&v, "mean_turnaround_us") >= num(&v, "mean_wait_us"));
+    assert!(v["threads_created"].as_u64().is_some());
+    assert!(v["size_series"].as_array().is_some_and(|s| !s.is_empty()));
+    assert!(v["lateness"]["p99_us"].as_f64().is_some());
+    assert_eq!(v["trace"]["tasks"], 200);
+    assert!(v.get("records").is_none(), "records stay out of the JSON");
+}
+
+#[test]
+fn run_out_writes_csv_svg_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = tidepool(&[
+        "run",
+        "-w",
+        TINY2,
+        "-p",
+        "xu-bode",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("throughput") && text.contains("turnaround"),
+        "{text}"
+    );
+    let records = std::fs::read_to_string(out.join("records.csv")).unwrap();
+    assert_eq!(records.lines().count(), 151);
+    assert!(records.starts_with("request_id,app_id,"));
+    let sizes = std::fs::read_to_string(out.join("size_series.csv")).unwrap();
+    assert!(sizes.starts_with("t_ms,live,target\n") && sizes.lines().count() > 1);
+    let decisions = std::fs::read_to_string(out.join("decisions.csv")).unwrap();
+    assert!(
+        decisions.lines().count() > 1,
+        "xu-bode decides every 5 tasks"
+    );
+    assert_svg(&out.join("size.svg"));
+    assert_svg(&out.join("wait-cdf.svg"));
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r["completed"], 150);
+}
+
+#[test]
+fn sweep_json_has_the_analysis() {
+    let v = json_of(&tidepool(&[
+        "sweep", "-w", TINY, "--sizes", "1..2,4", "--json", "-q",
+    ]));
+    assert_eq!(v["sizes"], serde_json::json!([1, 2, 4]));
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        assert!(num(r, "throughput") > 0.0);
+        assert!(num(r, "relative_throughput") <= 1.0 + 1e-9);
+        assert!(r["in_band"].is_boolean());
+    }
+    assert_eq!(rows[0]["rait"].as_f64().unwrap_or(1.0), 1.0);
+    let sizes = [1, 2, 4];
+    for key in ["stable_point", "oracle_size", "best_throughput_size"] {
+        assert!(sizes.contains(&v[key].as_u64().unwrap()), "{key}");
+    }
+    let zone = v["safe_zone"].as_array().unwrap();
+    assert!(zone[0].as_u64() <= zone[1].as_u64());
+    assert!(v["degradation_point"].is_null() || v["degradation_point"].is_u64());
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(v["runs"][0]["result"]["executor"], "fixed:1");
+}
+
+#[test]
+fn compare_json_one_workload() {
+    let v = json_of(&tidepool(&[
+        "compare",
+        "--workload",
+        TINY,
+        "--policies",
+        "auto,hisdyn:max=20,p=0.05,tpr",
+        "--sizes",
+        "1,2",
+        "--json",
+        "--quiet",
+    ]));
+    assert_eq!(v["workload"], TINY);
+    let oracle = &v["oracle"];
+    assert!([1, 2].contains(&oracle["size"].as_u64().unwrap()));
+    assert!(num(oracle, "throughput") > 0.0);
+    assert!(num(oracle, "p99_wait_us") >= 0.0);
+    let p = v["policies"].as_array().unwrap();
+    let names: Vec<&str> = p.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["auto", "hisdyn:max=20,p=0.05", "tpr"]);
+    for r in p {
+        for key in [
+            "throughput",
+            "mean_wait_us",
+            "p99_wait_us",
+            "p99_response_us",
+            "avg_threads",
+            "throughput_vs_oracle",
+        ] {
+            assert!(num(r, key) >= 0.0, "{key} in {r}");
+        }
+        assert!(r["threads_created"].as_u64().is_some());
+        let ratio = num(r, "throughput_vs_oracle");
+        assert!(ratio > 0.2 && ratio < 5.0, "{ratio}");
+    }
+    assert_eq!(p[2]["threads_created"], 200, "tpr makes a thread per task");
+}
+
+#[test]
+fn compare_several_workloads_has_a_summary_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let v = json_of(&tidepool(&[
+        "compare",
+        "-w",
+        &format!("{TINY},{TINY2}"),
+        "-p",
+        "auto",
+        "-p",
+        "fixed:2",
+        "-s",
+        "1,2",
+        "--json",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let w = v["workloads"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(w[1]["workload"], TINY2);
+    let s = v["summary"].as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0]["policy"], "auto");
+    assert_eq!(s[0]["workloads"], 2);
+    assert!(num(&s[0], "geomean_throughput_vs_oracle") > 0.0);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Summary") && md.contains("size.svg"), "{md}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            for f in ["throughput.svg", "rait.svg", "size.svg", "wait-cdf.svg"] {
+                assert_svg(&p.join(f));
+            }
+        }
+    }
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}"); // oracle + 2 policies per workload
+}
+
+#[test]
+fn gen_round_trips_through_the_trace_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.trace");
+    let o = tidepool(&["gen", TINY, "-o", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("wrote 200 tasks"));
+    let back = read_trace_file(&file).unwrap();
+    let direct = TINY.parse::<GenSpec>().unwrap().generate();
+    assert_eq!(back.tasks, direct.tasks);
+    // and it replays from the file
+    let v = json_of(&tidepool(&[
+        "run",
+        "--trace",
+        file.to_str().unwrap(),
+        "--policy",
+        "fixed:2",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(v["completed"], 200);
+    assert_eq!(v["policy"], "fixed:2");
+    // no -o: the trace on stdout
+    let o = tidepool(&["gen", "cpu", "--scale", "0.001"]);
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .count(),
+        8
+    );
+}
+
+fn assert_fails(args: &[&str], code: i32, needles: &[&str]) {
+    let o = tidepool(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` not in {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    assert_fails(
+        &["run", "-w", "cpu", "--policy", "bogus"],
+        2,
+        &["bogus", "valid forms", "xu-bode"],
+    );
+    assert_fails(
+        &["compare", "-w", "cpu", "--policies", "auto,watermark:9..3"],
+        2,
+        &["watermark:9..3", "valid forms"],
+    );
+    assert_fails(
+        &["run", "-w", "nosuch", "--policy", "auto"],
+        2,
+        &["unknown workload `nosuch`", "cpu, io"],
+    );
+    assert_fails(&["run", "-w", "poisson:rate=fast"], 2, &["rate"]);
+    assert_fails(
+        &["run", "--trace", "/no/such/file.trace"],
+        1,
+        &["/no/such/file.trace"],
+    );
+    assert_fails(&["sweep", "-w", "cpu", "--sizes", "4..2"], 2, &["4..2"]);
+    assert_fails(&["run"], 2, &["--trace", "--workload"]);
+    assert_fails(&["frobnicate"], 2, &["frobnicate"]);
+    assert_fails(
+        &[
+            "run",
+            "-w",
+            TINY,
+            "--min-threads",
+            "9",
+            "--max-threads",
+            "3",
+        ],
+        2,
+        &["--min-threads"],
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    for sub in ["gen", "run", "sweep", "compare", "demo", "calibrate"] {
+        let o = tidepool(&[sub, "--help"]);
+        assert!(o.status.success());
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("Examples:"), "{sub}");
+        assert!(text.contains(&format!("tidepool {sub}")), "{sub}");
+    }
+}
