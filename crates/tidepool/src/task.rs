@@ -1,8 +1,17 @@
-//! A unit of work as it travels through the queue: one thin box holding the
-//! closure and its timestamps, so a queue slot is two words.
+//! A unit of work as it travels through the queue.
+//!
+//! Small closures (up to 40 bytes of captures — an `Arc`, a few integers) are
+//! stored *inside* the task, so the task moves through the queue by value and
+//! submitting it allocates nothing: no `malloc` on the submitting thread, no
+//! `free` on the worker. That is Xu & Bode's node recycling (thesis §4.2: the
+//! task queue reuses its nodes "to remove the overhead of repeated malloc and
+//! free calls") taken one step further: the queue's slots are the nodes.
+//! Larger closures are boxed and the box pointer is stored instead.
 
 use std::fmt;
+use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
 
 /// Clock ticks of a task's submission and acceptance (0 with statistics off).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -11,28 +20,8 @@ pub(crate) struct Stamps {
     pub(crate) accepted: u64,
 }
 
-/// The boxed part of a task.
-pub(crate) trait Body: Send {
-    /// Run the closure; true when the user's code panicked (and the panic was
-    /// already caught and handed to a `JoinHandle`).
-    fn call(self: Box<Self>) -> bool;
-}
-
-/// `repr(C)` with the stamps first: every `Job<F>` keeps its stamps at offset
-/// 0, so they are read and written through the box's data pointer without a
-/// virtual call.
-#[repr(C)]
-struct Job<F> {
-    stamps: Stamps,
-    f: F,
-}
-
-impl<F: FnOnce() -> bool + Send> Body for Job<F> {
-    #[inline]
-    fn call(self: Box<Self>) -> bool {
-        (self.f)()
-    }
-}
+/// Room for a closure's captures inside the task.
+type Storage = MaybeUninit<[usize; 5]>;
 
 /// A task waiting in a pool's queue.
 ///
@@ -40,7 +29,41 @@ impl<F: FnOnce() -> bool + Send> Body for Job<F> {
 /// never started; [`run`](Task::run) runs one on the calling thread, and
 /// dropping it cancels it (its `JoinHandle` then reports
 /// [`JoinError::Cancelled`](crate::JoinError::Cancelled)).
-pub struct Task(Box<dyn Body>);
+pub struct Task {
+    pub(crate) stamps: Stamps,
+    /// Runs the closure held in `storage` and consumes it; true if the
+    /// user's code panicked (and the panic was already handed to a handle).
+    run: unsafe fn(*mut Storage) -> bool,
+    /// Drops the closure held in `storage` without running it.
+    drop_unrun: unsafe fn(*mut Storage),
+    storage: Storage,
+}
+
+// SAFETY: `Task`s are only built from `Send` closures (`Task::stamped`), and
+// nothing reads the closure through a shared reference.
+unsafe impl Send for Task {}
+// SAFETY: a `&Task` gives access only to the stamps, never to the closure.
+unsafe impl Sync for Task {}
+
+unsafe fn run_inline<F: FnOnce() -> bool>(storage: *mut Storage) -> bool {
+    // SAFETY (caller): `storage` holds an `F` written by `Task::stamped`,
+    // which is moved out here exactly once.
+    let f = ptr::read(storage as *mut F);
+    f()
+}
+
+unsafe fn drop_inline<F>(storage: *mut Storage) {
+    ptr::drop_in_place(storage as *mut F);
+}
+
+unsafe fn run_boxed<F: FnOnce() -> bool>(storage: *mut Storage) -> bool {
+    let f = ptr::read(storage as *mut Box<F>);
+    (*f)()
+}
+
+unsafe fn drop_boxed<F>(storage: *mut Storage) {
+    ptr::drop_in_place(storage as *mut Box<F>);
+}
 
 impl Task {
     /// Wrap a closure that returns whether it panicked (no timestamps).
@@ -51,32 +74,50 @@ impl Task {
 
     /// Wrap a closure submitted (and accepted) at `ticks`.
     #[inline]
-    pub(crate) fn stamped(f: impl FnOnce() -> bool + Send + 'static, ticks: u64) -> Self {
-        Task(Box::new(Job {
-            stamps: Stamps {
-                submitted: ticks,
-                accepted: ticks,
-            },
-            f,
-        }))
+    pub(crate) fn stamped<F>(f: F, ticks: u64) -> Self
+    where
+        F: FnOnce() -> bool + Send + 'static,
+    {
+        let mut storage = Storage::uninit();
+        let stamps = Stamps {
+            submitted: ticks,
+            accepted: ticks,
+        };
+        if Self::fits_inline::<F>() {
+            // SAFETY: `F` fits in `storage` in size and alignment.
+            unsafe { ptr::write(storage.as_mut_ptr() as *mut F, f) };
+            Task {
+                stamps,
+                run: run_inline::<F>,
+                drop_unrun: drop_inline::<F>,
+                storage,
+            }
+        } else {
+            // SAFETY: a `Box` is one pointer: it always fits.
+            unsafe { ptr::write(storage.as_mut_ptr() as *mut Box<F>, Box::new(f)) };
+            Task {
+                stamps,
+                run: run_boxed::<F>,
+                drop_unrun: drop_boxed::<F>,
+                storage,
+            }
+        }
     }
 
-    #[inline]
-    pub(crate) fn stamps(&self) -> Stamps {
-        // SAFETY: the box holds a `Job<F>`, `repr(C)` with `stamps` first.
-        unsafe { *(&*self.0 as *const dyn Body as *const Stamps) }
-    }
-
-    #[inline]
-    pub(crate) fn stamps_mut(&mut self) -> &mut Stamps {
-        // SAFETY: as in `stamps`; `&mut self` makes the access unique.
-        unsafe { &mut *(&mut *self.0 as *mut dyn Body as *mut Stamps) }
+    /// Whether a closure of type `F` is stored inside the task.
+    pub(crate) const fn fits_inline<F>() -> bool {
+        size_of::<F>() <= size_of::<Storage>() && align_of::<F>() <= align_of::<Storage>()
     }
 
     /// Run on the current thread, catching a panic; true if it panicked.
     #[inline]
     pub(crate) fn call(self) -> bool {
-        catch_unwind(AssertUnwindSafe(|| self.0.call())).unwrap_or(true)
+        let mut this = ManuallyDrop::new(self);
+        let run = this.run;
+        let storage: *mut Storage = &mut this.storage;
+        // SAFETY: `storage` holds the closure `run` expects; `this` is never
+        // dropped, so the closure is consumed exactly once (by `run`).
+        catch_unwind(AssertUnwindSafe(|| unsafe { run(storage) })).unwrap_or(true)
     }
 
     /// Run the task on the calling thread. A panic in the task is caught and
@@ -86,47 +127,113 @@ impl Task {
     }
 }
 
+impl Drop for Task {
+    fn drop(&mut self) {
+        // SAFETY: a task that is dropped (not `call`ed) still holds its closure.
+        unsafe { (self.drop_unrun)(&mut self.storage) }
+    }
+}
+
 impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Task").finish_non_exhaustive()
+        f.debug_struct("Task")
+            .field("stamps", &self.stamps)
+            .finish_non_exhaustive()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
-    #[test]
-    fn a_task_is_two_words() {
-        assert_eq!(
-            std::mem::size_of::<Task>(),
-            2 * std::mem::size_of::<usize>()
-        );
+    /// Counts drops of its payload.
+    struct Probe(Arc<AtomicUsize>);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]
-    fn stamps_live_at_the_front_of_any_job() {
-        let big = [7u8; 100];
-        let mut t = Task::stamped(move || big[99] == 0, 42);
-        assert_eq!(
-            t.stamps(),
-            Stamps {
-                submitted: 42,
-                accepted: 42
-            }
-        );
-        t.stamps_mut().accepted = 50;
-        assert_eq!(t.stamps().accepted, 50);
+    fn small_closures_live_inline_large_ones_are_boxed() {
+        let arc = Arc::new(());
+        let small = move || Arc::strong_count(&arc) == 0;
+        assert!(Task::fits_inline::<typeof_helper::Closure<8>>());
+        assert!(!Task::fits_inline::<typeof_helper::Closure<64>>());
+        assert!(!Task::stamped(small, 1).call());
+        assert_eq!(size_of::<Task>(), 72);
+    }
+
+    mod typeof_helper {
+        /// A stand-in closure type of `N` bytes.
+        pub struct Closure<const N: usize>(#[allow(dead_code)] pub [u8; N]);
+    }
+
+    /// Runs one task built from `make` and drops another unrun, checking
+    /// that the body runs once and the captures drop once each time.
+    fn run_once_drop_once<F>(make: impl Fn(Probe, Arc<AtomicUsize>) -> F, inline: bool)
+    where
+        F: FnOnce() -> bool + Send + 'static,
+    {
+        assert_eq!(Task::fits_inline::<F>(), inline);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let t = Task::stamped(make(Probe(drops.clone()), ran.clone()), 7);
+        assert_eq!(t.stamps.submitted, 7);
         assert!(!t.call());
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "captures dropped after the run"
+        );
+
+        drop(Task::stamped(make(Probe(drops.clone()), ran.clone()), 0));
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "a dropped task never runs");
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "its captures are dropped");
     }
 
     #[test]
-    fn run_catches_panics() {
-        let t = Task::new(|| panic!("inside a task"));
+    fn inline_and_boxed_closures_run_once_and_drop_once() {
+        run_once_drop_once(
+            |probe, ran| {
+                move || {
+                    let _keep = &probe;
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    false
+                }
+            },
+            true,
+        );
+        run_once_drop_once(
+            |probe, ran| {
+                let pad = [1u8; 64];
+                move || {
+                    let _keep = &probe;
+                    assert_eq!(pad[63], 1);
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    false
+                }
+            },
+            false,
+        );
+    }
+
+    #[test]
+    fn run_catches_panics_and_still_drops_captures() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let probe = Probe(drops.clone());
+        let t = Task::new(move || {
+            let _keep = &probe;
+            panic!("inside a task")
+        });
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         assert!(t.call());
         std::panic::set_hook(prev);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert!(!Task::new(|| false).call());
     }
 }

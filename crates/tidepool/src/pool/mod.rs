@@ -255,7 +255,7 @@ impl Pool {
                 break Err(SubmitError::ShutDown);
             }
             if shared.records.is_some() {
-                task.stamps_mut().accepted = Clock::ticks();
+                task.stamps.accepted = Clock::ticks();
             }
             match shared.queue.push(task) {
                 Ok(()) => break Ok(()),

@@ -14,7 +14,16 @@ use crate::sync::{lock, Arc};
 use crate::task::Task;
 
 /// Start one worker thread. The caller has already reserved its slot in `live`.
+///
+/// Spawning happens under the `threads` lock and is refused once the pool is
+/// closed, so `shutdown` (which closes, then joins until `threads` stays
+/// empty) never misses a worker that a racing `resize` or submit started.
 pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let mut threads = lock(&shared.threads);
+    if shared.is_closed() {
+        shared.sizes.live.fetch_sub(1, Relaxed);
+        return Err(std::io::Error::other("the pool is shut down"));
+    }
     let id = shared.next_worker_id.fetch_add(1, Relaxed);
     let name = format!("{}-worker-{id}", shared.config.name);
     let worker_shared = shared.clone();
@@ -23,8 +32,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
         .spawn(move || Worker::new(worker_shared, id).run());
     match spawned {
         Ok(handle) => {
+            threads.push((id, handle));
+            drop(threads);
             shared.counters.created.fetch_add(1, Relaxed);
-            lock(&shared.threads).push((id, handle));
             shared.sample_size();
             Ok(())
         }
@@ -144,7 +154,7 @@ impl Worker {
             }
             Some(record) => {
                 record.task_started();
-                let stamps = task.stamps();
+                let stamps = task.stamps;
                 let started = started.unwrap_or_else(Clock::ticks);
                 let panicked = task.call();
                 if panicked {
