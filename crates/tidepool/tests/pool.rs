@@ -446,6 +446,40 @@ fn statistics_follow_the_thesis_tables() {
     assert_eq!(s.threads_created, 1, "thread counters are always kept");
 }
 
+#[test]
+fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
+    let pool = Pool::new(2).unwrap();
+    for _ in 0..20_000 {
+        pool.execute(|| {}).unwrap();
+    }
+    pool.wait_idle();
+    let s = pool.stats();
+    assert_eq!(s.completed, 20_000, "every task is counted");
+    assert!(
+        s.service.count() < 10_000,
+        "sub-microsecond tasks are timed by sample ({} timed)",
+        s.service.count()
+    );
+    assert!(s.service.count() > 500);
+    assert!(s.busy_time() > Duration::ZERO);
+
+    // The first timed slow task switches back to timing each one; tasks
+    // already submitted keep the choice made when they were submitted.
+    let slow = || std::thread::sleep(Duration::from_micros(200));
+    for _ in 0..50 {
+        pool.execute(slow).unwrap();
+    }
+    pool.wait_idle();
+    let before = pool.stats();
+    for _ in 0..50 {
+        pool.execute(slow).unwrap();
+    }
+    pool.wait_idle();
+    let w = pool.stats().since(&before);
+    assert_eq!(w.completed, 50);
+    assert_eq!(w.service.count(), 50, "every slow task is timed");
+}
+
 /// A scripted policy: resizes to each size in turn, once per tick.
 #[derive(Debug)]
 struct Script(Vec<usize>);

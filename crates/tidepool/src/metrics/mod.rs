@@ -6,6 +6,7 @@ mod histogram;
 mod latency;
 pub mod os;
 pub(crate) mod record;
+pub(crate) mod sampling;
 mod series;
 mod stats;
 

@@ -96,6 +96,18 @@ impl WorkerRecord {
         )
     }
 
+    /// Record a finished task that was not timed. Owner thread only.
+    #[inline]
+    pub(crate) fn task_untimed(&self, panicked: bool) {
+        if panicked {
+            bump(&self.panicked, 1);
+        }
+        self.completed.store(
+            self.completed.load(Relaxed) + 1,
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+
     /// Record one finished task from its clock ticks. Owner thread only.
     #[inline]
     pub(crate) fn task_done(

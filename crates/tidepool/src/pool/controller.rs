@@ -145,7 +145,7 @@ fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation 
         max: now.max_threads,
         threads_created: w.threads_created,
         threads_retired: w.threads_retired,
-        busy_time: w.service.total(),
+        busy_time: w.busy_time(),
         cpu_time: w.worker_cpu_time,
         run_delay: w.worker_run_delay,
         cores: now.cores,

@@ -125,7 +125,9 @@ fn shared(min: usize, initial: usize, max: usize) -> Arc<Shared> {
         .max_threads(max)
         .config_for_tests();
     let s = Arc::new(Shared::new(config));
-    s.sizes.live.store(initial, SeqCst);
+    for _ in 0..initial {
+        assert!(s.reserve_worker(initial));
+    }
     s
 }
 
@@ -140,14 +142,14 @@ fn loom_resize_and_retire_keep_live_in_bounds() {
                 let s = s.clone();
                 thread::spawn(move || {
                     // A worker's loop top: leave if surplus.
-                    if s.live() > s.target() && s.release_worker(s.target()) {
+                    if s.release_surplus() {
                         return 1;
                     }
                     0
                 })
             })
             .collect();
-        s.sizes.target.store(1, SeqCst);
+        s.set_target(1);
         let spawner = {
             let s = s.clone();
             thread::spawn(move || {
@@ -162,6 +164,35 @@ fn loom_resize_and_retire_keep_live_in_bounds() {
         assert!(live <= 3, "live {live} above max");
         assert!(live >= 1, "live {live} below min");
         assert!(gone <= 2);
+    });
+}
+
+/// A surplus worker retires while `resize` raises the target and fills the
+/// pool up to it: the pool never ends below its new target. (With live and
+/// target in separate atomics, the worker could read the old target, and
+/// retire after the pool had been filled to the new one.)
+#[test]
+fn loom_retire_racing_a_grow_never_undershoots() {
+    model(|| {
+        let s = shared(1, 2, 4);
+        s.set_target(1);
+        let worker = {
+            let s = s.clone();
+            thread::spawn(move || {
+                if s.has_surplus() {
+                    s.release_surplus();
+                }
+            })
+        };
+        s.set_target(3);
+        while s.live() < 3 && s.reserve_worker(3) {}
+        worker.join().unwrap();
+        assert!(
+            s.live() >= s.target(),
+            "live {} below target {}",
+            s.live(),
+            s.target()
+        );
     });
 }
 

@@ -171,7 +171,7 @@ impl Pool {
     #[inline]
     fn task(&self, f: impl FnOnce() -> bool + Send + 'static) -> Task {
         let ticks = if self.shared.records.is_some() {
-            Clock::ticks()
+            self.shared.sampler.stamp()
         } else {
             0
         };
@@ -254,7 +254,7 @@ impl Pool {
             if shared.is_shutdown() {
                 break Err(SubmitError::ShutDown);
             }
-            if shared.records.is_some() {
+            if shared.records.is_some() && task.stamps.submitted != 0 {
                 task.stamps.accepted = Clock::ticks();
             }
             match shared.queue.push(task) {
@@ -434,7 +434,7 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
     let min = shared.sizes.min.load(Relaxed);
     let max = shared.sizes.max.load(Relaxed);
     let target = n.clamp(min, max);
-    shared.sizes.target.store(target, SeqCst);
+    shared.set_target(target);
     if !shared.is_shutdown() {
         while shared.live() < target && shared.reserve_worker(target) {
             if worker::spawn(shared).is_err() {

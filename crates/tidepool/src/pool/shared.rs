@@ -9,19 +9,66 @@ use crossbeam_utils::CachePadded;
 use super::builder::{Config, OnFull};
 use super::sleep::Sleepers;
 use crate::metrics::record::Records;
+use crate::metrics::sampling::Sampler;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
-/// Live/target/bound counters, read on every task: kept on their own cache line.
+/// Live and target counts, packed in one word so that every decision that
+/// compares them (retire only while `live > target`, spawn only below a
+/// limit, keep-alive expiry) is one compare-and-swap over both: a concurrent
+/// `resize` can never make a retirement undershoot the new target. Read on
+/// every task, so kept on its own cache line.
 #[derive(Debug)]
 pub(crate) struct Sizes {
-    /// Workers alive (spawned and not yet retired).
-    pub(crate) live: AtomicUsize,
-    /// The size the pool steers toward; `min <= target <= max`.
-    pub(crate) target: AtomicUsize,
+    /// `target << 32 | live`.
+    word: AtomicU64,
     pub(crate) min: AtomicUsize,
     pub(crate) max: AtomicUsize,
+}
+
+const LIVE_MASK: u64 = u32::MAX as u64;
+
+fn pack(live: usize, target: usize) -> u64 {
+    ((target as u64) << 32) | live as u64
+}
+
+fn unpack(word: u64) -> (usize, usize) {
+    ((word & LIVE_MASK) as usize, (word >> 32) as usize)
+}
+
+impl Sizes {
+    fn new(live: usize, target: usize, min: usize, max: usize) -> Self {
+        Sizes {
+            word: AtomicU64::new(pack(live, target)),
+            min: AtomicUsize::new(min),
+            max: AtomicUsize::new(max),
+        }
+    }
+
+    /// `(live, target)` at one instant.
+    #[inline]
+    pub(crate) fn load(&self) -> (usize, usize) {
+        unpack(self.word.load(Acquire))
+    }
+
+    /// Atomically replace `(live, target)` by `f`'s answer, if it has one;
+    /// returns the new pair.
+    #[inline]
+    pub(crate) fn update(
+        &self,
+        mut f: impl FnMut(usize, usize) -> Option<(usize, usize)>,
+    ) -> Option<(usize, usize)> {
+        let mut new = None;
+        self.word
+            .fetch_update(AcqRel, Acquire, |w| {
+                let (live, target) = unpack(w);
+                new = f(live, target);
+                new.map(|(l, t)| pack(l, t))
+            })
+            .ok()
+            .and(new)
+    }
 }
 
 /// Counters that exist with statistics on or off.
@@ -81,6 +128,8 @@ pub(crate) struct Shared {
     pub(crate) keep_alive_ns: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) records: Option<Records>,
+    /// Which submissions get timestamps (with statistics on).
+    pub(crate) sampler: Sampler,
     /// Submitters blocked on a full queue, and where they wait.
     pub(crate) blocked: AtomicUsize,
     pub(crate) room: (Mutex<()>, Condvar),
@@ -97,12 +146,7 @@ impl Shared {
         let queue = config.flavor.build(config.capacity);
         Shared {
             push_is_seq_cst: queue.push_is_seq_cst(),
-            sizes: CachePadded::new(Sizes {
-                live: AtomicUsize::new(0),
-                target: AtomicUsize::new(config.initial),
-                min: AtomicUsize::new(config.min),
-                max: AtomicUsize::new(config.max),
-            }),
+            sizes: CachePadded::new(Sizes::new(0, config.initial, config.min, config.max)),
             queue,
             sleepers: Sleepers::default(),
             shut: CachePadded::new(AtomicBool::new(false)),
@@ -111,6 +155,7 @@ impl Shared {
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             counters: Counters::default(),
             records: config.statistics.then(Records::default),
+            sampler: Sampler::default(),
             blocked: AtomicUsize::new(0),
             room: (Mutex::new(()), Condvar::new()),
             control: ControlSignal::default(),
@@ -130,12 +175,30 @@ impl Shared {
 
     #[inline]
     pub(crate) fn live(&self) -> usize {
-        self.sizes.live.load(Relaxed)
+        self.sizes.load().0
     }
 
     #[inline]
     pub(crate) fn target(&self) -> usize {
-        self.sizes.target.load(Relaxed)
+        self.sizes.load().1
+    }
+
+    /// More workers alive than the target.
+    #[inline]
+    pub(crate) fn has_surplus(&self) -> bool {
+        let (live, target) = self.sizes.load();
+        live > target
+    }
+
+    /// Set the target (the caller clamps it).
+    pub(crate) fn set_target(&self, target: usize) {
+        self.sizes.update(|live, _| Some((live, target)));
+    }
+
+    /// A worker that never started, or one leaving at shutdown: one fewer live.
+    pub(crate) fn drop_live(&self) {
+        self.sizes
+            .update(|live, target| Some((live.saturating_sub(1), target)));
     }
 
     pub(crate) fn keep_alive(&self) -> Duration {
@@ -149,39 +212,34 @@ impl Shared {
     /// Reserve a slot for one more worker if `live < limit`; false otherwise.
     pub(crate) fn reserve_worker(&self, limit: usize) -> bool {
         self.sizes
-            .live
-            .fetch_update(AcqRel, Relaxed, |l| (l < limit).then_some(l + 1))
-            .is_ok()
+            .update(|live, target| (live < limit).then_some((live + 1, target)))
+            .is_some()
     }
 
-    /// Give back one worker slot if `live > floor`: the caller retires.
-    pub(crate) fn release_worker(&self, floor: usize) -> bool {
+    /// Give back one worker slot if `live > target`: the caller retires.
+    pub(crate) fn release_surplus(&self) -> bool {
         self.sizes
-            .live
-            .fetch_update(AcqRel, Relaxed, |l| (l > floor).then(|| l - 1))
-            .is_ok()
+            .update(|live, target| (live > target).then(|| (live - 1, target)))
+            .is_some()
     }
 
     /// A worker's keep-alive ran out: it is not needed. If the pool is above
     /// `min`, retire it (true) and lower the target with it.
     pub(crate) fn expire_worker(&self) -> bool {
         let min = self.sizes.min.load(Relaxed);
-        let floor = self.target().saturating_sub(1).max(min);
-        if !self.release_worker(floor) {
-            return false;
-        }
-        let live = self.live();
-        let _ = self
-            .sizes
-            .target
-            .fetch_update(AcqRel, Relaxed, |t| Some(t.min(live).max(min)));
-        true
+        self.sizes
+            .update(|live, target| {
+                let floor = target.saturating_sub(1).max(min);
+                (live > floor).then(|| (live - 1, target.min(live - 1).max(min)))
+            })
+            .is_some()
     }
 
     /// A worker was spawned on demand: the target follows it up, so the new
     /// worker is not surplus (it leaves only through its keep-alive).
     pub(crate) fn raise_target_to_live(&self) {
-        self.sizes.target.fetch_max(self.live(), AcqRel);
+        self.sizes
+            .update(|live, target| (target < live).then_some((live, live)));
     }
 
     /// Record the pool size in the time series, if it is being recorded.

@@ -21,7 +21,7 @@ use crate::task::Task;
 pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let mut threads = lock(&shared.threads);
     if shared.is_closed() {
-        shared.sizes.live.fetch_sub(1, Relaxed);
+        shared.drop_live();
         return Err(std::io::Error::other("the pool is shut down"));
     }
     let id = shared.next_worker_id.fetch_add(1, Relaxed);
@@ -39,7 +39,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
             Ok(())
         }
         Err(e) => {
-            shared.sizes.live.fetch_sub(1, Relaxed);
+            shared.drop_live();
             Err(e)
         }
     }
@@ -50,6 +50,8 @@ struct Worker {
     id: u64,
     parker: Arc<Parker>,
     record: Option<Arc<WorkerRecord>>,
+    /// Consecutive timed tasks shorter than a microsecond (see `Sampler`).
+    short_streak: std::cell::Cell<u32>,
 }
 
 impl Worker {
@@ -60,33 +62,25 @@ impl Worker {
             id,
             parker: Arc::new(Parker::default()),
             record,
+            short_streak: std::cell::Cell::new(0),
         }
     }
 
     fn run(self) {
         let shared = &*self.shared;
-        // Ticks when the previous task finished, if the next one was taken
-        // right after it: then that instant doubles as the next start, so a
-        // busy worker reads the clock once per task instead of twice.
-        let mut last_finish: Option<u64> = None;
         loop {
-            if self.surplus() && shared.release_worker(shared.target()) {
+            if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one.
                 self.retire(false);
                 return;
             }
-            if let Some(task) = shared.queue.pop() {
-                last_finish = Some(self.execute(task, last_finish));
-                continue;
-            }
-            last_finish = None;
-            if let Some(task) = self.search() {
-                last_finish = Some(self.execute(task, None));
+            if let Some(task) = shared.queue.pop().or_else(|| self.search()) {
+                self.execute(task);
                 continue;
             }
             if shared.is_closed() && shared.queue.is_empty() {
                 // Shutdown: the pool is going away, no floor to respect.
-                shared.sizes.live.fetch_sub(1, Relaxed);
+                shared.drop_live();
                 break;
             }
             if self.surplus() {
@@ -107,7 +101,7 @@ impl Worker {
     /// More workers are alive than the target: this one should go.
     #[inline]
     fn surplus(&self) -> bool {
-        self.shared.live() > self.shared.target()
+        self.shared.has_surplus()
     }
 
     /// The queue looked empty: spin (then yield) a little, when the queue
@@ -139,44 +133,46 @@ impl Worker {
         found
     }
 
-    /// Run one task and record it; returns the ticks when it finished (0
-    /// with statistics off).
+    /// Run one task and record it (timed if the submitter stamped it).
     #[inline]
-    fn execute(&self, task: Task, started: Option<u64>) -> u64 {
+    fn execute(&self, task: Task) {
         let shared = &*self.shared;
         shared.notify_room();
-        let finished = match &self.record {
-            None => {
-                if task.call() {
-                    shared.counters.panicked.fetch_add(1, Relaxed);
-                }
-                0
-            }
+        let panicked = match &self.record {
+            None => task.call(),
             Some(record) => {
                 record.task_started();
                 let stamps = task.stamps;
-                let started = started.unwrap_or_else(Clock::ticks);
-                let panicked = task.call();
-                if panicked {
-                    shared.counters.panicked.fetch_add(1, Relaxed);
+                if stamps.submitted == 0 {
+                    let panicked = task.call();
+                    record.task_untimed(panicked);
+                    panicked
+                } else {
+                    let started = Clock::ticks();
+                    let panicked = task.call();
+                    let finished = Clock::ticks();
+                    record.task_done(
+                        stamps.submitted,
+                        stamps.accepted,
+                        started,
+                        finished,
+                        panicked,
+                    );
+                    shared
+                        .sampler
+                        .observe(Clock::nanos_between(started, finished), &self.short_streak);
+                    panicked
                 }
-                let finished = Clock::ticks();
-                record.task_done(
-                    stamps.submitted,
-                    stamps.accepted,
-                    started,
-                    finished,
-                    panicked,
-                );
-                finished
             }
         };
+        if panicked {
+            shared.counters.panicked.fetch_add(1, Relaxed);
+        }
         let every = shared.control.every_completions.load(Relaxed);
         if every > 0 && shared.control.completions.fetch_add(1, Relaxed) + 1 >= every {
             shared.control.completions.store(0, Relaxed);
             shared.control.raise(|f| f.completions = true);
         }
-        finished
     }
 
     /// Leave the pool for good after `live` was decremented.

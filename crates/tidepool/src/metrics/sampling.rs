@@ -1,0 +1,98 @@
+//! Adaptive task timing. Every task is timed — unless tasks are so short that
+//! the clock reads would cost more than the tasks themselves; then one task in
+//! 16 is timed, which keeps the latency distributions (an unbiased sample) at
+//! a few nanoseconds per task. The first timed task that runs for a
+//! microsecond or more switches back to timing every task.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use crossbeam_utils::CachePadded;
+
+use super::clock::Clock;
+
+/// Tasks shorter than this count as "too short to time each one".
+const SHORT_NS: u64 = 1_000;
+/// Consecutive short timed tasks before switching to sampling.
+const SHORT_STREAK: u32 = 256;
+/// Time one task in `SAMPLE_MASK + 1` while sampling.
+const SAMPLE_MASK: u32 = 15;
+
+/// Decides which submissions get timestamps.
+#[derive(Debug, Default)]
+pub(crate) struct Sampler {
+    /// 0: time every task; otherwise time tasks whose per-thread sequence
+    /// number has these bits clear. Written only when the regime changes.
+    mask: CachePadded<AtomicU32>,
+}
+
+thread_local! {
+    static SEQ: Cell<u32> = const { Cell::new(0) };
+}
+
+impl Sampler {
+    /// Ticks for a new submission, or 0 if this one is not timed.
+    #[inline]
+    pub(crate) fn stamp(&self) -> u64 {
+        let mask = self.mask.load(Relaxed);
+        if mask != 0 {
+            let seq = SEQ.with(|s| {
+                let n = s.get().wrapping_add(1);
+                s.set(n);
+                n
+            });
+            if seq & mask != 0 {
+                return 0;
+            }
+        }
+        Clock::ticks().max(1)
+    }
+
+    /// A worker timed a task that ran for `service_ns`; `streak` is that
+    /// worker's count of consecutive short ones.
+    #[inline]
+    pub(crate) fn observe(&self, service_ns: u64, streak: &Cell<u32>) {
+        if service_ns < SHORT_NS {
+            let n = streak.get().saturating_add(1);
+            streak.set(n);
+            if n == SHORT_STREAK {
+                self.mask.store(SAMPLE_MASK, Relaxed);
+            }
+        } else {
+            streak.set(0);
+            if self.mask.load(Relaxed) != 0 {
+                self.mask.store(0, Relaxed);
+            }
+        }
+    }
+
+    /// True while only a sample of tasks is timed.
+    #[cfg(test)]
+    pub(crate) fn sampling(&self) -> bool {
+        self.mask.load(Relaxed) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_tasks_switch_to_sampling_and_long_ones_back() {
+        let s = Sampler::default();
+        let streak = Cell::new(0);
+        assert!(
+            (0..100).all(|_| s.stamp() != 0),
+            "everything is timed at first"
+        );
+        for _ in 0..SHORT_STREAK {
+            s.observe(50, &streak);
+        }
+        assert!(s.sampling());
+        let timed = (0..1600).filter(|_| s.stamp() != 0).count();
+        assert_eq!(timed, 100, "one in 16 while sampling");
+        s.observe(5_000, &streak);
+        assert!(!s.sampling());
+        assert!((0..100).all(|_| s.stamp() != 0));
+    }
+}
