@@ -1,6 +1,6 @@
 //! A unit of work as it travels through the queue.
 //!
-//! Small closures (up to 40 bytes of captures — an `Arc`, a few integers) are
+//! Small closures (up to 32 bytes of captures — an `Arc`, a few integers) are
 //! stored *inside* the task, so the task moves through the queue by value and
 //! submitting it allocates nothing: no `malloc` on the submitting thread, no
 //! `free` on the worker. That is Xu & Bode's node recycling (thesis §4.2: the
@@ -21,7 +21,7 @@ pub(crate) struct Stamps {
 }
 
 /// Room for a closure's captures inside the task.
-type Storage = MaybeUninit<[usize; 5]>;
+type Storage = MaybeUninit<[usize; 4]>;
 
 /// A task waiting in a pool's queue.
 ///
@@ -31,12 +31,19 @@ type Storage = MaybeUninit<[usize; 5]>;
 /// [`JoinError::Cancelled`](crate::JoinError::Cancelled)).
 pub struct Task {
     pub(crate) stamps: Stamps,
-    /// Runs the closure held in `storage` and consumes it; true if the
-    /// user's code panicked (and the panic was already handed to a handle).
-    run: unsafe fn(*mut Storage) -> bool,
-    /// Drops the closure held in `storage` without running it.
-    drop_unrun: unsafe fn(*mut Storage),
+    /// Consumes the closure held in `storage`: runs it (`Op::Run`, returning
+    /// true if the user's code panicked and the panic was already handed to a
+    /// handle) or drops it unrun (`Op::Drop`). One pointer for both keeps a
+    /// task at 56 bytes.
+    consume: unsafe fn(*mut Storage, Op) -> bool,
     storage: Storage,
+}
+
+/// What `Task::consume` does with the closure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Run,
+    Drop,
 }
 
 // SAFETY: `Task`s are only built from `Send` closures (`Task::stamped`), and
@@ -45,24 +52,16 @@ unsafe impl Send for Task {}
 // SAFETY: a `&Task` gives access only to the stamps, never to the closure.
 unsafe impl Sync for Task {}
 
-unsafe fn run_inline<F: FnOnce() -> bool>(storage: *mut Storage) -> bool {
+unsafe fn consume_inline<F: FnOnce() -> bool>(storage: *mut Storage, op: Op) -> bool {
     // SAFETY (caller): `storage` holds an `F` written by `Task::stamped`,
     // which is moved out here exactly once.
     let f = ptr::read(storage as *mut F);
-    f()
+    op == Op::Run && f()
 }
 
-unsafe fn drop_inline<F>(storage: *mut Storage) {
-    ptr::drop_in_place(storage as *mut F);
-}
-
-unsafe fn run_boxed<F: FnOnce() -> bool>(storage: *mut Storage) -> bool {
+unsafe fn consume_boxed<F: FnOnce() -> bool>(storage: *mut Storage, op: Op) -> bool {
     let f = ptr::read(storage as *mut Box<F>);
-    (*f)()
-}
-
-unsafe fn drop_boxed<F>(storage: *mut Storage) {
-    ptr::drop_in_place(storage as *mut Box<F>);
+    op == Op::Run && (*f)()
 }
 
 impl Task {
@@ -88,8 +87,7 @@ impl Task {
             unsafe { ptr::write(storage.as_mut_ptr() as *mut F, f) };
             Task {
                 stamps,
-                run: run_inline::<F>,
-                drop_unrun: drop_inline::<F>,
+                consume: consume_inline::<F>,
                 storage,
             }
         } else {
@@ -97,8 +95,7 @@ impl Task {
             unsafe { ptr::write(storage.as_mut_ptr() as *mut Box<F>, Box::new(f)) };
             Task {
                 stamps,
-                run: run_boxed::<F>,
-                drop_unrun: drop_boxed::<F>,
+                consume: consume_boxed::<F>,
                 storage,
             }
         }
@@ -113,11 +110,11 @@ impl Task {
     #[inline]
     pub(crate) fn call(self) -> bool {
         let mut this = ManuallyDrop::new(self);
-        let run = this.run;
+        let consume = this.consume;
         let storage: *mut Storage = &mut this.storage;
-        // SAFETY: `storage` holds the closure `run` expects; `this` is never
-        // dropped, so the closure is consumed exactly once (by `run`).
-        catch_unwind(AssertUnwindSafe(|| unsafe { run(storage) })).unwrap_or(true)
+        // SAFETY: `storage` holds the closure `consume` expects; `this` is
+        // never dropped, so the closure is consumed exactly once.
+        catch_unwind(AssertUnwindSafe(|| unsafe { consume(storage, Op::Run) })).unwrap_or(true)
     }
 
     /// Run the task on the calling thread. A panic in the task is caught and
@@ -130,7 +127,7 @@ impl Task {
 impl Drop for Task {
     fn drop(&mut self) {
         // SAFETY: a task that is dropped (not `call`ed) still holds its closure.
-        unsafe { (self.drop_unrun)(&mut self.storage) }
+        unsafe { (self.consume)(&mut self.storage, Op::Drop) };
     }
 }
 
@@ -163,7 +160,7 @@ mod tests {
         assert!(Task::fits_inline::<typeof_helper::Closure<8>>());
         assert!(!Task::fits_inline::<typeof_helper::Closure<64>>());
         assert!(!Task::stamped(small, 1).call());
-        assert_eq!(size_of::<Task>(), 72);
+        assert_eq!(size_of::<Task>(), 56);
     }
 
     mod typeof_helper {
