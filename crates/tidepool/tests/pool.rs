@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use tidepool::policy::{Decision, Observation, Schedule, SizingPolicy};
+use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy};
 use tidepool::{Executor, JoinError, OnFull, Pool, QueueFlavor, SubmitError, ThreadPerRequest};
 
 /// Poll `cond` until it holds or 10 s pass (generous: CI machines are slow).
@@ -149,6 +149,7 @@ fn resize_grows_at_once_and_shrinks_without_interrupting() {
     let pool = Pool::builder()
         .min_threads(1)
         .max_threads(8)
+        .policy(Fixed::keep())
         .build()
         .unwrap();
     assert_eq!(pool.size(), 1);
@@ -197,6 +198,7 @@ fn surplus_workers_retire_after_keep_alive() {
         .initial_threads(4)
         .max_threads(4)
         .keep_alive(Duration::from_millis(50))
+        .policy(Fixed::keep())
         .build()
         .unwrap();
     assert_eq!(pool.size(), 4);
@@ -215,6 +217,7 @@ fn lifo_wakeup_lets_surplus_retire_under_a_trickle() {
         .max_threads(4)
         .keep_alive(Duration::from_millis(150))
         .queue(QueueFlavor::Mutex) // no spinning: every task goes through a wake-up
+        .policy(Fixed::keep())
         .build()
         .unwrap();
     let names = Arc::new(Mutex::new(std::collections::HashSet::new()));
@@ -263,6 +266,7 @@ fn grows_on_demand_only_when_the_policy_allows() {
     let fixed = Pool::builder()
         .min_threads(1)
         .max_threads(4)
+        .policy(Fixed::keep())
         .build()
         .unwrap();
     for _ in 0..4 {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use tidepool::policy::Fixed;
 use tidepool::{Pool, QueueFlavor};
 
 #[derive(Debug, Clone)]
@@ -55,6 +56,7 @@ proptest! {
             .min_threads(min)
             .max_threads(max)
             .queue(flavor)
+            .policy(Fixed::keep())
             .build()
             .unwrap();
         let ran = Arc::new(AtomicUsize::new(0));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::Pool;
 use crate::error::BuildError;
 use crate::metrics::os;
-use crate::policy::{Fixed, SizingPolicy};
+use crate::policy::{Auto, Fixed, SizingPolicy};
 use crate::queue::QueueFlavor;
 
 /// The most worker threads a pool may have.
@@ -41,7 +41,9 @@ pub(crate) struct Config {
 ///
 /// Defaults: as many threads as logical CPUs (`min = max = initial`), an
 /// unbounded lock-free queue, submitters block when a bounded queue is full,
-/// 10 s keep-alive, statistics on, the [`Fixed`] policy.
+/// 10 s keep-alive, statistics on. The sizing policy defaults to [`Auto`]
+/// when the pool has room to move (`min < max`) and to [`Fixed`] when it has
+/// not (no controller thread then).
 ///
 /// ```
 /// use std::time::Duration;
@@ -70,7 +72,7 @@ pub struct Builder {
     keep_alive: Duration,
     statistics: bool,
     size_series: bool,
-    policy: Box<dyn SizingPolicy>,
+    policy: Option<Box<dyn SizingPolicy>>,
 }
 
 impl Default for Builder {
@@ -86,7 +88,7 @@ impl Default for Builder {
             keep_alive: Duration::from_secs(10),
             statistics: true,
             size_series: false,
-            policy: Box::new(Fixed::keep()),
+            policy: None,
         }
     }
 }
@@ -103,7 +105,10 @@ impl fmt::Debug for Builder {
             .field("flavor", &self.flavor)
             .field("keep_alive", &self.keep_alive)
             .field("statistics", &self.statistics)
-            .field("policy", &self.policy.name())
+            .field(
+                "policy",
+                &self.policy.as_ref().map(|p| p.name().to_string()),
+            )
             .finish()
     }
 }
@@ -180,27 +185,27 @@ impl Builder {
         self
     }
 
-    /// The sizing policy (default: [`Fixed::keep`], which never resizes).
+    /// The sizing policy (default: [`Auto`] if `min < max`, else [`Fixed`]).
     pub fn policy(self, policy: impl SizingPolicy + 'static) -> Self {
         self.policy_boxed(Box::new(policy))
     }
 
     /// The sizing policy, already boxed.
     pub fn policy_boxed(mut self, policy: Box<dyn SizingPolicy>) -> Self {
-        self.policy = policy;
+        self.policy = Some(policy);
         self
     }
 
     /// Validate the settings and start the pool.
     pub fn build(self) -> Result<Pool, BuildError> {
-        let policy = self.policy;
-        let config = validate(
-            Builder {
-                policy: Box::new(Fixed::keep()),
-                ..self
-            },
-            policy.name() != "fixed",
-        )?;
+        let chosen = self.policy;
+        let mut config = validate(Builder {
+            policy: None,
+            ..self
+        })?;
+        let policy = chosen.unwrap_or_else(|| default_policy(&config));
+        // A policy that adapts needs its observations.
+        config.statistics |= policy.name() != "fixed";
         Pool::start(config, policy)
     }
 }
@@ -209,11 +214,20 @@ impl Builder {
     /// The validated config without starting a pool (model tests).
     #[cfg(all(test, loom))]
     pub(crate) fn config_for_tests(self) -> Config {
-        validate(self, false).expect("valid test config")
+        validate(self).expect("valid test config")
     }
 }
 
-fn validate(b: Builder, adaptive: bool) -> Result<Config, BuildError> {
+/// `auto` when the pool has room to move, `fixed` when it has none.
+fn default_policy(config: &Config) -> Box<dyn SizingPolicy> {
+    if config.min < config.max {
+        Box::new(Auto::new())
+    } else {
+        Box::new(Fixed::keep())
+    }
+}
+
+fn validate(b: Builder) -> Result<Config, BuildError> {
     let cores = os::cores();
     let range = format!("must be between 1 and {MAX_THREADS}");
     let max = b.max.unwrap_or_else(|| {
@@ -274,7 +288,7 @@ fn validate(b: Builder, adaptive: bool) -> Result<Config, BuildError> {
         on_full: b.on_full,
         flavor: b.flavor,
         keep_alive: b.keep_alive,
-        statistics: b.statistics || adaptive,
+        statistics: b.statistics,
         size_series: b.size_series,
     })
 }
@@ -284,7 +298,7 @@ mod tests {
     use super::*;
 
     fn check(b: Builder) -> Result<Config, BuildError> {
-        validate(b, false)
+        validate(b)
     }
 
     #[test]
@@ -340,10 +354,10 @@ mod tests {
     }
 
     #[test]
-    fn adaptive_policies_force_statistics_on() {
-        let c = validate(Builder::default().statistics(false), true).unwrap();
-        assert!(c.statistics);
-        let c = validate(Builder::default().statistics(false), false).unwrap();
-        assert!(!c.statistics);
+    fn the_default_policy_is_auto_only_with_room_to_move() {
+        let fixed = check(Builder::default().threads(4)).unwrap();
+        assert_eq!(default_policy(&fixed).name(), "fixed");
+        let elastic = check(Builder::default().min_threads(1).max_threads(8)).unwrap();
+        assert_eq!(default_policy(&elastic).name(), "auto");
     }
 }
