@@ -398,6 +398,39 @@ fn drop_shuts_down_gracefully() {
 }
 
 #[test]
+fn a_task_may_drop_the_last_handle_to_its_pool() {
+    let pool = Arc::new(Pool::new(2).unwrap());
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (dropped_tx, dropped_rx) = std::sync::mpsc::channel::<()>();
+    let inner = pool.clone();
+    pool.execute(move || {
+        dropped_rx.recv().unwrap();
+        drop(inner); // the last handle: the pool shuts down from this worker
+        done_tx.send(()).unwrap();
+    })
+    .unwrap();
+    drop(pool);
+    dropped_tx.send(()).unwrap();
+    done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the task finished; no deadlock");
+}
+
+#[test]
+fn a_task_may_shut_down_its_own_pool() {
+    let pool = Arc::new(Pool::new(2).unwrap());
+    let inner = pool.clone();
+    let h = pool
+        .submit(move || {
+            inner.shutdown();
+            inner.is_shutdown()
+        })
+        .unwrap();
+    assert!(h.join().unwrap());
+    assert!(pool.execute(|| {}).is_err());
+}
+
+#[test]
 fn statistics_follow_the_thesis_tables() {
     let pool = Pool::builder()
         .threads(1)

@@ -386,17 +386,25 @@ impl Pool {
         shared.control.raise(|f| f.stop = true);
     }
 
+    /// Join the controller and every worker — except the calling thread, if
+    /// a task of this pool is the one shutting it down (say, by dropping the
+    /// last `Arc<Pool>`): that worker leaves by itself when its task returns.
     fn join_workers(&self) {
+        let me = std::thread::current().id();
         if let Some(ctl) = lock(&self.controller).take() {
-            let _ = ctl.join();
+            if ctl.thread().id() != me {
+                let _ = ctl.join();
+            }
         }
         loop {
             let handles: Vec<_> = std::mem::take(&mut *lock(&self.shared.threads));
-            if handles.is_empty() {
+            if handles.iter().all(|(_, h)| h.thread().id() == me) {
                 break;
             }
             for (_, h) in handles {
-                let _ = h.join();
+                if h.thread().id() != me {
+                    let _ = h.join();
+                }
             }
         }
     }
