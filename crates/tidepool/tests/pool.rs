@@ -417,6 +417,25 @@ fn a_task_may_drop_the_last_handle_to_its_pool() {
 }
 
 #[test]
+fn a_task_may_wait_for_its_pool_to_go_idle() {
+    let pool = Arc::new(Pool::new(2).unwrap());
+    let inner = pool.clone();
+    let h = pool
+        .submit(move || {
+            inner
+                .execute(|| std::thread::sleep(Duration::from_millis(5)))
+                .unwrap();
+            inner.wait_idle(); // waits for the other worker, not for itself
+            "done"
+        })
+        .unwrap();
+    assert_eq!(
+        h.join_timeout(Duration::from_secs(10)).unwrap().unwrap(),
+        "done"
+    );
+}
+
+#[test]
 fn a_task_may_shut_down_its_own_pool() {
     let pool = Arc::new(Pool::new(2).unwrap());
     let inner = pool.clone();

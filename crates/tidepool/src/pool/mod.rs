@@ -327,16 +327,14 @@ impl Pool {
 
     /// Block until the queue is empty and every worker is waiting for work.
     /// Tasks submitted meanwhile by other threads may or may not be waited for.
+    /// Called from a task of this pool, it waits for every *other* worker.
     pub fn wait_idle(&self) {
         let shared = &*self.shared;
+        let me = worker::is_worker_of(shared) as usize;
         let backoff = crossbeam_utils::Backoff::new();
         let mut pause = Duration::from_micros(20);
         loop {
-            let live = shared.live();
-            let quiet = shared.queue.is_empty()
-                && shared.sleepers.idle() >= live
-                && shared.queue.is_empty();
-            if quiet || (live == 0 && shared.queue.is_empty()) {
+            if shared.queue.is_empty() && shared.sleepers.idle() + me >= shared.live() {
                 return;
             }
             if !backoff.is_completed() {

@@ -45,6 +45,16 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     }
 }
 
+thread_local! {
+    /// The pool whose worker this thread is (its `Shared`'s address), or 0.
+    static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread is one of `shared`'s workers.
+pub(crate) fn is_worker_of(shared: &Shared) -> bool {
+    POOL.with(|p| p.get() == shared as *const Shared as usize)
+}
+
 struct Worker {
     shared: Arc<Shared>,
     id: u64,
@@ -68,6 +78,7 @@ impl Worker {
 
     fn run(self) {
         let shared = &*self.shared;
+        POOL.with(|p| p.set(shared as *const Shared as usize));
         loop {
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one.
