@@ -1,29 +1,31 @@
 //! `auto` — tidepool's default policy: no parameters, sized from what the pool
 //! measures. The design (see `docs/policies.md` for the argument):
 //!
-//! 1. **Useful concurrency from CPU demand.** A busy worker wants a CPU (runs
-//!    on one, or is runnable and waits for one) a fraction φ of its time
-//!    ([`Observation::cpu_fraction`], CPU time plus scheduler run delay of the
-//!    pool's own workers). Keeping the cores busy takes `cores / φ` workers;
-//!    the *ceiling* `cores + cores·(1/φ − 1)·2` doubles the blocked part as
-//!    headroom for bursts and variance, so CPU-bound work (φ ≈ 1) gets exactly
-//!    `cores`. Because run delay counts as wanting a CPU, an oversubscribed
-//!    CPU-bound pool still measures φ ≈ 1: no feedback loop. (Without run-delay
-//!    data, φ may only fall on windows with at most `cores` busy workers.)
+//! 1. **Useful concurrency from the tasks' compute share.** φ = CPU time over
+//!    busy time less run delay (the time runnable but waiting for a core):
+//!    the tasks' own compute share, whoever holds the cores. Smoothed as a
+//!    ratio of sums. Keeping the cores busy takes `cores / φ` workers; the
+//!    *ceiling* `cores + cores·(1/φ − 1)·3` triples the blocked part as
+//!    headroom, so CPU-bound work (φ ≈ 1) gets exactly `cores`, and an
+//!    oversubscribed CPU-bound pool still reads φ ≈ 1 (its wait is run
+//!    delay): no feedback loop. Without run-delay data φ may only fall on
+//!    windows with at most `cores` busy workers.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
-//!    nobody idle) up to the ceiling, which the policy sets as `max`. Each
-//!    spawn calls the policy, which adopts the new worker into the target (it
-//!    is kept, not re-created for the next burst) and injects escalating extra
-//!    ones (0, 1, 3, 7, …, never more than the tasks waiting).
+//!    nobody idle) up to the *burst ceiling* the policy sets as `max`: the
+//!    ceiling, but at least `2 × cores` while the workers leave a tenth of the
+//!    cores unused. Each spawn calls the policy, which adopts the new worker
+//!    into the target (it is kept, not re-created for the next burst) and
+//!    injects escalating extra ones (0, 1, 3, 7, …, never more than the tasks
+//!    waiting).
 //! 4. **Backlog.** When tasks queue with nobody idle at a tick under real
 //!    pressure (more arrivals than completions, or waits as long as service),
-//!    grow by an escalating step (1, 2, 4, … 16) toward the ceiling. Neither
-//!    backlog growth nor injection happens while the pool's workers use ≥ 90%
-//!    of the cores: more threads cannot add throughput then.
+//!    grow by an escalating step (1, 2, 4, … 16) toward the burst ceiling.
+//!    Neither backlog growth nor injection happens while the pool's workers
+//!    use ≥ 90% of the cores: more threads cannot add throughput then.
 //! 5. **Throughput feedback, only under backlog.** If a ≥ 25% larger pool did
 //!    not deliver a quarter of the proportional throughput gain although enough
 //!    tasks were queued to show it, the smaller size becomes a cap (tasks that
@@ -144,6 +146,7 @@ pub struct Auto {
     cpu_fraction: Smoothed,
     compute_rate: Smoothed,
     wanted_rate: Smoothed,
+    last_busy: usize,
     saturated: bool,
     step: usize,
     injection: usize,
@@ -169,6 +172,7 @@ impl Auto {
             cpu_fraction: Smoothed::starting_at(1.0),
             compute_rate: Smoothed::starting_at(0.0),
             wanted_rate: Smoothed::starting_at(0.0),
+            last_busy: 0,
             saturated: false,
             step: 1,
             injection: 0,
@@ -220,12 +224,27 @@ impl Auto {
         if let Some(s) = obs.mean_service {
             self.service.update(s.as_secs_f64(), obs.window);
         }
-        if obs.busy_time < MIN_BUSY_FOR_CPU || secs <= 0.0 {
+        if secs <= 0.0 {
+            return;
+        }
+        // Busy time counts finished tasks. A short window (a spawn call, a
+        // few milliseconds into a run) or one in which no task finished
+        // still shows workers busy: as many as were busy at both of its ends
+        // (less those created during it) were busy through it.
+        let busy_before = std::mem::replace(&mut self.last_busy, obs.busy);
+        let mut busy = obs.busy_time.as_secs_f64();
+        if obs.trigger == Trigger::Starved || obs.completions == 0 {
+            let through = obs
+                .busy
+                .saturating_sub(obs.threads_created as usize)
+                .min(busy_before);
+            busy = busy.max(through as f64 * secs);
+        }
+        if busy < MIN_BUSY_FOR_CPU.as_secs_f64() {
             return;
         }
         let Some(cpu) = obs.cpu_time else { return };
         let cpu = cpu.as_secs_f64();
-        let busy = obs.busy_time.as_secs_f64();
         if let Some(delay) = obs.run_delay {
             // Time waiting for a core is neither compute nor blocking: take it
             // out, so φ is the tasks' own compute share, whoever holds the
@@ -790,6 +809,41 @@ mod tests {
         assert_eq!(d.target.unwrap_or(p.target()), 22);
         assert_eq!(p.decide(&starved(700, 23, 50)).target, Some(23));
         assert_eq!(p.decide(&starved(701, 24, 50)).target, Some(25));
+    }
+
+    #[test]
+    fn first_spawns_learn_phi_before_any_task_finishes() {
+        // I/O-bound tasks of 5 ms arrive fast: the pool spawns within the
+        // first milliseconds, before any task finished. The busy workers'
+        // low CPU use is enough to lift the spawn limit at once.
+        let mut p = Auto::new();
+        start(&mut p);
+        assert_eq!(p.limit(), BURST_CORES * CORES);
+        let mut obs = starved(3, CORES + 2, 20);
+        obs.window = Duration::from_millis(3);
+        obs.busy = CORES + 2;
+        obs.threads_created = 1;
+        obs.cpu_time = Some(Duration::from_micros(1500));
+        obs.run_delay = Some(Duration::ZERO);
+        // The first call cannot tell how long its busy workers were busy.
+        p.decide(&obs);
+        assert_eq!(p.cpu_fraction(), 1.0);
+        let d = p.decide(&obs);
+        // (4 + 2 − 1) workers busy at both ends × 3 ms, 1.5 ms CPU: phi = 0.1.
+        assert!(
+            (p.cpu_fraction() - 0.1).abs() < 1e-9,
+            "{}",
+            p.cpu_fraction()
+        );
+        assert_eq!(d.max, Some(112));
+        // The same window with CPU-bound workers keeps the limit.
+        let mut p = Auto::new();
+        start(&mut p);
+        obs.cpu_time = Some(Duration::from_millis(15));
+        p.decide(&obs);
+        p.decide(&obs);
+        assert_eq!(p.cpu_fraction(), 1.0);
+        assert_eq!(p.limit(), BURST_CORES * CORES);
     }
 
     #[test]
