@@ -41,7 +41,7 @@ use std::time::Duration;
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 
 /// How often `auto` looks at the pool.
-const TICK: Duration = Duration::from_millis(50);
+const TICK: Duration = Duration::from_millis(25);
 /// Time constant of the smoothed estimates.
 const SMOOTHING: Duration = Duration::from_millis(500);
 /// Erlang-C wait probability the demand size aims for (1%: the 99th
@@ -144,8 +144,8 @@ pub struct Auto {
     arrival_rate: Smoothed,
     service: Smoothed,
     cpu_fraction: Smoothed,
-    compute_rate: Smoothed,
-    wanted_rate: Smoothed,
+    compute_sum: f64,
+    wanted_sum: f64,
     last_busy: usize,
     saturated: bool,
     step: usize,
@@ -170,8 +170,8 @@ impl Auto {
             service: Smoothed::starting_at(0.0),
             // Until measured, assume CPU-bound: the cautious guess.
             cpu_fraction: Smoothed::starting_at(1.0),
-            compute_rate: Smoothed::starting_at(0.0),
-            wanted_rate: Smoothed::starting_at(0.0),
+            compute_sum: 0.0,
+            wanted_sum: 0.0,
             last_busy: 0,
             saturated: false,
             step: 1,
@@ -227,19 +227,19 @@ impl Auto {
         if secs <= 0.0 {
             return;
         }
-        // Busy time counts finished tasks. A short window (a spawn call, a
-        // few milliseconds into a run) or one in which no task finished
-        // still shows workers busy: as many as were busy at both of its ends
-        // (less those created during it) were busy through it.
+        // Busy time counts finished tasks only. A worker busy at both ends
+        // of the window was busy through it unless it finished a task in
+        // between, so `min(busy before, busy now − created) − completions`
+        // workers × the window is a lower bound too. It is what tells the
+        // first spawns, a few milliseconds into a run, and tasks longer than
+        // the window, whether the busy workers compute.
         let busy_before = std::mem::replace(&mut self.last_busy, obs.busy);
-        let mut busy = obs.busy_time.as_secs_f64();
-        if obs.trigger == Trigger::Starved || obs.completions == 0 {
-            let through = obs
-                .busy
-                .saturating_sub(obs.threads_created as usize)
-                .min(busy_before);
-            busy = busy.max(through as f64 * secs);
-        }
+        let through = obs
+            .busy
+            .saturating_sub(obs.threads_created as usize)
+            .min(busy_before)
+            .saturating_sub(usize::try_from(obs.completions).unwrap_or(usize::MAX));
+        let busy = obs.busy_time.as_secs_f64().max(through as f64 * secs);
         if busy < MIN_BUSY_FOR_CPU.as_secs_f64() {
             return;
         }
@@ -250,16 +250,16 @@ impl Auto {
             // out, so φ is the tasks' own compute share, whoever holds the
             // cores (our workers or other processes). The run delay also holds
             // waits outside tasks (a worker woken or yielding while idle), so
-            // φ is a ratio of smoothed sums: windows with little task time,
-            // where that part weighs most, count least.
+            // φ is a ratio of sums that fade with the smoothing time
+            // constant: windows with little task time, where that part
+            // weighs most, count least (a first spawn a few milliseconds
+            // into a run is soon outweighed by full ticks).
             let wanted = busy - delay.as_secs_f64();
             if wanted >= MIN_BUSY_FOR_CPU.as_secs_f64() {
-                self.compute_rate.update(cpu.min(wanted) / secs, obs.window);
-                self.wanted_rate.update(wanted / secs, obs.window);
-                if self.wanted_rate.value > 0.0 {
-                    self.cpu_fraction.value =
-                        (self.compute_rate.value / self.wanted_rate.value).clamp(0.0, 1.0);
-                }
+                let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
+                self.compute_sum = self.compute_sum * fade + cpu.min(wanted);
+                self.wanted_sum = self.wanted_sum * fade + wanted;
+                self.cpu_fraction.value = (self.compute_sum / self.wanted_sum).clamp(0.0, 1.0);
             }
             return;
         }
@@ -678,6 +678,47 @@ mod tests {
     }
 
     #[test]
+    fn workers_busy_at_both_ends_count_only_without_completions_between() {
+        // CPU-bound work at half load: 3 workers busy at two calls 40 ms
+        // apart, but 20 tasks finished in between, so nobody need have been
+        // busy throughout. 20 ms of CPU over 20 ms of finished tasks is φ = 1,
+        // not 20 / (3 × 40).
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = starved(40, 3, 1);
+        obs.window = Duration::from_millis(40);
+        obs.busy = 3;
+        obs.completions = 20;
+        obs.busy_time = Duration::from_millis(20);
+        obs.cpu_time = Some(Duration::from_millis(20));
+        obs.run_delay = Some(Duration::ZERO);
+        p.decide(&obs);
+        p.decide(&obs);
+        assert_eq!(p.cpu_fraction(), 1.0);
+        assert_eq!(p.ceiling(), CORES);
+    }
+
+    #[test]
+    fn a_small_first_window_is_soon_outweighed() {
+        // A spawn call 6 ms into the run saw CPU-bound-looking work; the
+        // first full tick (12 workers, 10% compute) outweighs it at once.
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut first = starved(6, 3, 5);
+        first.window = Duration::from_millis(6);
+        first.completions = 3;
+        first.busy_time = Duration::from_millis(6);
+        first.cpu_time = Some(Duration::from_millis(6));
+        first.run_delay = Some(Duration::ZERO);
+        p.decide(&first);
+        assert_eq!(p.cpu_fraction(), 1.0);
+        let mut obs = busy_tick(1, 12, 0.1, 0, 100);
+        obs.run_delay = Some(Duration::ZERO);
+        p.decide(&obs);
+        assert!(p.cpu_fraction() < 0.12, "{}", p.cpu_fraction());
+    }
+
+    #[test]
     fn io_bound_backlog_grows_toward_the_ceiling() {
         let mut p = Auto::new();
         let mut live = start(&mut p).target.unwrap();
@@ -821,6 +862,7 @@ mod tests {
         assert_eq!(p.limit(), BURST_CORES * CORES);
         let mut obs = starved(3, CORES + 2, 20);
         obs.window = Duration::from_millis(3);
+        obs.completions = 0;
         obs.busy = CORES + 2;
         obs.threads_created = 1;
         obs.cpu_time = Some(Duration::from_micros(1500));
