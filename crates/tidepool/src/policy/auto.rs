@@ -4,7 +4,8 @@
 //! 1. **Useful concurrency from the tasks' compute share.** φ = CPU time over
 //!    busy time less run delay (the time runnable but waiting for a core):
 //!    the tasks' own compute share, whoever holds the cores. Smoothed as a
-//!    ratio of sums. Keeping the cores busy takes `cores / φ` workers; the
+//!    ratio of fading sums; busy time is also bounded below by the workers
+//!    busy through the window, so the first spawns already measure it. Keeping the cores busy takes `cores / φ` workers; the
 //!    *ceiling* `cores + cores·(1/φ − 1)·3` triples the blocked part as
 //!    headroom, so CPU-bound work (φ ≈ 1) gets exactly `cores`, and an
 //!    oversubscribed CPU-bound pool still reads φ ≈ 1 (its wait is run
@@ -32,7 +33,7 @@
 //!    block on a shared resource). The cap is forgotten after 5 s so the size
 //!    is probed again; each confirmation doubles its memory (up to 60 s).
 //! 6. **Shrink with hysteresis.** A smaller size is applied only after 2 s of
-//!    consecutive low-demand ticks (ticks are every 50 ms), half the gap at a
+//!    consecutive low-demand ticks (ticks are every 25 ms), half the gap at a
 //!    time every further 0.5 s; surplus workers keep a 2 s keep-alive. Threads
 //!    are created once per level of load, not once per burst.
 
@@ -133,6 +134,14 @@ struct Probe {
     throughput: f64,
 }
 
+/// Backlogged windows pooled for the next throughput probe.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Pending {
+    completions: u64,
+    span: Duration,
+    worker_secs: f64,
+}
+
 /// tidepool's default sizing policy (module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Auto {
@@ -152,6 +161,7 @@ pub struct Auto {
     injection: usize,
     low_for: Duration,
     probe: Option<Probe>,
+    pending: Pending,
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
     sent_limit: Option<usize>,
@@ -178,6 +188,7 @@ impl Auto {
             injection: 0,
             low_for: Duration::ZERO,
             probe: None,
+            pending: Pending::default(),
             learned_cap: None,
             cap_memory: CAP_MEMORY,
             sent_limit: None,
@@ -295,15 +306,23 @@ impl Auto {
             .and_then(|(cap, until)| (now < until).then_some(cap))
     }
 
-    /// Under backlog, compare throughput with the last backlogged window.
+    /// Under backlog, compare throughput with the last backlogged span.
+    /// Consecutive backlogged windows are pooled until they hold enough
+    /// completions to compare (at 25 ms ticks a single window rarely does).
     fn feedback(&mut self, obs: &Observation) {
-        if obs.completions < FEEDBACK_MIN_COMPLETIONS || obs.window.is_zero() {
+        let acc = &mut self.pending;
+        acc.completions += obs.completions;
+        acc.span += obs.window;
+        acc.worker_secs += obs.live as f64 * obs.window.as_secs_f64();
+        if acc.completions < FEEDBACK_MIN_COMPLETIONS || acc.span.is_zero() {
             return;
         }
+        let span = acc.span.as_secs_f64();
         let now = Probe {
-            threads: obs.live.max(1),
-            throughput: obs.throughput(),
+            threads: ((acc.worker_secs / span).round() as usize).max(1),
+            throughput: acc.completions as f64 / span,
         };
+        self.pending = Pending::default();
         if let Some(before) = self.probe {
             let growth = now.threads as f64 / before.threads as f64 - 1.0;
             if growth >= FEEDBACK_MIN_GROWTH {
@@ -311,7 +330,7 @@ impl Auto {
                 // The missing completions must have been there to take: in an
                 // open loop a pool that clears its queue cannot go faster
                 // than the arrivals, however many threads it has.
-                let missing = (expected - now.throughput) * obs.window.as_secs_f64();
+                let missing = (expected - now.throughput) * span;
                 if now.throughput < expected && obs.queue_len as f64 >= missing {
                     let confirmed = self.learned_cap.is_some();
                     if confirmed {
@@ -352,6 +371,7 @@ impl Auto {
             self.step = 1;
             self.injection = 0;
             self.probe = None;
+            self.pending = Pending::default();
         }
         if let Some(cap) = self.learned_cap(obs.now) {
             if desired > cap {
@@ -984,6 +1004,27 @@ mod tests {
         }
         assert!(peak_after <= 12, "re-probed up to {peak_after}");
         assert!(p.cap_memory > CAP_MEMORY);
+    }
+
+    #[test]
+    fn growth_that_does_not_pay_is_capped_with_short_windows() {
+        // 25 ms ticks at 1000 tasks/s hold 25 completions each, fewer than a
+        // comparison needs: backlogged windows are pooled. CPU-bound-looking
+        // work whose throughput stays flat must still be capped.
+        let mut p = Auto::new();
+        let mut live = start(&mut p).target.unwrap();
+        for at in 1..=200u32 {
+            let mut obs = busy_tick(at, live, 0.1, 1000, 25);
+            obs.window = Duration::from_millis(25);
+            obs.now = Duration::from_millis(25) * at;
+            obs.busy_time = obs.window * live as u32;
+            obs.mean_service = Some(obs.busy_time / 25);
+            obs.cpu_time = Some(obs.busy_time.mul_f64(0.1));
+            let d = p.decide(&obs);
+            apply(&mut live, &d);
+        }
+        assert!(live < 20, "kept growing to {live} without throughput");
+        assert!(p.learned_cap.is_some());
     }
 
     #[test]
