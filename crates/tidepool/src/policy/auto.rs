@@ -56,7 +56,7 @@ const MIN_CPU_FRACTION: f64 = 0.02;
 /// as saturated.
 const CPU_SATURATED: f64 = 0.9;
 /// Busy time needed in a window before φ is trusted.
-const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(5);
+const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// Bursts and backlog may take the pool to this many workers per core even
 /// for CPU-bound work, while the pool's workers do not saturate the cores.
 const BURST_CORES: usize = 2;
@@ -419,6 +419,10 @@ impl Auto {
             self.injection = (self.injection * 2 + 1).min(2 * MAX_STEP - 1);
             let extra = (self.injection / 2).min(obs.queue_len);
             desired = (obs.live + extra).max(desired);
+            // Tasks wait with nobody idle: go straight to what the traffic
+            // needs (at a run's start, as soon as φ is known) rather than
+            // escalating one spawn at a time.
+            desired = desired.max(self.demand(obs));
         }
         // Within the spawn limit set at the last tick.
         let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
@@ -906,6 +910,31 @@ mod tests {
         p.decide(&obs);
         assert_eq!(p.cpu_fraction(), 1.0);
         assert_eq!(p.limit(), BURST_CORES * CORES);
+    }
+
+    #[test]
+    fn starvation_jumps_to_the_demand_once_phi_is_known() {
+        // 2000 tasks/s of 5 ms (10 erlangs), 10% compute, a few ms into a
+        // run: the spawn call goes straight to the Erlang-C size.
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = starved(3, CORES + 2, 20);
+        obs.window = Duration::from_millis(3);
+        obs.busy = CORES + 2;
+        obs.threads_created = 1;
+        obs.arrivals = 6;
+        obs.completions = 0;
+        obs.cpu_time = Some(Duration::from_micros(1500));
+        obs.run_delay = Some(Duration::ZERO);
+        p.decide(&obs);
+        obs.completions = 1;
+        obs.mean_service = Some(Duration::from_millis(5));
+        obs.busy_time = Duration::from_millis(5);
+        obs.busy = CORES + 3;
+        let d = p.decide(&obs);
+        let want = erlang_c_servers(10.0, WAIT_PROBABILITY, 512);
+        assert!(p.cpu_fraction() < 0.2, "{}", p.cpu_fraction());
+        assert_eq!(d.target, Some(want));
     }
 
     #[test]
