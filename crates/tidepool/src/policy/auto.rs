@@ -4,13 +4,16 @@
 //! 1. **Useful concurrency from the tasks' compute share.** φ = CPU time over
 //!    busy time less run delay (the time runnable but waiting for a core):
 //!    the tasks' own compute share, whoever holds the cores. Smoothed as a
-//!    ratio of fading sums; busy time is also bounded below by the workers
-//!    busy through the window, so the first spawns already measure it. Keeping the cores busy takes `cores / φ` workers; the
-//!    *ceiling* `cores + cores·(1/φ − 1)·3` triples the blocked part as
-//!    headroom, so CPU-bound work (φ ≈ 1) gets exactly `cores`, and an
-//!    oversubscribed CPU-bound pool still reads φ ≈ 1 (its wait is run
-//!    delay): no feedback loop. Without run-delay data φ may only fall on
-//!    windows with at most `cores` busy workers.
+//!    ratio of fading sums with a prior of φ = 1 worth 5 ms; busy time is
+//!    also bounded below by the workers busy through the window, so the
+//!    first spawns already measure it. Keeping the cores busy takes
+//!    `cores / φ` workers; the *ceiling*
+//!    `cores + cores·max(0, 1/φ − 1 − 0.25)·3` triples the blocked part
+//!    beyond a dead band (VM steal time reads as blocking) as headroom, so
+//!    CPU-bound work (φ ≈ 1) gets exactly `cores`, and an oversubscribed
+//!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
+//!    loop. Without run-delay data φ may only fall on windows with at most
+//!    `cores` busy workers.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
@@ -27,7 +30,8 @@
 //!    grow by an escalating step (1, 2, 4, … 16) toward the burst ceiling.
 //!    Neither backlog growth nor injection happens while the pool's workers
 //!    use ≥ 90% of the cores: more threads cannot add throughput then.
-//! 5. **Throughput feedback, only under backlog.** If a ≥ 25% larger pool did
+//! 5. **Throughput feedback, only under backlog** (backlogged windows pooled
+//!    into spans of ≥ 30 completions). If a ≥ 25% larger pool did
 //!    not deliver a quarter of the proportional throughput gain although enough
 //!    tasks were queued to show it, the smaller size becomes a cap (tasks that
 //!    block on a shared resource). The cap is forgotten after 5 s so the size
@@ -160,6 +164,7 @@ pub struct Auto {
     compute_sum: f64,
     wanted_sum: f64,
     last_busy: usize,
+    measured: bool,
     saturated: bool,
     step: usize,
     injection: usize,
@@ -189,6 +194,7 @@ impl Auto {
             compute_sum: PRIOR_BUSY.as_secs_f64(),
             wanted_sum: PRIOR_BUSY.as_secs_f64(),
             last_busy: 0,
+            measured: false,
             saturated: false,
             step: 1,
             injection: 0,
@@ -281,6 +287,7 @@ impl Auto {
                 self.compute_sum = self.compute_sum * fade + cpu.min(wanted);
                 self.wanted_sum = self.wanted_sum * fade + wanted;
                 self.cpu_fraction.value = (self.compute_sum / self.wanted_sum).clamp(0.0, 1.0);
+                self.measured = true;
             }
             return;
         }
@@ -294,6 +301,7 @@ impl Auto {
             concurrency <= self.cores as f64 && utilization(obs).is_some_and(|u| u < CPU_SATURATED);
         if uncontended || phi > self.cpu_fraction.value {
             self.cpu_fraction.update(phi, obs.window);
+            self.measured = true;
         }
     }
 
@@ -424,7 +432,10 @@ impl Auto {
         self.limit = self.spawn_limit(obs.now);
         // Adopt the worker the pool just spawned.
         let mut desired = obs.live.max(self.target);
-        if !self.saturated {
+        // Until φ is measured, only adopt: each further spawn then calls
+        // again with a longer window to measure it, where injecting up to
+        // the limit at once would silence the pool until the next tick.
+        if !self.saturated && self.measured {
             // 1, 3, 7, 15, …: inject 0, 1, 3, 7, … extra workers.
             self.injection = (self.injection * 2 + 1).min(2 * MAX_STEP - 1);
             let extra = (self.injection / 2).min(obs.queue_len);
@@ -946,6 +957,17 @@ mod tests {
         let want = erlang_c_servers(10.0, WAIT_PROBABILITY, 512);
         assert!(p.cpu_fraction() < 0.2, "{}", p.cpu_fraction());
         assert_eq!(d.target, Some(want));
+    }
+
+    #[test]
+    fn before_phi_is_measured_spawns_are_only_adopted() {
+        // The first spawn, 3 ms into a run, nothing measured yet: adopt the
+        // worker, inject nothing, so the next spawn calls again to measure.
+        let mut p = Auto::new();
+        start(&mut p);
+        let d = p.decide(&starved(3, CORES + 1, 50));
+        assert_eq!(d.target, Some(CORES + 1));
+        assert!(!p.measured);
     }
 
     #[test]
