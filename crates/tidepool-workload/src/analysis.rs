@@ -14,8 +14,10 @@
 //! of the sweep, the degradation point was not reached and is `None`.
 //!
 //! **Oracle.** In an open-loop replay every size that keeps up completes the
-//! same tasks, so throughput alone ties. The oracle is the in-band size with
-//! the lowest mean turnaround (ties: the smaller size).
+//! same tasks, so throughput alone ties. The oracle is the size *of the safe
+//! zone* with the lowest mean turnaround (ties: the smaller size). A size
+//! that reaches the band only beyond a dip (a noisy sweep: 16 in band, 32
+//! below, 64 in band again) is not the oracle, even with a lower turnaround.
 
 use serde::{Deserialize, Serialize};
 
@@ -145,9 +147,8 @@ pub fn analyze_sweep(points: &[SweepPoint], tolerance: f64) -> Option<SweepAnaly
             in_band: in_band(i),
         })
         .collect();
-    let oracle = rows
+    let oracle = rows[lo..=hi]
         .iter()
-        .filter(|r| r.in_band)
         .min_by(|a, b| {
             a.point
                 .mean_turnaround_us
@@ -238,6 +239,25 @@ mod tests {
         assert_eq!(a.best_throughput_size, 8);
         assert_eq!(a.safe_zone, (4, 8));
         assert_eq!(a.degradation_point, Some(8));
+    }
+
+    #[test]
+    fn oracle_stays_in_the_safe_zone() {
+        // A noisy sweep: 16 reaches the best, 32 dips out of the band, 64 is
+        // back in it with a lower turnaround. The safe zone is [16, 16] and
+        // the oracle must come from it.
+        let mut pts = curve(|s| [1400.0, 1983.0, 1860.0, 1974.0][s - 1], 1..=4);
+        for (p, (size, ta)) in
+            pts.iter_mut()
+                .zip([(8, 450.0), (16, 8370.0), (32, 53890.0), (64, 7035.0)])
+        {
+            p.size = size;
+            p.mean_turnaround_us = ta;
+        }
+        let a = analyze_sweep(&pts, 0.05).unwrap();
+        assert_eq!(a.safe_zone, (16, 16));
+        assert!(a.rows[3].in_band);
+        assert_eq!(a.oracle_size, 16);
     }
 
     #[test]
