@@ -82,8 +82,12 @@ impl WorkerRecord {
     }
 
     /// The thread's CPU time and run delay so far (frozen once it retired).
+    /// Read under the record's own lock, which `Records::retire` takes to
+    /// freeze them before the thread exits: a live thread's clock is never
+    /// read after the thread is gone.
     fn cpu_and_delay(&self) -> (std::time::Duration, std::time::Duration) {
-        match *self.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) {
+        let frozen = self.final_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        match *frozen {
             Some(done) => done,
             None => self.read_cpu(),
         }
@@ -171,8 +175,10 @@ impl Records {
     /// Fold a retiring worker's record into the retired totals. Called on
     /// the worker's own thread, just before it exits.
     pub(crate) fn retire(&self, record: &Arc<WorkerRecord>) {
-        let last = record.read_cpu();
-        *record.final_cpu.lock().unwrap_or_else(|e| e.into_inner()) = Some(last);
+        {
+            let mut frozen = record.final_cpu.lock().unwrap_or_else(|e| e.into_inner());
+            *frozen = Some(record.read_cpu());
+        }
         let mut live = lock(&self.live);
         if let Some(i) = live.iter().position(|r| Arc::ptr_eq(r, record)) {
             live.swap_remove(i);
@@ -181,11 +187,18 @@ impl Records {
         record.add_into(&mut lock(&self.retired));
     }
 
-    /// Totals over every worker that ever ran.
+    /// Totals over every worker that ever ran. The list of live records and
+    /// the retired totals are copied together under the lock; the slow part
+    /// (histograms, and a `/proc` read per worker for its run delay) happens
+    /// after, so spawning and retiring workers never wait for a snapshot. A
+    /// worker that retires meanwhile is counted once: in the copied list,
+    /// with its frozen values, and not in the copied retired totals.
     pub(crate) fn totals(&self) -> TaskTotals {
-        let live = lock(&self.live);
-        let mut sum = lock(&self.retired).clone();
-        for r in live.iter() {
+        let (live, mut sum) = {
+            let live = lock(&self.live);
+            (live.clone(), lock(&self.retired).clone())
+        };
+        for r in &live {
             r.add_into(&mut sum);
         }
         sum
