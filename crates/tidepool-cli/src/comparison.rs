@@ -8,54 +8,10 @@ use tidepool_workload::{RunResult, TraceStats};
 
 use crate::table::{fmt_rate, fmt_ratio, fmt_us, Table};
 
-/// The best static pool size of the sweep and what it measured.
+/// The headline numbers of one run, shared by the oracle's row and each
+/// policy's row (flattened into both in JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OracleRow {
-    /// Pool size.
-    pub size: usize,
-    /// Completed tasks per second.
-    pub throughput: f64,
-    /// Mean wait (AIT), µs.
-    pub mean_wait_us: f64,
-    /// 99th percentile wait, µs.
-    pub p99_wait_us: f64,
-    /// Mean submission latency, µs.
-    pub mean_response_us: f64,
-    /// 99th percentile submission latency, µs.
-    pub p99_response_us: f64,
-    /// Mean turnaround, µs.
-    pub mean_turnaround_us: f64,
-    /// 99th percentile turnaround, µs.
-    pub p99_turnaround_us: f64,
-    /// Threads created.
-    pub threads_created: u64,
-    /// Mean live threads.
-    pub avg_threads: f64,
-}
-
-impl OracleRow {
-    /// The oracle row of a run at a static `size`.
-    pub fn from_run(size: usize, r: &RunResult) -> OracleRow {
-        OracleRow {
-            size,
-            throughput: r.throughput,
-            mean_wait_us: r.mean_wait_us,
-            p99_wait_us: r.p99_wait_us,
-            mean_response_us: r.mean_response_us,
-            p99_response_us: r.p99_response_us,
-            mean_turnaround_us: r.mean_turnaround_us,
-            p99_turnaround_us: r.p99_turnaround_us,
-            threads_created: r.threads_created,
-            avg_threads: r.avg_threads,
-        }
-    }
-}
-
-/// One policy's measurements on one workload, and its ratios to the oracle.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PolicyRow {
-    /// Canonical policy spec.
-    pub policy: String,
+pub struct Headline {
     /// Completed tasks per second.
     pub throughput: f64,
     /// Mean wait (AIT), µs.
@@ -74,6 +30,53 @@ pub struct PolicyRow {
     pub threads_created: u64,
     /// Mean live threads (sampled every 1 ms).
     pub avg_threads: f64,
+}
+
+impl Headline {
+    /// The headline numbers of a run.
+    pub fn from_run(r: &RunResult) -> Headline {
+        Headline {
+            throughput: r.throughput,
+            mean_wait_us: r.mean_wait_us,
+            p99_wait_us: r.p99_wait_us,
+            mean_response_us: r.mean_response_us,
+            p99_response_us: r.p99_response_us,
+            mean_turnaround_us: r.mean_turnaround_us,
+            p99_turnaround_us: r.p99_turnaround_us,
+            threads_created: r.threads_created,
+            avg_threads: r.avg_threads,
+        }
+    }
+}
+
+/// The best static pool size of the sweep and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OracleRow {
+    /// Pool size.
+    pub size: usize,
+    /// What it measured.
+    #[serde(flatten)]
+    pub headline: Headline,
+}
+
+impl OracleRow {
+    /// The oracle row of a run at a static `size`.
+    pub fn from_run(size: usize, r: &RunResult) -> OracleRow {
+        OracleRow {
+            size,
+            headline: Headline::from_run(r),
+        }
+    }
+}
+
+/// One policy's measurements on one workload, and its ratios to the oracle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRow {
+    /// Canonical policy spec.
+    pub policy: String,
+    /// What it measured.
+    #[serde(flatten)]
+    pub headline: Headline,
     /// Most live threads.
     pub max_threads: usize,
     /// Process CPU use over the run, fraction of all cores.
@@ -97,22 +100,14 @@ impl PolicyRow {
     pub fn from_run(r: &RunResult, oracle: Option<&OracleRow>) -> PolicyRow {
         PolicyRow {
             policy: r.executor.clone(),
-            throughput: r.throughput,
-            mean_wait_us: r.mean_wait_us,
-            p99_wait_us: r.p99_wait_us,
-            mean_response_us: r.mean_response_us,
-            p99_response_us: r.p99_response_us,
-            mean_turnaround_us: r.mean_turnaround_us,
-            p99_turnaround_us: r.p99_turnaround_us,
-            threads_created: r.threads_created,
-            avg_threads: r.avg_threads,
+            headline: Headline::from_run(r),
             max_threads: r.max_threads,
             cpu_utilisation: r.cpu_utilisation,
             completed: r.completed,
             cancelled: r.cancelled,
-            throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.throughput)),
+            throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.headline.throughput)),
             turnaround_vs_oracle: oracle
-                .and_then(|o| ratio(r.mean_turnaround_us, o.mean_turnaround_us)),
+                .and_then(|o| ratio(r.mean_turnaround_us, o.headline.mean_turnaround_us)),
         }
     }
 }
@@ -253,10 +248,14 @@ pub fn summarize(comps: &[WorkloadComparison]) -> Vec<SummaryRow> {
                     rows.iter().filter_map(|(p, _)| p.turnaround_vs_oracle),
                 ),
                 geomean_p99_wait_vs_oracle: geomean(rows.iter().filter_map(|(p, o)| {
-                    o.map(|o| p.p99_wait_us.max(1.0) / o.p99_wait_us.max(1.0))
+                    o.map(|o| p.headline.p99_wait_us.max(1.0) / o.headline.p99_wait_us.max(1.0))
                 })),
-                threads_created: rows.iter().map(|(p, _)| p.threads_created).sum(),
-                avg_threads: rows.iter().map(|(p, _)| p.avg_threads).sum::<f64>() / n,
+                threads_created: rows.iter().map(|(p, _)| p.headline.threads_created).sum(),
+                avg_threads: rows
+                    .iter()
+                    .map(|(p, _)| p.headline.avg_threads)
+                    .sum::<f64>()
+                    / n,
                 policy: name,
             }
         })
@@ -277,37 +276,32 @@ pub fn policy_table(c: &WorkloadComparison) -> Table {
         "created",
         "avg threads",
     ]);
+    let row = |label: String, h: &Headline, vs_tp: String, vs_ta: String| {
+        [
+            label,
+            fmt_rate(h.throughput),
+            vs_tp,
+            fmt_us(h.mean_wait_us),
+            fmt_us(h.p99_wait_us),
+            fmt_us(h.p99_response_us),
+            fmt_us(h.mean_turnaround_us),
+            vs_ta,
+            h.threads_created.to_string(),
+            format!("{:.1}", h.avg_threads),
+        ]
+    };
     if let Some(o) = &c.oracle {
-        t.row([
-            format!("oracle (fixed:{})", o.size),
-            fmt_rate(o.throughput),
-            "1.000".into(),
-            fmt_us(o.mean_wait_us),
-            fmt_us(o.p99_wait_us),
-            fmt_us(o.p99_response_us),
-            fmt_us(o.mean_turnaround_us),
-            "1.000".into(),
-            o.threads_created.to_string(),
-            format!("{:.1}", o.avg_threads),
-        ]);
+        let label = format!("oracle (fixed:{})", o.size);
+        t.row(row(label, &o.headline, "1.000".into(), "1.000".into()));
     }
     for p in &c.policies {
-        t.row([
-            format!(
-                "{}{}",
-                p.policy,
-                if p.cancelled { " (stopped)" } else { "" }
-            ),
-            fmt_rate(p.throughput),
+        let stopped = if p.cancelled { " (stopped)" } else { "" };
+        t.row(row(
+            format!("{}{stopped}", p.policy),
+            &p.headline,
             fmt_ratio(p.throughput_vs_oracle),
-            fmt_us(p.mean_wait_us),
-            fmt_us(p.p99_wait_us),
-            fmt_us(p.p99_response_us),
-            fmt_us(p.mean_turnaround_us),
             fmt_ratio(p.turnaround_vs_oracle),
-            p.threads_created.to_string(),
-            format!("{:.1}", p.avg_threads),
-        ]);
+        ));
     }
     t
 }

@@ -9,8 +9,8 @@ use tidepool_workload::metrics::{SizePoint, TaskRecord};
 
 use crate::cmd::sweep::{sweep_table, verdict};
 use crate::comparison::{
-    matrix_table, policy_table, summary_table, Ratio, SuiteComparison, WorkloadComparison,
-    WorkloadRuns,
+    matrix_table, policy_table, summary_table, Headline, Ratio, SuiteComparison,
+    WorkloadComparison, WorkloadRuns,
 };
 use crate::output::{self, write_csv};
 use crate::plot::{self, SweepMetric};
@@ -168,39 +168,30 @@ fn compare_csv(path: &Path, comps: &[WorkloadComparison]) -> anyhow::Result<Path
             "turnaround_vs_oracle",
         ],
         comps.iter().flat_map(|c| {
-            let oracle = c.oracle.iter().map(move |r| {
+            let row = move |label: String, h: &Headline, vs_tp: String, vs_ta: String| {
                 vec![
                     c.workload.clone(),
-                    format!("oracle:fixed:{}", r.size),
-                    f(r.throughput),
-                    f(r.mean_wait_us),
-                    f(r.p99_wait_us),
-                    f(r.mean_response_us),
-                    f(r.p99_response_us),
-                    f(r.mean_turnaround_us),
-                    f(r.p99_turnaround_us),
-                    r.threads_created.to_string(),
-                    f(r.avg_threads),
-                    "1".into(),
-                    "1".into(),
+                    label,
+                    f(h.throughput),
+                    f(h.mean_wait_us),
+                    f(h.p99_wait_us),
+                    f(h.mean_response_us),
+                    f(h.p99_response_us),
+                    f(h.mean_turnaround_us),
+                    f(h.p99_turnaround_us),
+                    h.threads_created.to_string(),
+                    f(h.avg_threads),
+                    vs_tp,
+                    vs_ta,
                 ]
+            };
+            let oracle = c.oracle.iter().map(move |r| {
+                let label = format!("oracle:fixed:{}", r.size);
+                row(label, &r.headline, "1".into(), "1".into())
             });
             oracle.chain(c.policies.iter().map(move |p| {
-                vec![
-                    c.workload.clone(),
-                    p.policy.clone(),
-                    f(p.throughput),
-                    f(p.mean_wait_us),
-                    f(p.p99_wait_us),
-                    f(p.mean_response_us),
-                    f(p.p99_response_us),
-                    f(p.mean_turnaround_us),
-                    f(p.p99_turnaround_us),
-                    p.threads_created.to_string(),
-                    f(p.avg_threads),
-                    o(p.throughput_vs_oracle),
-                    o(p.turnaround_vs_oracle),
-                ]
+                let (tp, ta) = (o(p.throughput_vs_oracle), o(p.turnaround_vs_oracle));
+                row(p.policy.clone(), &p.headline, tp, ta)
             }))
         }),
     )
