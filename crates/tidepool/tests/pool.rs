@@ -540,6 +540,42 @@ fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
     assert_eq!(w.service.count(), 50, "every slow task is timed");
 }
 
+#[test]
+fn per_task_cpu_sample_tells_compute_from_blocking() {
+    let pool = Pool::new(1).unwrap();
+    for _ in 0..20 {
+        pool.execute(|| std::thread::sleep(Duration::from_millis(1)))
+            .unwrap();
+    }
+    pool.wait_idle();
+    let sleeping = pool.stats();
+    assert!(sleeping.sampled_task_time >= Duration::from_millis(10));
+    assert!(
+        sleeping.sampled_task_cpu < sleeping.sampled_task_time / 4,
+        "sleeping tasks barely compute: {:?} of {:?}",
+        sleeping.sampled_task_cpu,
+        sleeping.sampled_task_time
+    );
+
+    for _ in 0..20 {
+        pool.execute(|| {
+            let start = tidepool::metrics::os::thread_cpu_time().unwrap();
+            while tidepool::metrics::os::thread_cpu_time().unwrap() - start
+                < Duration::from_millis(1)
+            {}
+        })
+        .unwrap();
+    }
+    pool.wait_idle();
+    let w = pool.stats().since(&sleeping);
+    assert!(
+        w.sampled_task_cpu >= w.sampled_task_time.mul_f64(0.7),
+        "spinning tasks compute: {:?} of {:?}",
+        w.sampled_task_cpu,
+        w.sampled_task_time
+    );
+}
+
 /// A scripted policy: resizes to each size in turn, once per tick.
 #[derive(Debug)]
 struct Script(Vec<usize>);

@@ -29,6 +29,10 @@ pub(crate) struct TaskTotals {
     pub(crate) response: Latency,
     /// Tasks whose submission did not block (response time 0).
     pub(crate) unblocked: u64,
+    /// Thread CPU time of a sample of timed tasks, measured around each task.
+    pub(crate) sampled_cpu: std::time::Duration,
+    /// Execution time of the same sample.
+    pub(crate) sampled_service: std::time::Duration,
 }
 
 impl TaskTotals {
@@ -56,6 +60,10 @@ pub(crate) struct WorkerRecord {
     wait: AtomicLatency,
     service: AtomicLatency,
     response: AtomicLatency,
+    /// Thread CPU nanoseconds of the tasks whose CPU time was sampled.
+    sampled_cpu_ns: AtomicU64,
+    /// Execution nanoseconds of the same tasks.
+    sampled_service_ns: AtomicU64,
 }
 
 impl WorkerRecord {
@@ -72,6 +80,8 @@ impl WorkerRecord {
             wait: AtomicLatency::default(),
             service: AtomicLatency::default(),
             response: AtomicLatency::default(),
+            sampled_cpu_ns: AtomicU64::new(0),
+            sampled_service_ns: AtomicU64::new(0),
         }
     }
 
@@ -98,6 +108,14 @@ impl WorkerRecord {
             self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
             os::run_delay(self.tid).unwrap_or_default(),
         )
+    }
+
+    /// Record the thread CPU time a timed task used, with its execution
+    /// time. Owner thread only.
+    #[inline]
+    pub(crate) fn task_cpu(&self, cpu_ns: u64, service_ns: u64) {
+        bump(&self.sampled_cpu_ns, cpu_ns);
+        bump(&self.sampled_service_ns, service_ns);
     }
 
     /// Record a finished task that was not timed. Owner thread only.
@@ -147,6 +165,9 @@ impl WorkerRecord {
         let (cpu, delay) = self.cpu_and_delay();
         sum.cpu += cpu;
         sum.run_delay += delay;
+        sum.sampled_cpu += std::time::Duration::from_nanos(self.sampled_cpu_ns.load(Relaxed));
+        sum.sampled_service +=
+            std::time::Duration::from_nanos(self.sampled_service_ns.load(Relaxed));
         sum.completed += self.completed.load(std::sync::atomic::Ordering::Acquire);
         sum.started += self.started.load(Relaxed);
         sum.panicked += self.panicked.load(Relaxed);

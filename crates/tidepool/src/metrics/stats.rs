@@ -63,6 +63,14 @@ pub struct PoolStats {
     pub load_average: Option<[f64; 3]>,
     /// Logical CPUs available.
     pub cores: usize,
+    /// Thread CPU time of a sample of tasks, measured around each task (the
+    /// first 16 timed tasks of each worker, then one in 16).
+    pub sampled_task_cpu: Duration,
+    /// Execution time of the same sample, less the time tasks of 100 µs or
+    /// more spent preempted (runnable, waiting for a core): `sampled_task_cpu`
+    /// over it is the tasks' own compute share, untouched by spinning, idle
+    /// wake-ups or waiting for a core.
+    pub sampled_task_time: Duration,
 }
 
 impl PoolStats {
@@ -125,6 +133,12 @@ impl PoolStats {
             cpu_time: diff(self.cpu_time, earlier.cpu_time),
             worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
             worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),
+            sampled_task_cpu: self
+                .sampled_task_cpu
+                .saturating_sub(earlier.sampled_task_cpu),
+            sampled_task_time: self
+                .sampled_task_time
+                .saturating_sub(earlier.sampled_task_time),
             ..self.clone()
         }
     }

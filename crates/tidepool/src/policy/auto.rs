@@ -59,6 +59,9 @@ const MIN_CPU_FRACTION: f64 = 0.02;
 /// CPU use of the pool's workers (of all cores) from which the CPU counts
 /// as saturated.
 const CPU_SATURATED: f64 = 0.9;
+/// Sampled task time (per-task CPU measurements) a window needs before its
+/// compute share is used.
+const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// Bursts and backlog may take the pool to this many workers per core even
@@ -163,6 +166,8 @@ pub struct Auto {
     cpu_fraction: Smoothed,
     compute_sum: f64,
     wanted_sum: f64,
+    /// Whether φ has come from the pool's per-task CPU sample yet.
+    sampled: bool,
     last_busy: usize,
     measured: bool,
     saturated: bool,
@@ -193,6 +198,7 @@ impl Auto {
             // single short, noisy window cannot make φ small on its own.
             compute_sum: PRIOR_BUSY.as_secs_f64(),
             wanted_sum: PRIOR_BUSY.as_secs_f64(),
+            sampled: false,
             last_busy: 0,
             measured: false,
             saturated: false,
@@ -252,6 +258,26 @@ impl Auto {
             self.service.update(s.as_secs_f64(), obs.window);
         }
         if secs <= 0.0 {
+            return;
+        }
+        // Best evidence first: the pool measured the CPU time of a sample of
+        // tasks around each task. Their ratio is the tasks' own compute share
+        // — no spinning, idle wake-ups or waiting for a core in it — and it is
+        // there from the first finished tasks on.
+        if obs.task_cpu_share(SAMPLED_TASK_TIME).is_some() {
+            let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
+            // The pool already took out the time long sampled tasks spent
+            // preempted (waiting for a core is neither compute nor blocking).
+            let wanted = obs.sampled_task_time.as_secs_f64();
+            let cpu = obs.sampled_task_cpu.as_secs_f64().min(wanted);
+            // Measured per task, the first sample outweighs the prior guess
+            // (and anything the noisier thread-level estimate said).
+            let keep = if self.sampled { fade } else { 0.0 };
+            self.sampled = true;
+            self.compute_sum = self.compute_sum * keep + cpu;
+            self.wanted_sum = self.wanted_sum * keep + wanted;
+            self.cpu_fraction.value = (self.compute_sum / self.wanted_sum).clamp(0.0, 1.0);
+            self.measured = true;
             return;
         }
         // Busy time counts finished tasks only. A worker busy at both ends
@@ -1115,5 +1141,37 @@ mod tests {
             apply(&mut live, &d);
         }
         assert_eq!(live, 2);
+    }
+
+    #[test]
+    fn the_per_task_cpu_sample_sets_phi_at_once() {
+        let mut p = Auto::new();
+        p.decide(&Observation {
+            trigger: Trigger::Start,
+            cores: 2,
+            min: 1,
+            max: 100,
+            ..Observation::default()
+        });
+        let obs = Observation {
+            trigger: Trigger::Starved,
+            window: Duration::from_millis(5),
+            cores: 2,
+            min: 1,
+            max: 100,
+            live: 4,
+            busy: 4,
+            target: 4,
+            queue_len: 10,
+            sampled_task_time: Duration::from_millis(2),
+            sampled_task_cpu: Duration::from_micros(200),
+            ..Observation::default()
+        };
+        p.decide(&obs);
+        assert!(
+            (p.cpu_fraction() - 0.1).abs() < 1e-9,
+            "the first sample replaces the prior guess: {}",
+            p.cpu_fraction()
+        );
     }
 }

@@ -117,6 +117,13 @@ pub struct Observation {
     /// window (Linux scheduler statistics). Lets a policy tell "blocked" from
     /// "waiting for a core" when the CPUs are oversubscribed.
     pub run_delay: Option<Duration>,
+    /// Thread CPU time of a sample of the window's tasks, measured around
+    /// each task (the first tasks of every worker, then one in 16).
+    pub sampled_task_cpu: Duration,
+    /// Execution time of the same sample, less the time tasks of 100 µs or
+    /// more spent preempted: `sampled_task_cpu` over it is the tasks' own
+    /// compute share (see [`Observation::task_cpu_share`]).
+    pub sampled_task_time: Duration,
 }
 
 impl Observation {
@@ -127,6 +134,18 @@ impl Observation {
         let cpu = (self.cpu_time? + self.run_delay.unwrap_or_default()).as_secs_f64();
         let busy = self.busy_time.as_secs_f64();
         (busy > 0.0).then(|| (cpu / busy).clamp(0.0, 1.0))
+    }
+
+    /// The tasks' own compute share, from the per-task CPU sample: CPU time
+    /// over execution time, in `0.0..=1.0`. Unlike [`cpu_fraction`](Self::cpu_fraction)
+    /// it counts nothing outside tasks (spinning, idle wake-ups) and no time
+    /// spent waiting for a core. `None` with less than `min_time` of sampled
+    /// task time.
+    pub fn task_cpu_share(&self, min_time: Duration) -> Option<f64> {
+        (self.sampled_task_time >= min_time && !self.sampled_task_time.is_zero()).then(|| {
+            (self.sampled_task_cpu.as_secs_f64() / self.sampled_task_time.as_secs_f64())
+                .clamp(0.0, 1.0)
+        })
     }
 
     /// Completed tasks per second over the window.

@@ -148,6 +148,8 @@ fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation 
         busy_time: w.busy_time(),
         cpu_time: w.worker_cpu_time,
         run_delay: w.worker_run_delay,
+        sampled_task_cpu: w.sampled_task_cpu,
+        sampled_task_time: w.sampled_task_time,
         cores: now.cores,
     }
 }

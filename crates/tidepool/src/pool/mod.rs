@@ -487,6 +487,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         stats.completed = totals.completed;
         stats.worker_cpu_time = Some(totals.cpu);
         stats.worker_run_delay = Some(totals.run_delay);
+        stats.sampled_task_cpu = totals.sampled_cpu;
+        stats.sampled_task_time = totals.sampled_service;
         // Accepted = started by a worker + still queued: counted without a
         // shared counter on the submit path.
         stats.submitted = totals.started + stats.queue_len as u64;

@@ -3,12 +3,14 @@
 //! the keep-alive runs out above the target size.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use crossbeam_utils::Backoff;
 
 use super::shared::Shared;
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
+use crate::metrics::os;
 use crate::metrics::record::WorkerRecord;
 use crate::sync::{lock, Arc};
 use crate::task::Task;
@@ -55,6 +57,13 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
     POOL.with(|p| p.get() == shared as *const Shared as usize)
 }
 
+/// Timed tasks whose CPU time every worker measures first...
+const CPU_SAMPLE_FIRST: u64 = 16;
+/// ...and then one timed task in this many.
+const CPU_SAMPLE_EVERY: u64 = 16;
+/// Sampled tasks at least this long also get their run delay measured.
+const LONG_TASK_NS: u64 = 100_000;
+
 struct Worker {
     shared: Arc<Shared>,
     id: u64,
@@ -62,6 +71,12 @@ struct Worker {
     record: Option<Arc<WorkerRecord>>,
     /// Consecutive timed tasks shorter than a microsecond (see `Sampler`).
     short_streak: std::cell::Cell<u32>,
+    /// Timed tasks run so far: picks which ones get their CPU time measured.
+    timed: std::cell::Cell<u64>,
+    /// The last CPU-sampled task ran long enough to sample its run delay.
+    long_tasks: std::cell::Cell<bool>,
+    /// This thread's kernel id (for its scheduler statistics).
+    tid: libc::pid_t,
 }
 
 impl Worker {
@@ -73,6 +88,9 @@ impl Worker {
             parker: Arc::new(Parker::default()),
             record,
             short_streak: std::cell::Cell::new(0),
+            timed: std::cell::Cell::new(0),
+            long_tasks: std::cell::Cell::new(true),
+            tid: os::current_thread_id(),
         }
     }
 
@@ -159,9 +177,42 @@ impl Worker {
                     record.task_untimed(panicked);
                     panicked
                 } else {
+                    let n = self.timed.get();
+                    self.timed.set(n + 1);
+                    // The thread's CPU clock costs a system call: read it
+                    // around the first tasks (so a policy learns early how
+                    // much of a task is compute) and then one task in 16.
+                    let sample_cpu = n < CPU_SAMPLE_FIRST || n % CPU_SAMPLE_EVERY == 0;
+                    // For long tasks also the run delay (a `/proc` read), so
+                    // time the task spent preempted, waiting for a core,
+                    // counts as neither compute nor blocking.
+                    let with_delay = sample_cpu && self.long_tasks.get();
+                    let delay_before = if with_delay {
+                        os::run_delay(self.tid)
+                    } else {
+                        None
+                    };
+                    let cpu_before = if sample_cpu {
+                        os::thread_cpu_time()
+                    } else {
+                        None
+                    };
                     let started = Clock::ticks();
                     let panicked = task.call();
                     let finished = Clock::ticks();
+                    if let Some(before) = cpu_before {
+                        if let Some(after) = os::thread_cpu_time() {
+                            let service = Clock::nanos_between(started, finished);
+                            let preempted = match (delay_before, os::run_delay(self.tid)) {
+                                (Some(a), Some(b)) if with_delay => b.saturating_sub(a),
+                                _ => Duration::ZERO,
+                            };
+                            let wanted = service.saturating_sub(preempted.as_nanos() as u64);
+                            let cpu = after.saturating_sub(before).as_nanos() as u64;
+                            record.task_cpu(cpu.min(wanted), wanted);
+                            self.long_tasks.set(service >= LONG_TASK_NS);
+                        }
+                    }
                     record.task_done(
                         stamps.submitted,
                         stamps.accepted,
