@@ -7,14 +7,14 @@
 //! | module | what |
 //! |---|---|
 //! | [`trace`] | the trace model: [`Trace`], [`TaskSpec`] |
-//! | [`format`] | the thesis's trace file format (Xu 2004, table 5-1): parse and write |
+//! | [`format`](mod@format) | the thesis's trace file format (Xu 2004, table 5-1): parse and write |
 //! | [`import`] | real traces: Standard Workload Format, Azure LLM inference CSV |
 //! | [`dist`] | duration distributions ([`Dist`]) |
 //! | [`generate`] | seeded generators and their spec strings ([`GenSpec`]) |
 //! | [`suite`] | the built-in workload suite (`cpu`, `io`, `mixed`, `steps`, `bursty`, `azure`) |
 //! | [`workload`] | resolve a `--workload` argument (suite name, spec or file) |
 //! | [`body`] | task bodies: calibrated busy loop + sleep; CPU clocks, load average |
-//! | [`replay`] | the replay driver (thesis figure 5.2) |
+//! | [`replay`](mod@replay) | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
 //! | [`sweep`] | run a trace on static pools of several sizes |
