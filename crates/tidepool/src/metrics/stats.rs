@@ -64,7 +64,8 @@ pub struct PoolStats {
     /// Logical CPUs available.
     pub cores: usize,
     /// Thread CPU time of a sample of tasks, measured around each task (the
-    /// first 16 timed tasks of each worker, then one in 16).
+    /// first 16 timed tasks of each worker, then one in 16 of tasks of 100 µs
+    /// or more and one in 256 of shorter ones).
     pub sampled_task_cpu: Duration,
     /// Execution time of the same sample, less the time tasks of 100 µs or
     /// more spent preempted (runnable, waiting for a core): `sampled_task_cpu`

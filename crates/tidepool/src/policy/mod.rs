@@ -118,7 +118,8 @@ pub struct Observation {
     /// "waiting for a core" when the CPUs are oversubscribed.
     pub run_delay: Option<Duration>,
     /// Thread CPU time of a sample of the window's tasks, measured around
-    /// each task (the first tasks of every worker, then one in 16).
+    /// each task (the first tasks of every worker, then one in 16 long tasks
+    /// or one in 256 short ones).
     pub sampled_task_cpu: Duration,
     /// Execution time of the same sample, less the time tasks of 100 µs or
     /// more spent preempted: `sampled_task_cpu` over it is the tasks' own

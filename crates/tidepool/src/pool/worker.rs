@@ -59,9 +59,13 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
 
 /// Timed tasks whose CPU time every worker measures first...
 const CPU_SAMPLE_FIRST: u64 = 16;
-/// ...and then one timed task in this many.
+/// ...and then one timed task in this many while tasks are long...
 const CPU_SAMPLE_EVERY: u64 = 16;
-/// Sampled tasks at least this long also get their run delay measured.
+/// ...and one in this many while they are short (the two system calls
+/// would cost a tenth of a microsecond-long task otherwise).
+const CPU_SAMPLE_EVERY_SHORT: u64 = 256;
+/// Sampled tasks at least this long count as long: they also get their run
+/// delay measured, and keep the CPU sample at one in 16.
 const LONG_TASK_NS: u64 = 100_000;
 
 struct Worker {
@@ -181,8 +185,14 @@ impl Worker {
                     self.timed.set(n + 1);
                     // The thread's CPU clock costs a system call: read it
                     // around the first tasks (so a policy learns early how
-                    // much of a task is compute) and then one task in 16.
-                    let sample_cpu = n < CPU_SAMPLE_FIRST || n % CPU_SAMPLE_EVERY == 0;
+                    // much of a task is compute), then one task in 16 while
+                    // tasks are long, one in 256 while they are short.
+                    let every = if self.long_tasks.get() {
+                        CPU_SAMPLE_EVERY
+                    } else {
+                        CPU_SAMPLE_EVERY_SHORT
+                    };
+                    let sample_cpu = n < CPU_SAMPLE_FIRST || n % every == 0;
                     // For long tasks also the run delay (a `/proc` read), so
                     // time the task spent preempted, waiting for a core,
                     // counts as neither compute nor blocking.
