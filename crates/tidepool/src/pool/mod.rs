@@ -104,9 +104,7 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (handle, completer) = join::pair();
-        self.push(self.task(move || completer.run(f)), self.blocking())?;
-        Ok(handle)
+        self.submit_waiting(f, self.blocking())
     }
 
     /// Submit a task without a handle (cheapest). A panic in it is counted
@@ -116,13 +114,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.push(
-            self.task(move || {
-                f();
-                false
-            }),
-            self.blocking(),
-        )
+        self.execute_waiting(f, self.blocking())
     }
 
     /// Like [`submit`](Pool::submit) but never blocks: a full queue is
@@ -132,9 +124,7 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (handle, completer) = join::pair();
-        self.push(self.task(move || completer.run(f)), Some(Duration::ZERO))?;
-        Ok(handle)
+        self.submit_waiting(f, Some(Duration::ZERO))
     }
 
     /// Like [`execute`](Pool::execute) but never blocks.
@@ -142,13 +132,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.push(
-            self.task(move || {
-                f();
-                false
-            }),
-            Some(Duration::ZERO),
-        )
+        self.execute_waiting(f, Some(Duration::ZERO))
     }
 
     /// Like [`submit`](Pool::submit) but waits at most `timeout` for room:
@@ -162,9 +146,35 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.submit_waiting(f, Some(timeout))
+    }
+
+    /// `submit` with a handle; `wait` as in [`push`](Self::push).
+    fn submit_waiting<F, T>(
+        &self,
+        f: F,
+        wait: Option<Duration>,
+    ) -> Result<JoinHandle<T>, SubmitError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         let (handle, completer) = join::pair();
-        self.push(self.task(move || completer.run(f)), Some(timeout))?;
+        self.push(self.task(move || completer.run(f)), wait)?;
         Ok(handle)
+    }
+
+    /// `execute` without a handle; `wait` as in [`push`](Self::push).
+    #[inline]
+    fn execute_waiting<F>(&self, f: F, wait: Option<Duration>) -> Result<(), SubmitError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let body = move || {
+            f();
+            false
+        };
+        self.push(self.task(body), wait)
     }
 
     /// Box a task, stamped with the submit instant when statistics are on.
