@@ -89,7 +89,13 @@ pub struct PolicyRow {
     pub throughput_vs_oracle: Option<f64>,
     /// `mean turnaround / oracle mean turnaround` (lower is better).
     pub turnaround_vs_oracle: Option<f64>,
+    /// `p99 wait / oracle p99 wait`, both floored at 1 µs (lower is better).
+    pub p99_wait_vs_oracle: Option<f64>,
 }
+
+/// p99 waits are floored at this many µs before taking their ratio, so that
+/// an oracle that (almost) never queues does not make every ratio explode.
+pub const P99_WAIT_FLOOR_US: f64 = 1.0;
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
     (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
@@ -108,6 +114,12 @@ impl PolicyRow {
             throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.headline.throughput)),
             turnaround_vs_oracle: oracle
                 .and_then(|o| ratio(r.mean_turnaround_us, o.headline.mean_turnaround_us)),
+            p99_wait_vs_oracle: oracle.and_then(|o| {
+                ratio(
+                    r.p99_wait_us.max(P99_WAIT_FLOOR_US),
+                    o.headline.p99_wait_us.max(P99_WAIT_FLOOR_US),
+                )
+            }),
         }
     }
 }
@@ -201,6 +213,41 @@ pub struct SuiteComparison {
     pub cancelled: bool,
 }
 
+impl SuiteComparison {
+    /// The comparison of one run of the plan; `cancelled` when it was cut
+    /// short by Ctrl-C.
+    pub fn from_runs(runs: &[WorkloadRuns], cancelled: bool) -> SuiteComparison {
+        let workloads: Vec<WorkloadComparison> =
+            runs.iter().map(WorkloadComparison::from_runs).collect();
+        SuiteComparison {
+            summary: summarize(&workloads),
+            workloads,
+            cancelled,
+        }
+    }
+}
+
+/// What `compare --json` prints for one run of the plan: the workload's
+/// object when there is one workload, the suite's otherwise.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub enum CompareJson<'a> {
+    /// One workload.
+    One(&'a WorkloadComparison),
+    /// Several workloads (or none), with the summary.
+    Several(&'a SuiteComparison),
+}
+
+impl<'a> CompareJson<'a> {
+    /// The shape for `s`.
+    pub fn of(s: &'a SuiteComparison) -> CompareJson<'a> {
+        match &s.workloads[..] {
+            [one] => CompareJson::One(one),
+            _ => CompareJson::Several(s),
+        }
+    }
+}
+
 /// Geometric mean of the positive finite values; `None` when there is none.
 pub fn geomean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     let (mut sum, mut n) = (0.0, 0usize);
@@ -226,89 +273,116 @@ pub fn summarize(comps: &[WorkloadComparison]) -> Vec<SummaryRow> {
     names
         .into_iter()
         .map(|name| {
-            let rows: Vec<(&PolicyRow, Option<&OracleRow>)> = comps
+            let rows: Vec<&PolicyRow> = comps
                 .iter()
-                .flat_map(|c| {
-                    c.policies
-                        .iter()
-                        .filter(|p| p.policy == name)
-                        .map(move |p| (p, c.oracle.as_ref()))
-                })
+                .flat_map(|c| c.policies.iter().filter(|p| p.policy == name))
                 .collect();
             let n = rows.len().max(1) as f64;
             SummaryRow {
                 workloads: rows
                     .iter()
-                    .filter(|(p, _)| p.throughput_vs_oracle.is_some())
+                    .filter(|p| p.throughput_vs_oracle.is_some())
                     .count(),
                 geomean_throughput_vs_oracle: geomean(
-                    rows.iter().filter_map(|(p, _)| p.throughput_vs_oracle),
+                    rows.iter().filter_map(|p| p.throughput_vs_oracle),
                 ),
                 geomean_turnaround_vs_oracle: geomean(
-                    rows.iter().filter_map(|(p, _)| p.turnaround_vs_oracle),
+                    rows.iter().filter_map(|p| p.turnaround_vs_oracle),
                 ),
-                geomean_p99_wait_vs_oracle: geomean(rows.iter().filter_map(|(p, o)| {
-                    o.map(|o| p.headline.p99_wait_us.max(1.0) / o.headline.p99_wait_us.max(1.0))
-                })),
-                threads_created: rows.iter().map(|(p, _)| p.headline.threads_created).sum(),
-                avg_threads: rows
-                    .iter()
-                    .map(|(p, _)| p.headline.avg_threads)
-                    .sum::<f64>()
-                    / n,
+                geomean_p99_wait_vs_oracle: geomean(
+                    rows.iter().filter_map(|p| p.p99_wait_vs_oracle),
+                ),
+                threads_created: rows.iter().map(|p| p.headline.threads_created).sum(),
+                avg_threads: rows.iter().map(|p| p.headline.avg_threads).sum::<f64>() / n,
                 policy: name,
             }
         })
         .collect()
 }
 
-/// The side-by-side table of one workload: the oracle first, then each policy.
-pub fn policy_table(c: &WorkloadComparison) -> Table {
-    let mut t = Table::new([
+/// An empty table with the columns of [`policy_table`]; fill it with
+/// [`policy_cells`].
+pub fn policy_table_header() -> Table {
+    Table::new([
         "policy",
         "throughput",
         "vs oracle",
         "mean wait",
         "p99 wait",
+        "vs oracle",
         "p99 resp.",
         "turnaround",
         "vs oracle",
         "created",
         "avg threads",
-    ]);
-    let row = |label: String, h: &Headline, vs_tp: String, vs_ta: String| {
-        [
-            label,
-            fmt_rate(h.throughput),
-            vs_tp,
-            fmt_us(h.mean_wait_us),
-            fmt_us(h.p99_wait_us),
-            fmt_us(h.p99_response_us),
-            fmt_us(h.mean_turnaround_us),
-            vs_ta,
-            h.threads_created.to_string(),
-            format!("{:.1}", h.avg_threads),
-        ]
-    };
+    ])
+}
+
+/// The ratios to the oracle of one row of a policy table, formatted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RatioCells {
+    /// Throughput vs oracle.
+    pub throughput: String,
+    /// p99 wait vs oracle.
+    pub p99_wait: String,
+    /// Mean turnaround vs oracle.
+    pub turnaround: String,
+}
+
+impl RatioCells {
+    /// The oracle's own row: 1.000 everywhere.
+    pub fn oracle() -> RatioCells {
+        RatioCells {
+            throughput: "1.000".into(),
+            p99_wait: "1.000".into(),
+            turnaround: "1.000".into(),
+        }
+    }
+}
+
+/// The cells of one row of a policy table: `label`, the headline numbers
+/// and the ratio cells, in the columns of [`policy_table_header`].
+pub fn policy_cells(label: String, h: &Headline, vs: RatioCells) -> [String; 11] {
+    [
+        label,
+        fmt_rate(h.throughput),
+        vs.throughput,
+        fmt_us(h.mean_wait_us),
+        fmt_us(h.p99_wait_us),
+        vs.p99_wait,
+        fmt_us(h.p99_response_us),
+        fmt_us(h.mean_turnaround_us),
+        vs.turnaround,
+        h.threads_created.to_string(),
+        format!("{:.1}", h.avg_threads),
+    ]
+}
+
+/// The side-by-side table of one workload: the oracle first, then each policy.
+pub fn policy_table(c: &WorkloadComparison) -> Table {
+    let mut t = policy_table_header();
     if let Some(o) = &c.oracle {
         let label = format!("oracle (fixed:{})", o.size);
-        t.row(row(label, &o.headline, "1.000".into(), "1.000".into()));
+        t.row(policy_cells(label, &o.headline, RatioCells::oracle()));
     }
     for p in &c.policies {
         let stopped = if p.cancelled { " (stopped)" } else { "" };
-        t.row(row(
+        t.row(policy_cells(
             format!("{}{stopped}", p.policy),
             &p.headline,
-            fmt_ratio(p.throughput_vs_oracle),
-            fmt_ratio(p.turnaround_vs_oracle),
+            RatioCells {
+                throughput: fmt_ratio(p.throughput_vs_oracle),
+                p99_wait: fmt_ratio(p.p99_wait_vs_oracle),
+                turnaround: fmt_ratio(p.turnaround_vs_oracle),
+            },
         ));
     }
     t
 }
 
-/// The across-workload summary table.
-pub fn summary_table(rows: &[SummaryRow]) -> Table {
-    let mut t = Table::new([
+/// An empty table with the columns of [`summary_table`].
+pub fn summary_table_header() -> Table {
+    Table::new([
         "policy",
         "workloads",
         "throughput vs oracle",
@@ -316,7 +390,12 @@ pub fn summary_table(rows: &[SummaryRow]) -> Table {
         "p99 wait vs oracle",
         "threads created",
         "avg threads",
-    ]);
+    ])
+}
+
+/// The across-workload summary table.
+pub fn summary_table(rows: &[SummaryRow]) -> Table {
+    let mut t = summary_table_header();
     for r in rows {
         t.row([
             r.policy.clone(),
@@ -426,5 +505,53 @@ mod tests {
     fn no_oracle_means_no_ratio() {
         let r = PolicyRow::from_run(&run("auto", 10.0, 1.0), None);
         assert_eq!(r.throughput_vs_oracle, None);
+        assert_eq!(r.p99_wait_vs_oracle, None);
+    }
+
+    #[test]
+    fn p99_wait_ratio_floors_both_waits_at_one_us() {
+        let with_p99 = |p99: f64| RunResult {
+            p99_wait_us: p99,
+            ..run("x", 1.0, 1.0)
+        };
+        let oracle = OracleRow::from_run(2, &with_p99(0.2));
+        let row = |p99: f64| PolicyRow::from_run(&with_p99(p99), Some(&oracle)).p99_wait_vs_oracle;
+        assert_eq!(row(30.0), Some(30.0), "the oracle's 0.2 µs counts as 1 µs");
+        assert_eq!(row(0.5), Some(1.0));
+        let oracle = OracleRow::from_run(2, &with_p99(40.0));
+        let r = PolicyRow::from_run(&with_p99(60.0), Some(&oracle));
+        assert_eq!(r.p99_wait_vs_oracle, Some(1.5));
+        let t = policy_table(&WorkloadComparison {
+            workload: "w".into(),
+            tasks: 1,
+            oracle: Some(oracle),
+            policies: vec![r],
+            sweep: None,
+        })
+        .render();
+        assert!(t.lines().nth(3).unwrap().contains("1.500"), "{t}");
+    }
+
+    #[test]
+    fn json_shape_follows_the_workload_count() {
+        let oracle = OracleRow::from_run(4, &run("fixed:4", 100.0, 50.0));
+        let c = WorkloadComparison {
+            workload: "w".into(),
+            tasks: 10,
+            oracle: Some(oracle),
+            policies: Vec::new(),
+            sweep: None,
+        };
+        let suite = |n: usize| SuiteComparison {
+            workloads: vec![c.clone(); n],
+            summary: Vec::new(),
+            cancelled: false,
+        };
+        let j = serde_json::to_value(CompareJson::of(&suite(1))).unwrap();
+        assert_eq!(j["workload"], "w");
+        let j = serde_json::to_value(CompareJson::of(&suite(2))).unwrap();
+        assert_eq!(j["workloads"].as_array().unwrap().len(), 2);
+        let j = serde_json::to_value(CompareJson::of(&suite(0))).unwrap();
+        assert!(j["workloads"].as_array().unwrap().is_empty());
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod bar;
 mod cancel;
 mod cmd;
 mod comparison;
@@ -15,6 +16,7 @@ mod lists;
 mod output;
 mod plot;
 mod progress;
+mod repeats;
 mod report;
 mod source;
 mod table;

@@ -1,19 +1,24 @@
 //! The report folder of `compare --out` and `demo`: `report.md` with the
 //! tables and links to the plots, `compare.json`, CSV files, and per
-//! workload a folder of SVG plots and CSVs.
+//! workload a folder of SVG plots and CSVs. With `--repeats N`, N > 1, the
+//! tables are medians over repeats and the plots are the last repeat's.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use tidepool_workload::metrics::{SizePoint, TaskRecord};
 
+use crate::bar::{BarGrid, MAX_P99_WAIT_VS_ORACLE, MIN_THROUGHPUT_VS_ORACLE};
 use crate::cmd::sweep::{sweep_table, verdict};
 use crate::comparison::{
-    matrix_table, policy_table, summary_table, Headline, Ratio, SuiteComparison,
-    WorkloadComparison, WorkloadRuns,
+    matrix_table, policy_table, summary_table, Headline, Ratio, SuiteComparison, WorkloadRuns,
 };
 use crate::output::{self, write_csv};
 use crate::plot::{self, SweepMetric};
+use crate::repeats::{
+    fmt_oracle_sizes, fmt_repeats, median_matrix_table, median_policy_table, median_summary_table,
+    MedianComparison, RepeatedComparison, Spread,
+};
 use crate::source::slug;
 
 /// The plots and files written for one workload, relative to the report folder.
@@ -25,7 +30,8 @@ pub struct WorkloadFiles {
     pub plots: Vec<(String, String)>,
 }
 
-/// Write the report folder; returns the path of `report.md`.
+/// Write the report folder of one run of the plan; returns the path of
+/// `report.md`.
 pub fn write(
     dir: &Path,
     runs: &[WorkloadRuns],
@@ -34,10 +40,51 @@ pub fn write(
 ) -> anyhow::Result<PathBuf> {
     output::ensure_dir(dir)?;
     output::write_json(&dir.join("compare.json"), suite)?;
-    compare_csv(&dir.join("compare.csv"), &suite.workloads)?;
+    compare_csv(&dir.join("compare.csv"), &[(None, suite)])?;
     if suite.workloads.len() > 1 {
-        summary_csv(&dir.join("summary.csv"), suite)?;
+        summary_csv(&dir.join("summary.csv"), &[(None, suite)])?;
     }
+    write_rest(dir, runs, suite, None, command)
+}
+
+/// Write the report folder of several repeats: `runs` are the last kept
+/// repeat's (for plots and sweep tables). Returns the path of `report.md`.
+pub fn write_repeated(
+    dir: &Path,
+    runs: &[WorkloadRuns],
+    r: &RepeatedComparison,
+    command: &str,
+) -> anyhow::Result<PathBuf> {
+    output::ensure_dir(dir)?;
+    output::write_json(&dir.join("compare.json"), r)?;
+    let numbered: Vec<(Option<usize>, &SuiteComparison)> = r
+        .repeats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (Some(i + 1), s))
+        .collect();
+    compare_csv(&dir.join("compare.csv"), &numbered)?;
+    if r.median.workloads.len() > 1 {
+        summary_csv(&dir.join("summary.csv"), &numbered)?;
+    }
+    median_csv(&dir.join("median.csv"), &r.median)?;
+    let empty = SuiteComparison {
+        workloads: Vec::new(),
+        summary: Vec::new(),
+        cancelled: r.cancelled,
+    };
+    let last = r.repeats.last().unwrap_or(&empty);
+    write_rest(dir, runs, last, Some(r), command)
+}
+
+/// The per-workload folders and `report.md`.
+fn write_rest(
+    dir: &Path,
+    runs: &[WorkloadRuns],
+    suite: &SuiteComparison,
+    repeated: Option<&RepeatedComparison>,
+    command: &str,
+) -> anyhow::Result<PathBuf> {
     let mut used = Vec::new();
     let mut files = Vec::new();
     for w in runs {
@@ -48,7 +95,7 @@ pub fn write(
         used.push(name.clone());
         files.push(workload_files(dir, &name, w)?);
     }
-    let md = markdown(runs, suite, &files, command);
+    let md = markdown(runs, suite, repeated, &files, command);
     let path = dir.join("report.md");
     std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok(path)
@@ -147,29 +194,37 @@ fn workload_files(root: &Path, name: &str, w: &WorkloadRuns) -> anyhow::Result<W
     Ok(f)
 }
 
-fn compare_csv(path: &Path, comps: &[WorkloadComparison]) -> anyhow::Result<PathBuf> {
+/// `compare.csv`: one row per workload × (oracle + policy) of each given
+/// run of the plan; a leading `repeat` column when they are numbered.
+fn compare_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyhow::Result<PathBuf> {
     let f = |v: f64| format!("{v:.3}");
     let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
-    write_csv(
-        path,
-        &[
-            "workload",
-            "policy",
-            "throughput",
-            "mean_wait_us",
-            "p99_wait_us",
-            "mean_response_us",
-            "p99_response_us",
-            "mean_turnaround_us",
-            "p99_turnaround_us",
-            "threads_created",
-            "avg_threads",
-            "throughput_vs_oracle",
-            "turnaround_vs_oracle",
-        ],
-        comps.iter().flat_map(|c| {
-            let row = move |label: String, h: &Headline, vs_tp: String, vs_ta: String| {
-                vec![
+    let numbered = runs.iter().any(|(n, _)| n.is_some());
+    let mut header = Vec::new();
+    if numbered {
+        header.push("repeat");
+    }
+    header.extend([
+        "workload",
+        "policy",
+        "throughput",
+        "mean_wait_us",
+        "p99_wait_us",
+        "mean_response_us",
+        "p99_response_us",
+        "mean_turnaround_us",
+        "p99_turnaround_us",
+        "threads_created",
+        "avg_threads",
+        "throughput_vs_oracle",
+        "turnaround_vs_oracle",
+        "p99_wait_vs_oracle",
+    ]);
+    let rows = runs.iter().flat_map(|(n, suite)| {
+        suite.workloads.iter().flat_map(move |c| {
+            let row = move |label: String, h: &Headline, vs: [String; 3]| {
+                let mut cells: Vec<String> = n.iter().map(usize::to_string).collect();
+                cells.extend([
                     c.workload.clone(),
                     label,
                     f(h.throughput),
@@ -181,37 +236,49 @@ fn compare_csv(path: &Path, comps: &[WorkloadComparison]) -> anyhow::Result<Path
                     f(h.p99_turnaround_us),
                     h.threads_created.to_string(),
                     f(h.avg_threads),
-                    vs_tp,
-                    vs_ta,
-                ]
+                ]);
+                cells.extend(vs);
+                cells
             };
             let oracle = c.oracle.iter().map(move |r| {
                 let label = format!("oracle:fixed:{}", r.size);
-                row(label, &r.headline, "1".into(), "1".into())
+                row(label, &r.headline, ["1".into(), "1".into(), "1".into()])
             });
             oracle.chain(c.policies.iter().map(move |p| {
-                let (tp, ta) = (o(p.throughput_vs_oracle), o(p.turnaround_vs_oracle));
-                row(p.policy.clone(), &p.headline, tp, ta)
+                let vs = [
+                    o(p.throughput_vs_oracle),
+                    o(p.turnaround_vs_oracle),
+                    o(p.p99_wait_vs_oracle),
+                ];
+                row(p.policy.clone(), &p.headline, vs)
             }))
-        }),
-    )
+        })
+    });
+    write_csv(path, &header, rows)
 }
 
-fn summary_csv(path: &Path, s: &SuiteComparison) -> anyhow::Result<PathBuf> {
+/// `summary.csv`: one row per policy of each given run of the plan; a
+/// leading `repeat` column when they are numbered.
+fn summary_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyhow::Result<PathBuf> {
     let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
-    write_csv(
-        path,
-        &[
-            "policy",
-            "workloads",
-            "geomean_throughput_vs_oracle",
-            "geomean_turnaround_vs_oracle",
-            "geomean_p99_wait_vs_oracle",
-            "threads_created",
-            "avg_threads",
-        ],
-        s.summary.iter().map(|r| {
-            vec![
+    let numbered = runs.iter().any(|(n, _)| n.is_some());
+    let mut header = Vec::new();
+    if numbered {
+        header.push("repeat");
+    }
+    header.extend([
+        "policy",
+        "workloads",
+        "geomean_throughput_vs_oracle",
+        "geomean_turnaround_vs_oracle",
+        "geomean_p99_wait_vs_oracle",
+        "threads_created",
+        "avg_threads",
+    ]);
+    let rows = runs.iter().flat_map(|(n, s)| {
+        s.summary.iter().map(move |r| {
+            let mut cells: Vec<String> = n.iter().map(usize::to_string).collect();
+            cells.extend([
                 r.policy.clone(),
                 r.workloads.to_string(),
                 o(r.geomean_throughput_vs_oracle),
@@ -219,8 +286,87 @@ fn summary_csv(path: &Path, s: &SuiteComparison) -> anyhow::Result<PathBuf> {
                 o(r.geomean_p99_wait_vs_oracle),
                 r.threads_created.to_string(),
                 format!("{:.2}", r.avg_threads),
+            ]);
+            cells
+        })
+    });
+    write_csv(path, &header, rows)
+}
+
+/// `median.csv`: one row per workload × (oracle + policy): the medians over
+/// repeats of the headline numbers, and median, min and max of each ratio.
+fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
+    let f = |v: f64| format!("{v:.3}");
+    let spread = |s: Option<Spread>| -> [String; 3] {
+        s.map_or([String::new(), String::new(), String::new()], |s| {
+            [
+                format!("{:.4}", s.median),
+                format!("{:.4}", s.min),
+                format!("{:.4}", s.max),
             ]
-        }),
+        })
+    };
+    let one = || ["1".to_string(), "1".to_string(), "1".to_string()];
+    let headline = |h: &Headline| {
+        [
+            f(h.throughput),
+            f(h.mean_wait_us),
+            f(h.p99_wait_us),
+            f(h.mean_response_us),
+            f(h.p99_response_us),
+            f(h.mean_turnaround_us),
+            f(h.p99_turnaround_us),
+            h.threads_created.to_string(),
+            f(h.avg_threads),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for w in &m.workloads {
+        if let Some(o) = &w.oracle {
+            let mut r = vec![
+                w.workload.clone(),
+                format!("oracle:{}", fmt_oracle_sizes(Some(o)).replace(", ", "/")),
+                o.sizes.len().to_string(),
+            ];
+            r.extend(headline(&o.headline));
+            r.extend(one().into_iter().chain(one()).chain(one()));
+            rows.push(r);
+        }
+        for p in &w.policies {
+            let mut r = vec![w.workload.clone(), p.policy.clone(), p.repeats.to_string()];
+            r.extend(headline(&p.headline));
+            r.extend(spread(p.throughput_vs_oracle));
+            r.extend(spread(p.turnaround_vs_oracle));
+            r.extend(spread(p.p99_wait_vs_oracle));
+            rows.push(r);
+        }
+    }
+    write_csv(
+        path,
+        &[
+            "workload",
+            "policy",
+            "repeats",
+            "throughput",
+            "mean_wait_us",
+            "p99_wait_us",
+            "mean_response_us",
+            "p99_response_us",
+            "mean_turnaround_us",
+            "p99_turnaround_us",
+            "threads_created",
+            "avg_threads",
+            "throughput_vs_oracle",
+            "throughput_vs_oracle_min",
+            "throughput_vs_oracle_max",
+            "turnaround_vs_oracle",
+            "turnaround_vs_oracle_min",
+            "turnaround_vs_oracle_max",
+            "p99_wait_vs_oracle",
+            "p99_wait_vs_oracle_min",
+            "p99_wait_vs_oracle_max",
+        ],
+        rows,
     )
 }
 
@@ -246,10 +392,13 @@ pub fn civil_date(days: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// The text of `report.md`.
+/// The text of `report.md`. `suite` is the comparison of `runs` (the last
+/// kept repeat when `repeated` is given); with `repeated`, the tables are
+/// medians over its repeats.
 pub fn markdown(
     runs: &[WorkloadRuns],
     suite: &SuiteComparison,
+    repeated: Option<&RepeatedComparison>,
     files: &[WorkloadFiles],
     command: &str,
 ) -> String {
@@ -277,38 +426,54 @@ pub fn markdown(
          `docs/metrics.md` and `docs/cli.md` in the tidepool repository.\n\n",
         tolerance * 100.0
     ));
-    if suite.cancelled {
-        md.push_str("**Stopped by Ctrl-C: partial results.**\n\n");
+    match repeated {
+        Some(r) => {
+            md.push_str(&repeats_intro(r));
+            if let Some(note) = r.stop_note() {
+                md.push_str(&format!("**{note}.**\n\n"));
+            }
+        }
+        None if suite.cancelled => md.push_str("**Stopped by Ctrl-C: partial results.**\n\n"),
+        None => {}
     }
     if suite.workloads.len() > 1 {
-        md.push_str("## Summary\n\nGeometric means across workloads:\n\n");
-        md.push_str(&summary_table(&suite.summary).markdown());
-        md.push_str(
-            "\nMean turnaround relative to the oracle, per workload (lower is better):\n\n",
-        );
-        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Turnaround).markdown());
-        md.push_str("\nThroughput relative to the oracle, per workload (below 1: the pool fell behind the arrivals):\n\n");
-        md.push_str(&matrix_table(&suite.workloads, &suite.summary, Ratio::Throughput).markdown());
-        md.push('\n');
+        md.push_str(&summary_section(suite, repeated.map(|r| &r.median)));
     }
-    for ((w, c), f) in runs.iter().zip(&suite.workloads).zip(files) {
+    md.push_str(&bar_section(suite, repeated.map(|r| &r.median)));
+    for (i, ((w, c), f)) in runs.iter().zip(&suite.workloads).zip(files).enumerate() {
         md.push_str(&format!("## {}\n\n", w.workload));
         let t = &w.trace;
         md.push_str(&format!(
             "{} tasks over {:.2} s ({:.0} tasks/s), mean service {:.0} µs ({:.0} µs compute, {:.0} µs blocked), offered {:.2} cores.\n\n",
             t.tasks, t.span_s, t.arrival_rate, t.mean_exec_us, t.mean_cpu_us, t.mean_blocked_us, t.offered_cores
         ));
-        md.push_str("### Policies\n\n");
-        md.push_str(&policy_table(c).markdown());
+        match repeated.and_then(|r| r.median.workloads.get(i).map(|m| (r, m))) {
+            Some((r, m)) => {
+                md.push_str(&format!(
+                    "### Policies: median over {}\n\nOracle per repeat: {}. Ratios: median (min–max) of the per-repeat ratios.\n\n",
+                    fmt_repeats(r.median.repeats),
+                    fmt_oracle_sizes(m.oracle.as_ref())
+                ));
+                md.push_str(&median_policy_table(m).markdown());
+            }
+            None => {
+                md.push_str("### Policies\n\n");
+                md.push_str(&policy_table(c).markdown());
+            }
+        }
         if let Some(a) = &w.analysis {
-            md.push_str("\n### Static sweep\n\n");
+            md.push_str(match repeated {
+                Some(_) => "\n### Static sweep (last repeat)\n\n",
+                None => "\n### Static sweep\n\n",
+            });
             md.push_str(&sweep_table(a).markdown());
             md.push_str("\n```text\n");
             md.push_str(&verdict(a));
             md.push_str("```\n");
         }
         md.push_str(&format!(
-            "\nData: [sweep.csv]({d}/sweep.csv), [size_series.csv]({d}/size_series.csv), [decisions.csv]({d}/decisions.csv)\n\n",
+            "\nData{}: [sweep.csv]({d}/sweep.csv), [size_series.csv]({d}/size_series.csv), [decisions.csv]({d}/decisions.csv)\n\n",
+            if repeated.is_some() { " and plots (last repeat)" } else { "" },
             d = f.dir
         ));
         for (caption, path) in &f.plots {
@@ -317,6 +482,82 @@ pub fn markdown(
         md.push('\n');
     }
     md
+}
+
+/// How the repeats were run and combined.
+fn repeats_intro(r: &RepeatedComparison) -> String {
+    format!(
+        "**Repeats.** {n} of the whole comparison are combined here ({complete} of {asked} \
+         asked for ran to the end{kept}). Each repeat swept every workload again and found its own oracle, \
+         and every ratio was computed against that repeat's oracle. Tables give the median \
+         over repeats of each number and, for ratios, `median (min–max)`; the summary takes \
+         the geometric means across workloads in each repeat, then their median (min–max). \
+         Static sweep tables, plots and the CSV files in each workload's folder are from the \
+         last repeat. `compare.json` holds every repeat and the medians, `compare.csv` every \
+         repeat's rows, `median.csv` the medians.\n\n",
+        n = fmt_repeats(r.median.repeats),
+        complete = r.repeats_complete,
+        asked = r.repeats_requested,
+        kept = if r.dropped_partial_repeat {
+            "; an interrupted repeat was dropped"
+        } else {
+            ""
+        },
+    )
+}
+
+/// `## Summary`: geometric means across workloads (over repeats when
+/// `median` is given), and the workload × policy matrices.
+fn summary_section(suite: &SuiteComparison, median: Option<&MedianComparison>) -> String {
+    let mut md = String::from("## Summary\n\n");
+    match median {
+        Some(m) => {
+            md.push_str(&format!(
+                "Geometric means across workloads in each repeat, median (min–max) over {} (threads created: summed over workloads):\n\n",
+                fmt_repeats(m.repeats)
+            ));
+            md.push_str(&median_summary_table(&m.summary).markdown());
+            md.push_str("\nMean turnaround relative to the oracle, per workload, median over repeats (lower is better):\n\n");
+            md.push_str(&median_matrix_table(m, Ratio::Turnaround).markdown());
+            md.push_str("\nThroughput relative to the oracle, per workload, median over repeats (below 1: the pool fell behind the arrivals):\n\n");
+            md.push_str(&median_matrix_table(m, Ratio::Throughput).markdown());
+        }
+        None => {
+            md.push_str("Geometric means across workloads:\n\n");
+            md.push_str(&summary_table(&suite.summary).markdown());
+            md.push_str(
+                "\nMean turnaround relative to the oracle, per workload (lower is better):\n\n",
+            );
+            md.push_str(
+                &matrix_table(&suite.workloads, &suite.summary, Ratio::Turnaround).markdown(),
+            );
+            md.push_str("\nThroughput relative to the oracle, per workload (below 1: the pool fell behind the arrivals):\n\n");
+            md.push_str(
+                &matrix_table(&suite.workloads, &suite.summary, Ratio::Throughput).markdown(),
+            );
+        }
+    }
+    md.push('\n');
+    md
+}
+
+/// `## Bar`: per policy and workload, throughput ≥ 95% of the oracle's and
+/// p99 wait ≤ 1.5× the oracle's (on the medians when `median` is given).
+fn bar_section(suite: &SuiteComparison, median: Option<&MedianComparison>) -> String {
+    let (grid, of) = match median {
+        Some(m) => (
+            BarGrid::of_medians(m),
+            format!(" (medians over {})", fmt_repeats(m.repeats)),
+        ),
+        None => (BarGrid::of_run(&suite.workloads), String::new()),
+    };
+    format!(
+        "## Bar\n\nPer workload: throughput vs oracle (✓ when ≥ {:.2}) · p99 wait vs oracle \
+         (✓ when ≤ {:.1}){of}. `both met` counts the workloads where both hold.\n\n{}\n",
+        MIN_THROUGHPUT_VS_ORACLE,
+        MAX_P99_WAIT_VS_ORACLE,
+        grid.table().markdown()
+    )
 }
 
 #[cfg(test)]

@@ -168,6 +168,7 @@ fn compare_json_one_workload() {
             "p99_response_us",
             "avg_threads",
             "throughput_vs_oracle",
+            "p99_wait_vs_oracle",
         ] {
             assert!(num(r, key) >= 0.0, "{key} in {r}");
         }
@@ -207,6 +208,7 @@ fn compare_several_workloads_has_a_summary_and_report() {
     assert!(num(&s[0], "geomean_throughput_vs_oracle") > 0.0);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Summary") && md.contains("size.svg"), "{md}");
+    assert!(md.contains("## Bar") && md.contains("both met"), "{md}");
     for entry in std::fs::read_dir(&out).unwrap() {
         let p = entry.unwrap().path();
         if p.is_dir() {
@@ -217,6 +219,122 @@ fn compare_several_workloads_has_a_summary_and_report() {
     }
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}"); // oracle + 2 policies per workload
+}
+
+fn spread_ok(s: &Value) {
+    let (med, min, max) = (num(s, "median"), num(s, "min"), num(s, "max"));
+    assert!(min <= med && med <= max && min > 0.0, "{s}");
+}
+
+#[test]
+fn compare_repeats_json_has_every_repeat_and_the_medians() {
+    let v = json_of(&tidepool(&[
+        "compare",
+        "-w",
+        TINY,
+        "-p",
+        "auto,tpr",
+        "-s",
+        "1,2",
+        "--repeats",
+        "2",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(v["repeats_requested"], 2);
+    assert_eq!(v["repeats_complete"], 2);
+    assert_eq!(v["dropped_partial_repeat"], false);
+    assert_eq!(v["cancelled"], false);
+    // Each repeat is the object `--json` prints without --repeats.
+    let reps = v["repeats"].as_array().unwrap();
+    assert_eq!(reps.len(), 2);
+    for r in reps {
+        assert_eq!(r["workload"], TINY);
+        assert!([1, 2].contains(&r["oracle"]["size"].as_u64().unwrap()));
+        assert_eq!(r["policies"].as_array().unwrap().len(), 2);
+        assert!(num(&r["policies"][0], "p99_wait_vs_oracle") > 0.0);
+    }
+    let m = &v["median"];
+    assert_eq!(m["repeats"], 2);
+    assert!(m["summary"].as_array().unwrap().is_empty(), "one workload");
+    let w = &m["workloads"][0];
+    assert_eq!(w["workload"], TINY);
+    assert_eq!(
+        w["oracle"]["sizes"],
+        serde_json::json!([reps[0]["oracle"]["size"], reps[1]["oracle"]["size"]])
+    );
+    let policies = w["policies"].as_array().unwrap();
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["auto", "tpr"]);
+    for (j, p) in policies.iter().enumerate() {
+        assert_eq!(p["repeats"], 2);
+        for key in [
+            "throughput_vs_oracle",
+            "turnaround_vs_oracle",
+            "p99_wait_vs_oracle",
+        ] {
+            spread_ok(&p[key]);
+            // Two repeats: the median is the mean of the per-repeat ratios.
+            let mean =
+                (num(&reps[0]["policies"][j], key) + num(&reps[1]["policies"][j], key)) / 2.0;
+            assert!((num(&p[key], "median") - mean).abs() < 1e-9, "{key}: {p}");
+        }
+        let tput = (num(&reps[0]["policies"][j], "throughput")
+            + num(&reps[1]["policies"][j], "throughput"))
+            / 2.0;
+        assert!((num(p, "throughput") - tput).abs() < 1e-6, "{p}");
+    }
+}
+
+#[test]
+fn compare_repeats_tables_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let o = tidepool(&[
+        "compare",
+        "-w",
+        &format!("{TINY},{TINY2}"),
+        "-p",
+        "auto,fixed:2",
+        "-s",
+        "1,2",
+        "--repeats",
+        "2",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("median (min–max) over 2 repeats"), "{text}");
+    assert!(text.contains("== summary over 2 repeats"), "{text}");
+    assert!(text.contains("oracle (median)"), "{text}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for needle in [
+        "**Repeats.**",
+        "## Summary",
+        "## Bar",
+        "(medians over 2 repeats)",
+        "### Policies: median over 2 repeats",
+        "### Static sweep (last repeat)",
+        "size.svg",
+    ] {
+        assert!(md.contains(needle), "`{needle}` not in {md}");
+    }
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(j["repeats"].as_array().unwrap().len(), 2);
+    assert_eq!(j["repeats"][0]["workloads"].as_array().unwrap().len(), 2);
+    assert_eq!(j["median"]["summary"][0]["policy"], "auto");
+    spread_ok(&j["median"]["summary"][0]["geomean_throughput_vs_oracle"]);
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    assert!(csv.starts_with("repeat,workload,policy,"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 3, "{csv}"); // repeats × workloads × (oracle + 2)
+    let csv = std::fs::read_to_string(out.join("median.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
 }
 
 #[test]
@@ -303,6 +421,15 @@ fn bad_input_gives_clear_errors() {
         2,
         &["--min-threads"],
     );
+    for bad in ["0", "21", "many"] {
+        assert_fails(
+            &["compare", "-w", TINY, "--repeats", bad],
+            2,
+            &["--repeats", bad],
+        );
+    }
+    assert_fails(&["compare", "-w", TINY, "--repeats", "0"], 2, &["1..=20"]);
+    assert_fails(&["demo", "--repeats", "21"], 2, &["--repeats", "1..=20"]);
 }
 
 #[test]
@@ -314,4 +441,11 @@ fn help_has_examples() {
         assert!(text.contains("Examples:"), "{sub}");
         assert!(text.contains(&format!("tidepool {sub}")), "{sub}");
     }
+    for sub in ["compare", "demo"] {
+        let o = tidepool(&[sub, "--help"]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("--repeats"), "{sub}: {text}");
+    }
+    let demo = String::from_utf8_lossy(&tidepool(&["demo", "--help"]).stdout).to_string();
+    assert!(demo.contains("tidepool demo --repeats 3"), "{demo}");
 }

@@ -7,15 +7,18 @@ use clap::Args;
 use tidepool::policy::PolicySpec;
 
 use super::sweep::run_sweep;
-use super::ReplayArgs;
+use super::{RepeatArgs, ReplayArgs};
 use crate::comparison::{
-    matrix_table, policy_table, summarize, summary_table, Ratio, SuiteComparison,
-    WorkloadComparison, WorkloadRuns,
+    matrix_table, policy_table, summary_table, CompareJson, Ratio, SuiteComparison, WorkloadRuns,
 };
 use crate::error::{usage, Interrupted};
 use crate::exec::{self, Settings};
 use crate::lists::{self, PolicyList, Sizes};
 use crate::progress::Reporter;
+use crate::repeats::{
+    fmt_oracle_sizes, fmt_repeats, median_matrix_table, median_policy_table, median_summary_table,
+    RepeatedComparison,
+};
 use crate::source::{self, Workload};
 use crate::{cancel, print, report};
 
@@ -28,12 +31,16 @@ Examples:
   tidepool compare --workload io --scale 0.25 --policies auto,xu-bode,hisdyn --sizes 4..64:x2
   tidepool compare --workload suite --scale 0.25 --out report/     # all six, with a summary
   tidepool compare -w mixed -w 'poisson:rate=3000,service=exp:300us,n=3000,free=80' --json
+  tidepool compare -w cpu,io --scale 0.25 --repeats 3    # medians (min–max) over 3 runs
 
 Each workload is first swept over --sizes on static pools; the oracle is the best static
 size (the in-band size with the lowest mean turnaround, see `tidepool sweep --help`).
 Then every policy runs the same trace. `vs oracle` is throughput / oracle throughput
-(higher is better) and mean turnaround / oracle turnaround (lower is better). With
+(higher is better), p99 wait / oracle p99 wait (both floored at 1 µs) and mean
+turnaround / oracle turnaround (lower is better). With
 several workloads a summary gives each policy's geometric mean across them.
+--repeats N runs all of that N times; each repeat finds its own oracle and computes its
+own ratios, and the tables show the median over repeats (ratios as median (min–max)).
 --json prints one object (docs/cli.md); --out DIR writes report.md, compare.json,
 compare.csv, per-workload sweep CSVs and SVG plots.";
 
@@ -63,6 +70,9 @@ pub struct CompareArgs {
     /// Write a report folder (report.md, JSON, CSV, SVG plots).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Repeats.
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     /// Replay and pool options.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -77,20 +87,27 @@ pub struct Plan {
     pub policies: Vec<PolicySpec>,
     /// Safe-zone tolerance.
     pub tolerance: f64,
+    /// How many times the whole plan runs (`--repeats`).
+    pub repeats: usize,
 }
 
 impl Plan {
-    /// Number of replays the plan makes.
-    pub fn runs(&self) -> usize {
+    /// Number of replays in one repeat of the plan.
+    pub fn runs_per_repeat(&self) -> usize {
         self.workloads
             .iter()
             .map(|(_, s)| s.len() + self.policies.len())
             .sum()
     }
+
+    /// Number of replays the plan makes, over all repeats.
+    pub fn runs(&self) -> usize {
+        self.runs_per_repeat() * self.repeats
+    }
 }
 
-/// Run a plan: per workload, the sweep, then each policy. Stops early on
-/// Ctrl-C, returning what was measured.
+/// One repeat of a plan: per workload, the sweep, then each policy. Stops
+/// early on Ctrl-C, returning what was measured.
 pub fn run_plan(
     plan: &Plan,
     settings: &Settings,
@@ -127,6 +144,67 @@ pub fn run_plan(
     Ok(out)
 }
 
+/// What the repeats of a plan measured.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// The comparison of each kept repeat, in order: the complete ones and,
+    /// when Ctrl-C cut the first repeat short, that partial one.
+    pub repeats: Vec<SuiteComparison>,
+    /// Every run of the last kept repeat (for plots, sweep tables and CSVs);
+    /// earlier repeats keep only their comparison.
+    pub last_runs: Vec<WorkloadRuns>,
+    /// Repeats that ran to the end.
+    pub complete: usize,
+    /// True when Ctrl-C cut a later repeat short and it was left out.
+    pub dropped_partial: bool,
+}
+
+/// Run the plan `plan.repeats` times. On Ctrl-C, stops and keeps the
+/// complete repeats; the interrupted repeat is dropped unless it is the first
+/// (then it is all there is, and is kept, marked cancelled).
+pub fn run_repeats(
+    plan: &Plan,
+    settings: &Settings,
+    rep: &mut Reporter,
+) -> anyhow::Result<Measured> {
+    let mut m = Measured::default();
+    for k in 1..=plan.repeats.max(1) {
+        if plan.repeats > 1 {
+            rep.note(&format!("repeat {k} of {}", plan.repeats));
+        }
+        let runs = run_plan(plan, settings, rep)?;
+        if !m.add(runs, cancel::requested()) {
+            if m.dropped_partial {
+                rep.note(&format!(
+                    "stopped during repeat {k} of {}: that repeat is dropped, results are over the complete {}",
+                    plan.repeats,
+                    fmt_repeats(m.complete)
+                ));
+            }
+            break;
+        }
+    }
+    Ok(m)
+}
+
+impl Measured {
+    /// Add one repeat's runs, `partial` when Ctrl-C cut it short. A partial
+    /// repeat is kept only if it is the first; returns whether to go on.
+    pub fn add(&mut self, runs: Vec<WorkloadRuns>, partial: bool) -> bool {
+        if partial && !self.repeats.is_empty() {
+            self.dropped_partial = true;
+            return false;
+        }
+        self.repeats
+            .push(SuiteComparison::from_runs(&runs, partial));
+        self.last_runs = runs;
+        if !partial {
+            self.complete += 1;
+        }
+        !partial
+    }
+}
+
 /// How to present a comparison.
 #[derive(Debug, Clone)]
 pub struct Present<'a> {
@@ -138,32 +216,54 @@ pub struct Present<'a> {
     pub command: String,
     /// No notes on stderr.
     pub quiet: bool,
+    /// Repeats asked for: with more than one, medians over repeats are shown.
+    pub repeats: usize,
 }
 
-/// Print the comparison (tables or JSON) and write the report folder.
-pub fn present(runs: &[WorkloadRuns], how: &Present<'_>) -> anyhow::Result<()> {
-    let comps: Vec<WorkloadComparison> = runs.iter().map(WorkloadComparison::from_runs).collect();
-    let summary = summarize(&comps);
-    let suite = SuiteComparison {
-        workloads: comps,
-        summary,
-        cancelled: cancel::requested(),
-    };
+/// Print the comparison (tables or JSON) and write the report folder. With
+/// one repeat asked for, the output is that run's; with more, medians over
+/// the kept repeats (even if Ctrl-C left only one).
+pub fn present(m: Measured, how: &Present<'_>) -> anyhow::Result<()> {
+    let Measured {
+        mut repeats,
+        last_runs,
+        complete,
+        dropped_partial,
+    } = m;
+    let cancelled = cancel::requested();
+    if how.repeats <= 1 {
+        let mut suite = repeats.pop().unwrap_or_else(|| SuiteComparison {
+            workloads: Vec::new(),
+            summary: Vec::new(),
+            cancelled,
+        });
+        suite.cancelled = cancelled;
+        if let Some(dir) = how.out {
+            let md = report::write(dir, &last_runs, &suite, &how.command)?;
+            if !how.quiet {
+                eprintln!("report written to {}", md.display());
+            }
+        }
+        if how.json {
+            let text = serde_json::to_string(&CompareJson::of(&suite))?;
+            print(&format!("{text}\n"));
+        } else {
+            print(&text_report(&suite));
+        }
+        return Ok(());
+    }
+    let repeated =
+        RepeatedComparison::new(how.repeats, repeats, complete, dropped_partial, cancelled);
     if let Some(dir) = how.out {
-        let md = report::write(dir, runs, &suite, &how.command)?;
+        let md = report::write_repeated(dir, &last_runs, &repeated, &how.command)?;
         if !how.quiet {
             eprintln!("report written to {}", md.display());
         }
     }
     if how.json {
-        let text = if suite.workloads.len() == 1 {
-            serde_json::to_string(&suite.workloads[0])?
-        } else {
-            serde_json::to_string(&suite)?
-        };
-        print(&format!("{text}\n"));
+        print(&format!("{}\n", serde_json::to_string(&repeated)?));
     } else {
-        print(&text_report(&suite));
+        print(&repeated_text_report(&repeated));
     }
     Ok(())
 }
@@ -191,6 +291,37 @@ pub fn text_report(s: &SuiteComparison) -> String {
     }
     if s.cancelled {
         out.push_str("\n(stopped by Ctrl-C: partial results)\n");
+    }
+    out
+}
+
+/// The tables printed by `compare` and `demo` with `--repeats N`, N > 1:
+/// medians over repeats, ratios as `median (min–max)`.
+pub fn repeated_text_report(r: &RepeatedComparison) -> String {
+    let m = &r.median;
+    let mut out = String::new();
+    for w in &m.workloads {
+        out.push_str(&format!(
+            "== {} ({} tasks): oracle per repeat {}; median (min–max) over {} ==\n",
+            w.workload,
+            w.tasks,
+            fmt_oracle_sizes(w.oracle.as_ref()),
+            fmt_repeats(m.repeats)
+        ));
+        out.push_str(&median_policy_table(w).render());
+        out.push('\n');
+    }
+    if m.workloads.len() > 1 {
+        out.push_str(&format!(
+            "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n",
+            fmt_repeats(m.repeats)
+        ));
+        out.push_str(&median_summary_table(&m.summary).render());
+        out.push_str("\n== mean turnaround vs oracle, per workload, median over repeats ==\n");
+        out.push_str(&median_matrix_table(m, Ratio::Turnaround).render());
+    }
+    if let Some(note) = r.stop_note() {
+        out.push_str(&format!("\n({note})\n"));
     }
     out
 }
@@ -232,22 +363,60 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         workloads,
         policies: a.policies.into_iter().flat_map(|l| l.0).collect(),
         tolerance: a.tolerance,
+        repeats: a.repeat.repeats as usize,
     };
     let _ = cancel::flag();
     let mut rep = Reporter::new(a.replay.quiet, plan.runs());
-    let runs = run_plan(&plan, &settings, &mut rep)?;
+    let measured = run_repeats(&plan, &settings, &mut rep)?;
     rep.finish();
     present(
-        &runs,
+        measured,
         &Present {
             json: a.json,
             out: a.out.as_deref(),
             command: command_line(),
             quiet: a.replay.quiet,
+            repeats: plan.repeats,
         },
     )?;
     if cancel::requested() {
         return Err(Interrupted.into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_repeat_is_kept_only_when_it_is_the_first() {
+        let mut m = Measured::default();
+        assert!(m.add(Vec::new(), false));
+        assert!(m.add(Vec::new(), false));
+        assert!(!m.add(Vec::new(), true));
+        assert_eq!(
+            (m.repeats.len(), m.complete, m.dropped_partial),
+            (2, 2, true)
+        );
+        assert!(m.repeats.iter().all(|r| !r.cancelled));
+
+        let mut first = Measured::default();
+        assert!(!first.add(Vec::new(), true));
+        assert_eq!((first.repeats.len(), first.complete), (1, 0));
+        assert!(!first.dropped_partial && first.repeats[0].cancelled);
+    }
+
+    #[test]
+    fn runs_count_every_repeat() {
+        let w = source::load("poisson:rate=1000,n=10,seed=1", 1.0).unwrap();
+        let plan = Plan {
+            workloads: vec![(w.clone(), vec![1, 2]), (w, vec![4])],
+            policies: vec![PolicySpec::parse("auto").unwrap()],
+            tolerance: 0.05,
+            repeats: 3,
+        };
+        assert_eq!(plan.runs_per_repeat(), 3 + 2);
+        assert_eq!(plan.runs(), 15);
+    }
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tidepool_workload::suite::SUITE;
 
-use super::compare::{command_line, present, run_plan, Plan, Present};
+use super::compare::{command_line, present, run_repeats, Plan, Present};
+use super::RepeatArgs;
 use crate::error::{usage, Interrupted};
 use crate::exec::Settings;
 use crate::lists::{self, PolicyList};
@@ -34,13 +35,16 @@ Examples:
   tidepool demo                               # about 2-3 minutes, report in tidepool-report/
   tidepool demo --out /tmp/report --scale 0.1 # quicker, noisier
   tidepool demo --policies auto,xu-bode,tpr   # other policies
+  tidepool demo --repeats 3                   # about 7 minutes, medians over 3 runs
 
 Runs the six suite workloads (cpu, io, mixed, steps, bursty, azure) at --scale, each
 swept on a few static sizes (cpu 1,2,4,8; io 8..64; mixed and steps 2..16; bursty and
 azure 2..32) to find the oracle, then against each policy. Writes report.md (tables and
 plots), compare.json, compare.csv, summary.csv and per-workload folders of SVG plots and
 CSVs. Runs that do not drain within 15 s of their last arrival are cut short (marked
-`stopped`). Same as `tidepool compare --workload suite` with these sizes.";
+`stopped`). Same as `tidepool compare --workload suite` with these sizes. --repeats N
+runs all of it N times (each repeat with its own sweep and oracle) and reports the
+median over repeats of every number, with the min–max of the ratios to the oracle.";
 
 /// Options of `tidepool demo`.
 #[derive(Debug, Args)]
@@ -58,6 +62,9 @@ pub struct DemoArgs {
     /// Print the comparison as JSON on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Repeats.
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
     /// No progress output on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -85,6 +92,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         workloads,
         policies: a.policies.into_iter().flat_map(|l| l.0).collect(),
         tolerance: 0.05,
+        repeats: a.repeat.repeats as usize,
     };
     let settings = Settings {
         drain_timeout: Some(Duration::from_secs(15)),
@@ -93,25 +101,30 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let _ = cancel::flag();
     if !a.quiet {
         eprintln!(
-            "tidepool demo: {} workloads at scale {}, {} policies + a static sweep each: {} runs of about {:.0} s; Ctrl-C stops and still writes the report",
+            "tidepool demo: {} workloads at scale {}, {} policies + a static sweep each{}: {} runs of about {:.0} s; Ctrl-C stops and still writes the report",
             plan.workloads.len(),
             a.scale,
             plan.policies.len(),
+            match plan.repeats {
+                1 => String::new(),
+                n => format!(", {n} repeats"),
+            },
             plan.runs(),
             (8.0 * a.scale).max(0.5)
         );
     }
     let start = Instant::now();
     let mut rep = Reporter::new(a.quiet, plan.runs());
-    let runs = run_plan(&plan, &settings, &mut rep)?;
+    let measured = run_repeats(&plan, &settings, &mut rep)?;
     rep.finish();
     present(
-        &runs,
+        measured,
         &Present {
             json: a.json,
             out: Some(&a.out),
             command: command_line(),
             quiet: a.quiet,
+            repeats: plan.repeats,
         },
     )?;
     if !a.quiet {

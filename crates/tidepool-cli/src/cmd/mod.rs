@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::usage;
 use crate::exec::Settings;
+use crate::repeats::MAX_REPEATS;
 
 pub mod calibrate;
 pub mod compare;
@@ -81,6 +82,20 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
     }
+}
+
+/// `--repeats N`, shared by `compare` and `demo`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RepeatArgs {
+    /// Run the whole comparison N times (1 to 20), each with its own sweep
+    /// and oracle, and report medians (min–max) over the repeats.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_REPEATS))
+    )]
+    pub repeats: u32,
 }
 
 /// Replay and pool options shared by `run`, `sweep` and `compare`.
