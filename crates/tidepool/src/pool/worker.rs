@@ -5,8 +5,6 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crossbeam_utils::Backoff;
-
 use super::shared::Shared;
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
@@ -57,6 +55,10 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
     POOL.with(|p| p.get() == shared as *const Shared as usize)
 }
 
+/// Spin rounds of a worker that found the queue empty (counted as searching)...
+const SPIN_ROUNDS: u32 = 7;
+/// ...then yields (not counted) before it parks.
+const YIELD_ROUNDS: u32 = 4;
 /// Timed tasks whose CPU time every worker measures first...
 const CPU_SAMPLE_FIRST: u64 = 16;
 /// ...and then one timed task in this many while tasks are long...
@@ -141,23 +143,48 @@ impl Worker {
     /// flavour is cheap to poll. A spinner that finds work while it was the
     /// last one spinning wakes a parked peer, so bursts ramp up to full
     /// parallelism.
+    ///
+    /// Only the spin phase counts as searching (submitters skip waking a
+    /// parked worker while someone searches). A worker that yields may not
+    /// run again for a whole scheduler slice on a busy machine (EEVDF pushes
+    /// a yielder's deadline back by a slice): counted, it would hold up the
+    /// wake-up a queued task needs for milliseconds.
     fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
         if !shared.queue.spin_before_park() || shared.is_closed() {
             return None;
         }
         shared.sleepers.start_search();
-        let backoff = Backoff::new();
+        let mut counted = true;
+        let mut last = false;
+        let mut round = 0;
         let found = loop {
             if let Some(t) = shared.queue.pop() {
                 break Some(t);
             }
-            if backoff.is_completed() || self.surplus() {
+            if round == SPIN_ROUNDS + YIELD_ROUNDS || self.surplus() {
                 break None;
             }
-            backoff.snooze();
+            if round < SPIN_ROUNDS {
+                // 1, 2, 4, … 64 pause hints: about a microsecond in all.
+                for _ in 0..1u32 << round {
+                    std::hint::spin_loop();
+                }
+            } else {
+                if counted {
+                    counted = false;
+                    last = shared.sleepers.end_search();
+                    if !shared.queue.is_empty() {
+                        continue;
+                    }
+                }
+                std::thread::yield_now();
+            }
+            round += 1;
         };
-        let last = shared.sleepers.end_search();
+        if counted {
+            last = shared.sleepers.end_search();
+        }
         if found.is_some() && last && !shared.queue.is_empty() && !shared.sleepers.notify_work() {
             // Work is left and nobody is parked to take it: the submitters
             // skipped growing while we spun, so the decision falls to us.
