@@ -7,9 +7,10 @@
 //!    ratio of fading sums with a prior of φ = 1 worth 5 ms; busy time is
 //!    also bounded below by the workers busy through the window, so the
 //!    first spawns already measure it. Keeping the cores busy takes
-//!    `cores / φ` workers; the *ceiling*
-//!    `cores + cores·max(0, 1/φ − 1 − 0.25)·3` triples the blocked part
-//!    beyond a dead band (VM steal time reads as blocking) as headroom, so
+//!    `cores / φ` workers on average; the *ceiling* is the fewest workers
+//!    that, all busy and each runnable with probability φ, keep every core
+//!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
+//!    of up to 0.25 is a dead band, as VM steal time reads as blocking), so
 //!    CPU-bound work (φ ≈ 1) gets exactly `cores`, and an oversubscribed
 //!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
 //!    loop. Without run-delay data φ may only fall on windows with at most
@@ -52,8 +53,9 @@ const SMOOTHING: Duration = Duration::from_millis(500);
 /// Erlang-C wait probability the demand size aims for (1%: the 99th
 /// percentile task should find a free worker).
 const WAIT_PROBABILITY: f64 = 0.01;
-/// Headroom factor on the blocked share of the ceiling.
-const BLOCKED_HEADROOM: f64 = 3.0;
+/// Probability with which the ceiling's busy workers must keep every core
+/// busy (at most 1% of the time fewer runnable workers than cores).
+const CORES_BUSY_PROBABILITY: f64 = 0.99;
 /// Smallest φ believed (the ceiling is then about 100 × cores at most).
 const MIN_CPU_FRACTION: f64 = 0.02;
 /// CPU use of the pool's workers (of all cores) from which the CPU counts
@@ -133,6 +135,41 @@ pub fn erlang_c_servers(a: f64, p: f64, limit: usize) -> usize {
             if c <= p {
                 return n;
             }
+        }
+    }
+    limit
+}
+
+/// The fewest workers `n ≥ cores` such that, when each is runnable with
+/// probability `phi` independently, at least `cores` of them are runnable
+/// with probability `p` or more: `P(Binomial(n, φ) ≥ cores) ≥ p`. Searching
+/// up to `limit` (returned if none is enough). Fewer busy workers leave a
+/// core idle more often; more add contention without adding throughput.
+pub fn cores_busy_workers(cores: usize, phi: f64, p: f64, limit: usize) -> usize {
+    let cores = cores.max(1);
+    let limit = limit.max(1);
+    if phi.is_nan() || phi >= 1.0 {
+        return cores.min(limit);
+    }
+    if phi <= 0.0 {
+        return limit;
+    }
+    let miss = 1.0 - p;
+    let odds = phi / (1.0 - phi);
+    // The mean runnable count first reaches `cores` at `cores / φ`: the
+    // answer is at least that, so start there.
+    let start = (cores as f64 / phi).floor().min(limit as f64) as usize;
+    for n in start.max(cores)..limit {
+        // P(X < cores) = Σ_{k < cores} C(n, k) φ^k (1 − φ)^(n − k), each
+        // term from the last (the first in logs: it may underflow).
+        let mut term = (n as f64 * (1.0 - phi).ln()).exp();
+        let mut below = term;
+        for k in 0..cores - 1 {
+            term *= (n - k) as f64 / (k + 1) as f64 * odds;
+            below += term;
+        }
+        if below <= miss {
+            return n;
         }
     }
     limit
@@ -229,18 +266,25 @@ impl Auto {
         self.cpu_fraction.value
     }
 
-    /// The useful-concurrency ceiling `cores + cores·(1/φ − 1)·headroom`,
-    /// within the user's bounds.
+    /// The useful-concurrency ceiling: the fewest workers that, all busy,
+    /// keep every core busy 99% of the time when each is runnable with
+    /// probability φ (a binomial count: see [`cores_busy_workers`]), within
+    /// the user's bounds. About `cores / φ` plus a margin that grows as φ
+    /// falls; exactly `cores` for CPU-bound work.
     pub fn ceiling(&self) -> usize {
         let phi = self.cpu_fraction.value.clamp(MIN_CPU_FRACTION, 1.0);
-        let cores = self.cores as f64;
         // The first quarter of blocked-to-compute ratio buys nothing: CPU-bound
         // work on a VM reads φ ≈ 1 − steal (stolen time is neither CPU time
         // nor run delay), and should not grow on that.
         let blocked = (1.0 / phi - 1.0 - STEAL_DEAD_BAND).max(0.0);
-        let n = cores + cores * blocked * BLOCKED_HEADROOM;
-        // Rounded: a φ measured at 0.99 should not buy a worker.
-        self.clamp(n.round() as usize)
+        let runnable = 1.0 / (1.0 + blocked);
+        let limit = self.bound.min(SEARCH_LIMIT);
+        self.clamp(cores_busy_workers(
+            self.cores,
+            runnable,
+            CORES_BUSY_PROBABILITY,
+            limit,
+        ))
     }
 
     fn clamp(&self, n: usize) -> usize {
@@ -675,6 +719,31 @@ mod tests {
     }
 
     #[test]
+    fn cores_busy_workers_by_hand() {
+        // CPU-bound: exactly the cores.
+        assert_eq!(cores_busy_workers(2, 1.0, 0.99, 100), 2);
+        // φ = 1/2, 2 cores: P(X ≤ 1) = (n + 1) / 2^n is 0.0107 at n = 10
+        // and 0.0059 at n = 11.
+        assert_eq!(cores_busy_workers(2, 0.5, 0.99, 100), 11);
+        // φ = 0.1, 1 core: 0.9^n ≤ 0.01 first at n = 44.
+        assert_eq!(cores_busy_workers(1, 0.1, 0.99, 1000), 44);
+        // Never past the limit; nothing blocks without bound.
+        assert_eq!(cores_busy_workers(2, 0.01, 0.99, 50), 50);
+        assert_eq!(cores_busy_workers(2, 0.0, 0.99, 50), 50);
+        assert_eq!(cores_busy_workers(4, 1.0, 0.99, 3), 3);
+        // Tiny φ on many cores: no underflow, about cores / φ plus a margin.
+        let n = cores_busy_workers(64, 0.02, 0.99, 100_000);
+        assert!((3200..4400).contains(&n), "{n}");
+        // Monotone: less compute per task, more workers.
+        let mut last = 0;
+        for phi in [1.0, 0.9, 0.7, 0.5, 0.3, 0.1, 0.05] {
+            let n = cores_busy_workers(4, phi, 0.99, 10_000);
+            assert!(n >= last, "{phi}: {n} < {last}");
+            last = n;
+        }
+    }
+
+    #[test]
     fn start_is_one_worker_per_core_with_on_demand_growth() {
         let mut p = Auto::new();
         let d = start(&mut p);
@@ -744,8 +813,9 @@ mod tests {
             "{}",
             p.cpu_fraction()
         );
-        // phi = 0.1: ceiling = 4 + 4·(9 − 0.25)·3 = 109.
-        assert_eq!(p.ceiling(), 109);
+        // phi = 0.1 (0.103 past the dead band): 95 workers keep 4 cores
+        // busy 99% of the time.
+        assert_eq!(p.ceiling(), 95);
     }
 
     #[test]
@@ -800,10 +870,11 @@ mod tests {
             apply(&mut live, &d);
             trace.push(live);
         }
-        // phi = 0.1: ceiling = 4 + 4·(9 − 0.25)·3 = 109.
-        assert_eq!(p.ceiling(), 109);
+        // phi = 0.1 (0.103 past the dead band): 95 workers keep 4 cores
+        // busy 99% of the time.
+        assert_eq!(p.ceiling(), 95);
         assert!(live > 10 * CORES, "only reached {live}: {trace:?}");
-        assert!(live <= 109, "{trace:?}");
+        assert!(live <= 95, "{trace:?}");
         // Escalating, not one at a time: past 20 within 6 ticks.
         assert!(trace[6] >= 20, "{trace:?}");
     }
@@ -902,15 +973,15 @@ mod tests {
             obs.idle = 4;
             p.decide(&obs);
         }
-        assert_eq!(p.ceiling(), 109);
+        assert_eq!(p.ceiling(), 95);
         // The pool may spawn on demand up to the ceiling.
-        assert_eq!(p.limit(), 109);
+        assert_eq!(p.limit(), 95);
         // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3; 4th: +7.
         assert_eq!(p.decide(&starved(550, 5, 50)).target, Some(5));
         assert_eq!(p.decide(&starved(551, 6, 50)).target, Some(7));
         assert_eq!(p.decide(&starved(552, 8, 50)).target, Some(11));
         assert_eq!(p.decide(&starved(553, 12, 50)).target, Some(19));
-        assert_eq!(p.limit(), 109, "spawns do not move the spawn limit");
+        assert_eq!(p.limit(), 95, "spawns do not move the spawn limit");
         // Never more extra workers than tasks waiting (+15 wanted, 2 waiting).
         assert_eq!(p.decide(&starved(554, 20, 2)).target, Some(22));
         // A calm tick resets the escalation and keeps the workers.
