@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p tidepool-bench -- dispatch            # table
 //! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
+//! cargo run --release -p tidepool-bench -- snapshot            # cost of Pool::stats
 //! ```
 
 use std::time::{Duration, Instant};
@@ -29,6 +30,19 @@ enum Command {
     /// Task dispatch: empty-task throughput (1 and 2 submitters), ~1 µs task
     /// throughput, and submit-to-start latency into an idle pool.
     Dispatch(DispatchArgs),
+    /// Cost of one statistics snapshot (`Pool::stats`) by pool size: what
+    /// the controller pays on every call of an adaptive policy.
+    Snapshot(SnapshotArgs),
+}
+
+#[derive(Debug, Args)]
+struct SnapshotArgs {
+    /// Pool sizes to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = [2usize, 18, 60])]
+    sizes: Vec<usize>,
+    /// Snapshots per size; the mean is reported.
+    #[arg(long, default_value_t = 500)]
+    snapshots: usize,
 }
 
 #[derive(Debug, Args)]
@@ -221,8 +235,51 @@ fn output(args: &DispatchArgs, report: &Report, header: &str) {
     }
 }
 
+/// Time `Pool::stats` on pools with statistics on whose every worker has run
+/// tasks (so each has a record, a CPU clock and scheduler statistics).
+fn snapshot(args: SnapshotArgs) {
+    println!(
+        "{:>8}  {:>14}  {:>14}",
+        "workers", "stats() mean", "per worker"
+    );
+    for &n in &args.sizes {
+        let pool = match tidepool::Pool::builder()
+            .threads(n)
+            .statistics(true)
+            .build()
+        {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("tidepool-bench: pool of {n}: {e}");
+                std::process::exit(2);
+            }
+        };
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+        for _ in 0..n {
+            let b = barrier.clone();
+            // Every worker takes one task: all of them hold a record.
+            let _ = pool.execute(move || {
+                b.wait();
+            });
+        }
+        pool.wait_idle();
+        let k = args.snapshots.max(1);
+        let start = Instant::now();
+        for _ in 0..k {
+            std::hint::black_box(pool.stats());
+        }
+        let mean = start.elapsed() / k as u32;
+        println!(
+            "{n:>8}  {:>11.1} µs  {:>11.2} µs",
+            mean.as_secs_f64() * 1e6,
+            mean.as_secs_f64() * 1e6 / n as f64
+        );
+    }
+}
+
 fn main() {
     match Cli::parse().command {
         Command::Dispatch(args) => dispatch(args),
+        Command::Snapshot(args) => snapshot(args),
     }
 }

@@ -43,15 +43,9 @@ impl Latency {
         }
     }
 
-    /// Set the exact sum (after `record_n` calls with bucketed values).
-    pub(crate) fn set_sum(&mut self, sum_ns: u128) {
-        self.sum_ns = sum_ns;
-    }
-
-    /// Add another distribution into this one.
-    pub(crate) fn add(&mut self, other: &Latency) {
-        self.sum_ns += other.sum_ns;
-        let _ = self.hist.add(&other.hist);
+    /// Add to the exact sum (with `record_n` calls of bucketed values).
+    pub(crate) fn add_sum(&mut self, sum_ns: u128) {
+        self.sum_ns += sum_ns;
     }
 
     /// This distribution minus an earlier one of the same source.

@@ -36,13 +36,38 @@ pub(crate) fn current_thread_id() -> libc::pid_t {
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
 }
 
-/// How long thread `tid` of this process has been runnable but waiting for a
-/// CPU (the run-queue delay in `/proc/self/task/TID/schedstat`), if the
-/// kernel keeps scheduler statistics.
-pub(crate) fn run_delay(tid: libc::pid_t) -> Option<Duration> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
-    Some(Duration::from_nanos(ns))
+/// One thread's scheduler statistics (`/proc/self/task/TID/schedstat`),
+/// opened once and re-read in place: the path lookup, open and close were
+/// most of the cost of a fresh read, and the controller reads every live
+/// worker's on each call.
+#[derive(Debug)]
+pub(crate) struct SchedStat(Option<std::fs::File>);
+
+impl SchedStat {
+    /// The statistics of thread `tid` of this process (empty if the kernel
+    /// keeps none).
+    pub(crate) fn of(tid: libc::pid_t) -> Self {
+        SchedStat(std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok())
+    }
+
+    /// How long the thread has been runnable but waiting for a CPU (its
+    /// run-queue delay). Valid while the thread lives.
+    pub(crate) fn run_delay(&self) -> Option<Duration> {
+        self.field(1).map(Duration::from_nanos)
+    }
+
+    /// Field `index` of the file: 0 is time on a CPU (ns), 1 the run delay
+    /// (ns), 2 the number of times the thread was scheduled.
+    fn field(&self, index: usize) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let file = self.0.as_ref()?;
+        // Three decimal numbers: a few dozen bytes. `pread` at 0 makes the
+        // kernel format them afresh.
+        let mut buf = [0u8; 128];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_whitespace().nth(index)?.parse().ok()
+    }
 }
 
 /// Read a CPU-time clock (from `current_thread_cpu_clock`).
@@ -57,8 +82,12 @@ pub(crate) fn cpu_clock(clock: libc::clockid_t) -> Option<Duration> {
 }
 
 /// Logical CPUs available to this process.
+///
+/// Read once: the standard library reads the cgroup quota files on every
+/// call, and every statistics snapshot wants the number.
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 #[cfg(test)]
@@ -76,12 +105,25 @@ mod tests {
     }
 
     #[test]
-    fn run_delay_is_readable_for_this_thread() {
-        if std::path::Path::new("/proc/self/task").exists() {
-            // Present on Linux with scheduler statistics; absent is allowed.
-            let _ = run_delay(current_thread_id());
-        }
+    fn schedstat_is_reread_in_place() {
         assert!(cpu_clock(current_thread_cpu_clock().unwrap()).is_some());
+        let tid = current_thread_id();
+        let stat = SchedStat::of(tid);
+        if !std::path::Path::new(&format!("/proc/self/task/{tid}/schedstat")).exists() {
+            // No scheduler statistics here (not Linux, or not kept): absent.
+            assert_eq!(stat.run_delay(), None);
+            return;
+        }
+        let delay = stat.run_delay().expect("run delay");
+        let on_cpu = stat.field(0).expect("time on a CPU");
+        let before = thread_cpu_time().unwrap();
+        let mut x = 0u64;
+        while thread_cpu_time().unwrap() - before < Duration::from_millis(5) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        // The same open file shows the new numbers, not a cached first read.
+        assert!(stat.field(0).unwrap() >= on_cpu + 4_000_000);
+        assert!(stat.run_delay().unwrap() >= delay);
     }
 
     #[test]

@@ -49,8 +49,8 @@ impl TaskTotals {
 pub(crate) struct WorkerRecord {
     /// The worker thread's CPU clock (readable by the controller).
     cpu_clock: Option<libc::clockid_t>,
-    /// The worker's kernel thread id (for its scheduler statistics).
-    tid: libc::pid_t,
+    /// The worker's scheduler statistics (its run delay).
+    sched: os::SchedStat,
     /// CPU time and run delay at exit (read by the worker itself).
     final_cpu: std::sync::Mutex<Option<(std::time::Duration, std::time::Duration)>>,
     started: AtomicU64,
@@ -71,7 +71,7 @@ impl WorkerRecord {
     fn for_current_thread() -> Self {
         WorkerRecord {
             cpu_clock: os::current_thread_cpu_clock(),
-            tid: os::current_thread_id(),
+            sched: os::SchedStat::of(os::current_thread_id()),
             final_cpu: std::sync::Mutex::new(None),
             started: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -106,8 +106,14 @@ impl WorkerRecord {
     fn read_cpu(&self) -> (std::time::Duration, std::time::Duration) {
         (
             self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
-            os::run_delay(self.tid).unwrap_or_default(),
+            self.sched.run_delay().unwrap_or_default(),
         )
+    }
+
+    /// The worker thread's run delay so far. Owner thread only (or under
+    /// the record's lock, as `cpu_and_delay` does).
+    pub(crate) fn run_delay(&self) -> Option<std::time::Duration> {
+        self.sched.run_delay()
     }
 
     /// Record the thread CPU time a timed task used, with its execution

@@ -81,8 +81,6 @@ struct Worker {
     timed: std::cell::Cell<u64>,
     /// The last CPU-sampled task ran long enough to sample its run delay.
     long_tasks: std::cell::Cell<bool>,
-    /// This thread's kernel id (for its scheduler statistics).
-    tid: libc::pid_t,
 }
 
 impl Worker {
@@ -96,7 +94,6 @@ impl Worker {
             short_streak: std::cell::Cell::new(0),
             timed: std::cell::Cell::new(0),
             long_tasks: std::cell::Cell::new(true),
-            tid: os::current_thread_id(),
         }
     }
 
@@ -224,11 +221,7 @@ impl Worker {
                     // time the task spent preempted, waiting for a core,
                     // counts as neither compute nor blocking.
                     let with_delay = sample_cpu && self.long_tasks.get();
-                    let delay_before = if with_delay {
-                        os::run_delay(self.tid)
-                    } else {
-                        None
-                    };
+                    let delay_before = if with_delay { record.run_delay() } else { None };
                     let cpu_before = if sample_cpu {
                         os::thread_cpu_time()
                     } else {
@@ -240,7 +233,7 @@ impl Worker {
                     if let Some(before) = cpu_before {
                         if let Some(after) = os::thread_cpu_time() {
                             let service = Clock::nanos_between(started, finished);
-                            let preempted = match (delay_before, os::run_delay(self.tid)) {
+                            let preempted = match (delay_before, record.run_delay()) {
                                 (Some(a), Some(b)) if with_delay => b.saturating_sub(a),
                                 _ => Duration::ZERO,
                             };
