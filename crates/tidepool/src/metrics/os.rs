@@ -39,15 +39,40 @@ pub(crate) fn current_thread_id() -> libc::pid_t {
 /// One thread's scheduler statistics (`/proc/self/task/TID/schedstat`),
 /// opened once and re-read in place: the path lookup, open and close were
 /// most of the cost of a fresh read, and the controller reads every live
-/// worker's on each call.
+/// worker's on each call. At most [`CACHED_SCHEDSTAT_FILES`] stay open
+/// across the process (a library must not eat its user's file descriptor
+/// limit); threads beyond that open the file on each read.
 #[derive(Debug)]
-pub(crate) struct SchedStat(Option<std::fs::File>);
+pub(crate) struct SchedStat {
+    path: String,
+    file: Option<std::fs::File>,
+}
+
+/// Open scheduler-statistics files kept across the process.
+pub(crate) const CACHED_SCHEDSTAT_FILES: usize = 256;
+static CACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl SchedStat {
-    /// The statistics of thread `tid` of this process (empty if the kernel
-    /// keeps none).
+    /// The statistics of thread `tid` of this process (reads give `None`
+    /// if the kernel keeps none).
     pub(crate) fn of(tid: libc::pid_t) -> Self {
-        SchedStat(std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok())
+        use std::sync::atomic::Ordering::Relaxed;
+        let path = format!("/proc/self/task/{tid}/schedstat");
+        let reserved = CACHED
+            .fetch_update(Relaxed, Relaxed, |n| {
+                (n < CACHED_SCHEDSTAT_FILES).then_some(n + 1)
+            })
+            .is_ok();
+        let file = if reserved {
+            let file = std::fs::File::open(&path).ok();
+            if file.is_none() {
+                CACHED.fetch_sub(1, Relaxed);
+            }
+            file
+        } else {
+            None
+        };
+        SchedStat { path, file }
     }
 
     /// How long the thread has been runnable but waiting for a CPU (its
@@ -60,13 +85,32 @@ impl SchedStat {
     /// (ns), 2 the number of times the thread was scheduled.
     fn field(&self, index: usize) -> Option<u64> {
         use std::os::unix::fs::FileExt;
-        let file = self.0.as_ref()?;
         // Three decimal numbers: a few dozen bytes. `pread` at 0 makes the
         // kernel format them afresh.
         let mut buf = [0u8; 128];
-        let n = file.read_at(&mut buf, 0).ok()?;
+        let n = match &self.file {
+            Some(file) => file.read_at(&mut buf, 0).ok()?,
+            None => {
+                use std::io::Read;
+                std::fs::File::open(&self.path).ok()?.read(&mut buf).ok()?
+            }
+        };
         let text = std::str::from_utf8(&buf[..n]).ok()?;
         text.split_whitespace().nth(index)?.parse().ok()
+    }
+
+    /// Whether this one keeps its file open.
+    #[cfg(test)]
+    fn is_cached(&self) -> bool {
+        self.file.is_some()
+    }
+}
+
+impl Drop for SchedStat {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            CACHED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -124,6 +168,26 @@ mod tests {
         // The same open file shows the new numbers, not a cached first read.
         assert!(stat.field(0).unwrap() >= on_cpu + 4_000_000);
         assert!(stat.run_delay().unwrap() >= delay);
+    }
+
+    #[test]
+    fn open_schedstat_files_are_bounded() {
+        let tid = current_thread_id();
+        if !std::path::Path::new(&format!("/proc/self/task/{tid}/schedstat")).exists() {
+            return;
+        }
+        // Other tests may hold a few; past the budget, reads still work by
+        // opening the file each time.
+        let many: Vec<SchedStat> = (0..CACHED_SCHEDSTAT_FILES + 8)
+            .map(|_| SchedStat::of(tid))
+            .collect();
+        let open = many.iter().filter(|s| s.is_cached()).count();
+        assert!(open <= CACHED_SCHEDSTAT_FILES, "{open} open");
+        let uncached = many.iter().find(|s| !s.is_cached()).expect("over budget");
+        assert!(uncached.run_delay().is_some());
+        drop(many);
+        // Dropping gives the budget back.
+        assert!(SchedStat::of(tid).is_cached());
     }
 
     #[test]
