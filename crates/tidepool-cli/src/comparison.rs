@@ -91,14 +91,27 @@ pub struct PolicyRow {
     pub turnaround_vs_oracle: Option<f64>,
     /// `p99 wait / oracle p99 wait`, both floored at 1 µs (lower is better).
     pub p99_wait_vs_oracle: Option<f64>,
+    /// `p99 turnaround / oracle p99 turnaround`, both floored at 1 µs (lower
+    /// is better). Unlike the wait, it also counts how long the task then
+    /// ran: an oversubscribed pool starts tasks early but runs them slower.
+    pub p99_turnaround_vs_oracle: Option<f64>,
 }
 
 /// p99 waits are floored at this many µs before taking their ratio, so that
 /// an oracle that (almost) never queues does not make every ratio explode.
 pub const P99_WAIT_FLOOR_US: f64 = 1.0;
 
+/// p99 turnarounds are floored at this many µs before taking their ratio,
+/// like p99 waits ([`P99_WAIT_FLOOR_US`]).
+pub const P99_TURNAROUND_FLOOR_US: f64 = 1.0;
+
 fn ratio(a: f64, b: f64) -> Option<f64> {
     (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+}
+
+/// `a / b` with both floored at `floor` first.
+fn floored_ratio(a: f64, b: f64, floor: f64) -> Option<f64> {
+    ratio(a.max(floor), b.max(floor))
 }
 
 impl PolicyRow {
@@ -115,9 +128,13 @@ impl PolicyRow {
             turnaround_vs_oracle: oracle
                 .and_then(|o| ratio(r.mean_turnaround_us, o.headline.mean_turnaround_us)),
             p99_wait_vs_oracle: oracle.and_then(|o| {
-                ratio(
-                    r.p99_wait_us.max(P99_WAIT_FLOOR_US),
-                    o.headline.p99_wait_us.max(P99_WAIT_FLOOR_US),
+                floored_ratio(r.p99_wait_us, o.headline.p99_wait_us, P99_WAIT_FLOOR_US)
+            }),
+            p99_turnaround_vs_oracle: oracle.and_then(|o| {
+                floored_ratio(
+                    r.p99_turnaround_us,
+                    o.headline.p99_turnaround_us,
+                    P99_TURNAROUND_FLOOR_US,
                 )
             }),
         }
@@ -196,6 +213,9 @@ pub struct SummaryRow {
     /// Geometric mean of p99 wait over the oracle's, with both floored at
     /// 1 µs (lower is better).
     pub geomean_p99_wait_vs_oracle: Option<f64>,
+    /// Geometric mean of p99 turnaround over the oracle's, with both floored
+    /// at 1 µs (lower is better).
+    pub geomean_p99_turnaround_vs_oracle: Option<f64>,
     /// Threads created, summed over workloads.
     pub threads_created: u64,
     /// Mean of the average live threads over workloads.
@@ -292,6 +312,9 @@ pub fn summarize(comps: &[WorkloadComparison]) -> Vec<SummaryRow> {
                 geomean_p99_wait_vs_oracle: geomean(
                     rows.iter().filter_map(|p| p.p99_wait_vs_oracle),
                 ),
+                geomean_p99_turnaround_vs_oracle: geomean(
+                    rows.iter().filter_map(|p| p.p99_turnaround_vs_oracle),
+                ),
                 threads_created: rows.iter().map(|p| p.headline.threads_created).sum(),
                 avg_threads: rows.iter().map(|p| p.headline.avg_threads).sum::<f64>() / n,
                 policy: name,
@@ -387,6 +410,7 @@ pub fn summary_table_header() -> Table {
         "workloads",
         "throughput vs oracle",
         "turnaround vs oracle",
+        "p99 turnaround vs oracle",
         "p99 wait vs oracle",
         "threads created",
         "avg threads",
@@ -402,6 +426,7 @@ pub fn summary_table(rows: &[SummaryRow]) -> Table {
             r.workloads.to_string(),
             fmt_ratio(r.geomean_throughput_vs_oracle),
             fmt_ratio(r.geomean_turnaround_vs_oracle),
+            fmt_ratio(r.geomean_p99_turnaround_vs_oracle),
             fmt_ratio(r.geomean_p99_wait_vs_oracle),
             r.threads_created.to_string(),
             format!("{:.1}", r.avg_threads),
@@ -415,6 +440,8 @@ pub fn summary_table(rows: &[SummaryRow]) -> Table {
 pub enum Ratio {
     /// `turnaround_vs_oracle`.
     Turnaround,
+    /// `p99_turnaround_vs_oracle`.
+    P99Turnaround,
     /// `throughput_vs_oracle`.
     Throughput,
 }
@@ -436,6 +463,7 @@ pub fn matrix_table(comps: &[WorkloadComparison], summary: &[SummaryRow], which:
                     .find(|p| p.policy == s.policy)
                     .and_then(|p| match which {
                         Ratio::Turnaround => p.turnaround_vs_oracle,
+                        Ratio::P99Turnaround => p.p99_turnaround_vs_oracle,
                         Ratio::Throughput => p.throughput_vs_oracle,
                     }),
             ));
@@ -454,6 +482,7 @@ mod tests {
             executor: name.into(),
             throughput: tput,
             mean_turnaround_us: turn,
+            p99_turnaround_us: 2.0 * turn,
             p99_wait_us: 10.0,
             ..RunResult::default()
         }
@@ -489,6 +518,21 @@ mod tests {
         assert!((s[0].geomean_throughput_vs_oracle.unwrap() - 0.5).abs() < 1e-12);
         assert!((s[1].geomean_turnaround_vs_oracle.unwrap() - 4.0).abs() < 1e-12);
         assert_eq!(s[1].geomean_p99_wait_vs_oracle, Some(1.0));
+        // p99 turnaround is 2 × the mean here: 200 and 400 against the oracle's 100.
+        assert_eq!(comps[0].policies[0].p99_turnaround_vs_oracle, Some(2.0));
+        assert!((s[0].geomean_p99_turnaround_vs_oracle.unwrap() - 2.0).abs() < 1e-12);
+        assert!((s[1].geomean_p99_turnaround_vs_oracle.unwrap() - 4.0).abs() < 1e-12);
+        let st = summary_table(&s).render();
+        assert!(
+            st.lines()
+                .next()
+                .unwrap()
+                .contains("turnaround vs oracle  p99 turnaround vs oracle  p99 wait vs oracle"),
+            "{st}"
+        );
+        assert!(st.lines().nth(3).unwrap().contains("4.000"), "{st}");
+        let m = matrix_table(&comps, &s, Ratio::P99Turnaround).render();
+        assert!(m.contains("2.000") && m.contains("4.000"), "{m}");
         let t = policy_table(&comps[0]).render();
         assert!(t.contains("oracle (fixed:4)") && t.contains("tpr"), "{t}");
         let m = matrix_table(&comps, &s, Ratio::Turnaround).render();
@@ -499,6 +543,9 @@ mod tests {
         let j = serde_json::to_value(&comps[0]).unwrap();
         assert_eq!(j["oracle"]["size"], 4);
         assert_eq!(j["policies"][0]["throughput_vs_oracle"], 1.0);
+        assert_eq!(j["policies"][0]["p99_turnaround_vs_oracle"], 2.0);
+        let j = serde_json::to_value(&s[1]).unwrap();
+        assert_eq!(j["geomean_p99_turnaround_vs_oracle"], 4.0);
     }
 
     #[test]
@@ -506,6 +553,17 @@ mod tests {
         let r = PolicyRow::from_run(&run("auto", 10.0, 1.0), None);
         assert_eq!(r.throughput_vs_oracle, None);
         assert_eq!(r.p99_wait_vs_oracle, None);
+        assert_eq!(r.p99_turnaround_vs_oracle, None);
+        let j = serde_json::to_value(&r).unwrap();
+        assert!(j["p99_turnaround_vs_oracle"].is_null(), "{j}");
+        let s = summarize(&[WorkloadComparison {
+            workload: "w".into(),
+            tasks: 1,
+            oracle: None,
+            policies: vec![r],
+            sweep: None,
+        }]);
+        assert_eq!(s[0].geomean_p99_turnaround_vs_oracle, None);
     }
 
     #[test]
@@ -530,6 +588,37 @@ mod tests {
         })
         .render();
         assert!(t.lines().nth(3).unwrap().contains("1.500"), "{t}");
+    }
+
+    #[test]
+    fn p99_turnaround_ratio_floors_both_turnarounds_at_one_us() {
+        let with_p99 = |p99: f64| RunResult {
+            p99_turnaround_us: p99,
+            ..run("x", 1.0, 1.0)
+        };
+        let oracle = OracleRow::from_run(2, &with_p99(0.2));
+        let row =
+            |p99: f64| PolicyRow::from_run(&with_p99(p99), Some(&oracle)).p99_turnaround_vs_oracle;
+        assert_eq!(row(30.0), Some(30.0), "the oracle's 0.2 µs counts as 1 µs");
+        assert_eq!(row(0.5), Some(1.0));
+        let oracle = OracleRow::from_run(2, &with_p99(40.0));
+        let r = PolicyRow::from_run(&with_p99(60.0), Some(&oracle));
+        assert_eq!(r.p99_turnaround_vs_oracle, Some(1.5));
+        assert_eq!(
+            r.p99_wait_vs_oracle,
+            Some(1.0),
+            "the wait ratio is separate"
+        );
+        let c = WorkloadComparison {
+            workload: "w".into(),
+            tasks: 1,
+            oracle: Some(oracle),
+            policies: vec![r],
+            sweep: None,
+        };
+        let s = summarize(std::slice::from_ref(&c));
+        let m = matrix_table(&[c], &s, Ratio::P99Turnaround).render();
+        assert!(m.lines().nth(2).unwrap().contains("1.500"), "{m}");
     }
 
     #[test]

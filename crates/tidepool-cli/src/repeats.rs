@@ -132,6 +132,8 @@ pub struct PolicyMedian {
     pub turnaround_vs_oracle: Option<Spread>,
     /// p99 wait vs that repeat's oracle (both floored at 1 µs).
     pub p99_wait_vs_oracle: Option<Spread>,
+    /// p99 turnaround vs that repeat's oracle (both floored at 1 µs).
+    pub p99_turnaround_vs_oracle: Option<Spread>,
 }
 
 /// One workload over repeats.
@@ -163,6 +165,8 @@ pub struct SummarySpread {
     pub geomean_turnaround_vs_oracle: Option<Spread>,
     /// Per-repeat geometric mean of p99 wait vs oracle.
     pub geomean_p99_wait_vs_oracle: Option<Spread>,
+    /// Per-repeat geometric mean of p99 turnaround vs oracle.
+    pub geomean_p99_turnaround_vs_oracle: Option<Spread>,
     /// Threads created, summed over workloads in each repeat.
     pub threads_created: Option<Spread>,
     /// Mean of the average live threads over workloads in each repeat.
@@ -220,6 +224,9 @@ impl MedianComparison {
                                 p99_wait_vs_oracle: Spread::of(
                                     rows.iter().filter_map(|p| p.p99_wait_vs_oracle),
                                 ),
+                                p99_turnaround_vs_oracle: Spread::of(
+                                    rows.iter().filter_map(|p| p.p99_turnaround_vs_oracle),
+                                ),
                             }
                         })
                         .collect(),
@@ -269,6 +276,10 @@ pub fn summarize_repeats(repeats: &[SuiteComparison]) -> Vec<SummarySpread> {
                 ),
                 geomean_p99_wait_vs_oracle: Spread::of(
                     rows.iter().filter_map(|s| s.geomean_p99_wait_vs_oracle),
+                ),
+                geomean_p99_turnaround_vs_oracle: Spread::of(
+                    rows.iter()
+                        .filter_map(|s| s.geomean_p99_turnaround_vs_oracle),
                 ),
                 threads_created: Spread::of(rows.iter().map(|s| s.threads_created as f64)),
                 avg_threads: Spread::of(rows.iter().map(|s| s.avg_threads)),
@@ -403,6 +414,7 @@ pub fn median_summary_table(rows: &[SummarySpread]) -> Table {
             r.workloads.to_string(),
             fmt_spread(r.geomean_throughput_vs_oracle),
             fmt_spread(r.geomean_turnaround_vs_oracle),
+            fmt_spread(r.geomean_p99_turnaround_vs_oracle),
             fmt_spread(r.geomean_p99_wait_vs_oracle),
             fmt_count_spread(r.threads_created),
             r.avg_threads
@@ -413,16 +425,27 @@ pub fn median_summary_table(rows: &[SummarySpread]) -> Table {
 }
 
 /// Workloads × policies: the median over repeats of one ratio per cell.
+/// Policies as in the summary; with one workload (no summary), that
+/// workload's policies.
 pub fn median_matrix_table(m: &MedianComparison, which: Ratio) -> Table {
+    let mut policies: Vec<&str> = m.summary.iter().map(|s| s.policy.as_str()).collect();
+    if policies.is_empty() {
+        for p in m.workloads.iter().flat_map(|w| &w.policies) {
+            if !policies.contains(&p.policy.as_str()) {
+                policies.push(&p.policy);
+            }
+        }
+    }
     let mut headers = vec!["workload".to_string(), "oracle sizes".to_string()];
-    headers.extend(m.summary.iter().map(|s| s.policy.clone()));
+    headers.extend(policies.iter().map(|p| p.to_string()));
     let mut t = Table::new(headers);
     for w in &m.workloads {
         let mut row = vec![w.workload.clone(), fmt_oracle_sizes(w.oracle.as_ref())];
-        for s in &m.summary {
-            let p = w.policies.iter().find(|p| p.policy == s.policy);
+        for name in &policies {
+            let p = w.policies.iter().find(|p| p.policy == *name);
             let spread = p.and_then(|p| match which {
                 Ratio::Turnaround => p.turnaround_vs_oracle,
+                Ratio::P99Turnaround => p.p99_turnaround_vs_oracle,
                 Ratio::Throughput => p.throughput_vs_oracle,
             });
             row.push(fmt_ratio(spread.map(|s| s.median)));
@@ -497,19 +520,22 @@ mod tests {
         assert!(median_headline(&[]).throughput.is_nan());
     }
 
+    /// A run whose p99 turnaround is twice its mean turnaround.
     fn run(name: &str, tput: f64, turn: f64, p99: f64) -> RunResult {
         RunResult {
             executor: name.into(),
             throughput: tput,
             mean_turnaround_us: turn,
+            p99_turnaround_us: 2.0 * turn,
             p99_wait_us: p99,
             ..RunResult::default()
         }
     }
 
     /// One repeat on two workloads whose oracle has throughput 100,
-    /// turnaround 10 and p99 wait `oracle_p99`; `auto` measures `auto[i]`
-    /// = (throughput, turnaround, p99 wait) on workload i.
+    /// turnaround 10 (p99 turnaround 20) and p99 wait `oracle_p99`; `auto`
+    /// measures `auto[i]` = (throughput, turnaround, p99 wait) on workload i,
+    /// and a p99 turnaround of twice that turnaround.
     fn repeat(oracle_size: usize, oracle_p99: f64, auto: [(f64, f64, f64); 2]) -> SuiteComparison {
         let oracle = OracleRow::from_run(oracle_size, &run("fixed", 100.0, 10.0, oracle_p99));
         let workloads: Vec<WorkloadComparison> = auto
@@ -558,6 +584,23 @@ mod tests {
         let tp = auto.throughput_vs_oracle.unwrap();
         assert_eq!((tp.median, tp.min, tp.max), (0.9, 0.8, 1.0));
         assert_eq!(auto.turnaround_vs_oracle.unwrap().median, 2.0);
+        // p99 turnarounds 20, 40, 60 against the oracle's 20 in each repeat.
+        let p99t = auto.p99_turnaround_vs_oracle.unwrap();
+        assert_eq!((p99t.median, p99t.min, p99t.max), (2.0, 1.0, 3.0));
+        // Per-repeat geometric means over the two workloads: sqrt(1 × 4) = 2,
+        // sqrt(2 × 1), sqrt(3 × 1); median sqrt(3).
+        let g = m.summary[0].geomean_p99_turnaround_vs_oracle.unwrap();
+        assert!(close(Some(g.median), 3f64.sqrt()), "{g:?}");
+        assert!(
+            close(Some(g.min), 2f64.sqrt()) && close(Some(g.max), 2.0),
+            "{g:?}"
+        );
+        assert!(close(
+            m.summary[1]
+                .geomean_p99_turnaround_vs_oracle
+                .map(|g| g.median),
+            1.0
+        ));
         assert_eq!(m.workloads[1].policies[1].policy, "tpr");
         assert_eq!(fmt_oracle_sizes(w0.oracle.as_ref()), "fixed:2, 4, 2");
     }
@@ -592,6 +635,20 @@ mod tests {
         ));
         let table = median_summary_table(&s).render();
         assert!(table.contains("0.500 (0.400–0.800)"), "{table}");
+        let header: Vec<&str> = table
+            .lines()
+            .next()
+            .unwrap()
+            .split("  ")
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .collect();
+        let col = |name: &str| header.iter().position(|h| *h == name);
+        assert_eq!(
+            col("p99 turnaround vs oracle"),
+            col("turnaround vs oracle").map(|i| i + 1),
+            "{table}"
+        );
         assert_eq!(MedianComparison::of(&reps).summary, s);
     }
 
@@ -611,6 +668,11 @@ mod tests {
         assert_eq!(j["median"]["repeats"], 2);
         let auto = &j["median"]["workloads"][1]["policies"][0];
         assert_eq!(auto["throughput_vs_oracle"]["median"], 0.5);
+        assert_eq!(auto["p99_turnaround_vs_oracle"]["median"], 1.0);
+        assert_eq!(
+            j["median"]["summary"][0]["geomean_p99_turnaround_vs_oracle"]["max"],
+            1.0
+        );
         assert_eq!(auto["throughput"], 50.0);
         assert_eq!(j["median"]["summary"][0]["policy"], "auto");
         // One workload: each repeat is that workload's object.
@@ -635,5 +697,32 @@ mod tests {
         assert!(t.contains("1.500 (1.000–2.000)"), "{t}");
         let mx = median_matrix_table(&m, Ratio::Throughput).render();
         assert!(mx.contains("fixed:2, 4") && mx.contains("0.950"), "{mx}");
+        let mx = median_matrix_table(&m, Ratio::P99Turnaround).render();
+        assert!(mx.lines().nth(2).unwrap().contains("1.000"), "{mx}");
+    }
+
+    #[test]
+    fn matrix_of_one_workload_lists_its_policies() {
+        // One workload: no summary, so the matrix takes the workload's policies.
+        let mut reps = [
+            repeat(2, 10.0, [(100.0, 30.0, 10.0), (50.0, 10.0, 10.0)]),
+            repeat(2, 10.0, [(100.0, 10.0, 10.0), (50.0, 10.0, 10.0)]),
+        ];
+        for r in &mut reps {
+            r.workloads.truncate(1);
+        }
+        let m = MedianComparison::of(&reps);
+        assert!(m.summary.is_empty());
+        let mx = median_matrix_table(&m, Ratio::P99Turnaround).render();
+        let lines: Vec<&str> = mx.lines().collect();
+        assert!(
+            lines[0].contains("auto") && lines[0].contains("tpr"),
+            "{mx}"
+        );
+        // auto: p99 turnaround 60 then 20 against 20 → median 2.0; tpr 1.0.
+        assert!(
+            lines[2].contains("2.000") && lines[2].contains("1.000"),
+            "{mx}"
+        );
     }
 }

@@ -219,10 +219,11 @@ fn compare_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
         "throughput_vs_oracle",
         "turnaround_vs_oracle",
         "p99_wait_vs_oracle",
+        "p99_turnaround_vs_oracle",
     ]);
     let rows = runs.iter().flat_map(|(n, suite)| {
         suite.workloads.iter().flat_map(move |c| {
-            let row = move |label: String, h: &Headline, vs: [String; 3]| {
+            let row = move |label: String, h: &Headline, vs: [String; 4]| {
                 let mut cells: Vec<String> = n.iter().map(usize::to_string).collect();
                 cells.extend([
                     c.workload.clone(),
@@ -242,13 +243,18 @@ fn compare_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
             };
             let oracle = c.oracle.iter().map(move |r| {
                 let label = format!("oracle:fixed:{}", r.size);
-                row(label, &r.headline, ["1".into(), "1".into(), "1".into()])
+                row(
+                    label,
+                    &r.headline,
+                    ["1".into(), "1".into(), "1".into(), "1".into()],
+                )
             });
             oracle.chain(c.policies.iter().map(move |p| {
                 let vs = [
                     o(p.throughput_vs_oracle),
                     o(p.turnaround_vs_oracle),
                     o(p.p99_wait_vs_oracle),
+                    o(p.p99_turnaround_vs_oracle),
                 ];
                 row(p.policy.clone(), &p.headline, vs)
             }))
@@ -274,6 +280,7 @@ fn summary_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
         "geomean_p99_wait_vs_oracle",
         "threads_created",
         "avg_threads",
+        "geomean_p99_turnaround_vs_oracle",
     ]);
     let rows = runs.iter().flat_map(|(n, s)| {
         s.summary.iter().map(move |r| {
@@ -286,6 +293,7 @@ fn summary_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
                 o(r.geomean_p99_wait_vs_oracle),
                 r.threads_created.to_string(),
                 format!("{:.2}", r.avg_threads),
+                o(r.geomean_p99_turnaround_vs_oracle),
             ]);
             cells
         })
@@ -329,7 +337,7 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
                 o.sizes.len().to_string(),
             ];
             r.extend(headline(&o.headline));
-            r.extend(one().into_iter().chain(one()).chain(one()));
+            r.extend(one().into_iter().chain(one()).chain(one()).chain(one()));
             rows.push(r);
         }
         for p in &w.policies {
@@ -338,6 +346,7 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
             r.extend(spread(p.throughput_vs_oracle));
             r.extend(spread(p.turnaround_vs_oracle));
             r.extend(spread(p.p99_wait_vs_oracle));
+            r.extend(spread(p.p99_turnaround_vs_oracle));
             rows.push(r);
         }
     }
@@ -365,6 +374,9 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
             "p99_wait_vs_oracle",
             "p99_wait_vs_oracle_min",
             "p99_wait_vs_oracle_max",
+            "p99_turnaround_vs_oracle",
+            "p99_turnaround_vs_oracle_min",
+            "p99_turnaround_vs_oracle_max",
         ],
         rows,
     )
@@ -421,8 +433,10 @@ pub fn markdown(
         "Each workload was first replayed on static pools of several sizes (the sweep); the \
          **oracle** is the best static size (within {:.0}% of the best throughput, lowest mean \
          turnaround). Then every policy replayed the same trace. Ratios: throughput / oracle \
-         throughput (higher is better), mean turnaround / oracle's and p99 wait / oracle's \
-         (lower is better); 1.000 is as good as the oracle. Field definitions: \
+         throughput (higher is better), mean turnaround / oracle's, p99 turnaround / oracle's \
+         and p99 wait / oracle's (lower is better; p99s floored at 1 µs); 1.000 is as good as \
+         the oracle. p99 wait alone rewards a pool that starts tasks early but then runs them \
+         slower (oversubscribed); the p99 turnaround is what a user waits for. Field definitions: \
          `docs/metrics.md` and `docs/cli.md` in the tidepool repository.\n\n",
         tolerance * 100.0
     ));
@@ -455,10 +469,21 @@ pub fn markdown(
                     fmt_oracle_sizes(m.oracle.as_ref())
                 ));
                 md.push_str(&median_policy_table(m).markdown());
+                if r.median.workloads.len() == 1 {
+                    md.push_str(p99_turnaround_caption(true));
+                    md.push_str(&median_matrix_table(&r.median, Ratio::P99Turnaround).markdown());
+                }
             }
             None => {
                 md.push_str("### Policies\n\n");
                 md.push_str(&policy_table(c).markdown());
+                if suite.workloads.len() == 1 {
+                    md.push_str(p99_turnaround_caption(false));
+                    md.push_str(
+                        &matrix_table(&suite.workloads, &suite.summary, Ratio::P99Turnaround)
+                            .markdown(),
+                    );
+                }
             }
         }
         if let Some(a) = &w.analysis {
@@ -482,6 +507,16 @@ pub fn markdown(
         md.push('\n');
     }
     md
+}
+
+/// The caption above the p99 turnaround table of a one-workload report
+/// (with several workloads that table is in the summary).
+fn p99_turnaround_caption(over_repeats: bool) -> &'static str {
+    if over_repeats {
+        "\np99 turnaround relative to the oracle, median over repeats (lower is better):\n\n"
+    } else {
+        "\np99 turnaround relative to the oracle (lower is better):\n\n"
+    }
 }
 
 /// How the repeats were run and combined.
@@ -519,6 +554,8 @@ fn summary_section(suite: &SuiteComparison, median: Option<&MedianComparison>) -
             md.push_str(&median_summary_table(&m.summary).markdown());
             md.push_str("\nMean turnaround relative to the oracle, per workload, median over repeats (lower is better):\n\n");
             md.push_str(&median_matrix_table(m, Ratio::Turnaround).markdown());
+            md.push_str("\np99 turnaround relative to the oracle, per workload, median over repeats (lower is better):\n\n");
+            md.push_str(&median_matrix_table(m, Ratio::P99Turnaround).markdown());
             md.push_str("\nThroughput relative to the oracle, per workload, median over repeats (below 1: the pool fell behind the arrivals):\n\n");
             md.push_str(&median_matrix_table(m, Ratio::Throughput).markdown());
         }
@@ -530,6 +567,12 @@ fn summary_section(suite: &SuiteComparison, median: Option<&MedianComparison>) -
             );
             md.push_str(
                 &matrix_table(&suite.workloads, &suite.summary, Ratio::Turnaround).markdown(),
+            );
+            md.push_str(
+                "\np99 turnaround relative to the oracle, per workload (lower is better):\n\n",
+            );
+            md.push_str(
+                &matrix_table(&suite.workloads, &suite.summary, Ratio::P99Turnaround).markdown(),
             );
             md.push_str("\nThroughput relative to the oracle, per workload (below 1: the pool fell behind the arrivals):\n\n");
             md.push_str(

@@ -169,6 +169,7 @@ fn compare_json_one_workload() {
             "avg_threads",
             "throughput_vs_oracle",
             "p99_wait_vs_oracle",
+            "p99_turnaround_vs_oracle",
         ] {
             assert!(num(r, key) >= 0.0, "{key} in {r}");
         }
@@ -177,6 +178,24 @@ fn compare_json_one_workload() {
         assert!(ratio > 0.2 && ratio < 5.0, "{ratio}");
     }
     assert_eq!(p[2]["threads_created"], 200, "tpr makes a thread per task");
+}
+
+#[test]
+fn compare_one_workload_text_shows_p99_turnaround_vs_oracle() {
+    let o = tidepool(&["compare", "-w", TINY, "-p", "auto,tpr", "-s", "1,2", "-q"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // No summary with one workload, but the per-workload p99 turnaround table.
+    assert!(!text.contains("== summary"), "{text}");
+    let (_, table) = text
+        .split_once("== p99 turnaround vs oracle, per workload")
+        .unwrap_or_else(|| panic!("no p99 turnaround table in {text}"));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[1].contains("auto") && lines[1].contains("tpr"),
+        "{text}"
+    );
+    assert!(lines[3].starts_with("poisson:"), "{text}");
 }
 
 #[test]
@@ -205,9 +224,24 @@ fn compare_several_workloads_has_a_summary_and_report() {
     assert_eq!(s.len(), 2);
     assert_eq!(s[0]["policy"], "auto");
     assert_eq!(s[0]["workloads"], 2);
-    assert!(num(&s[0], "geomean_throughput_vs_oracle") > 0.0);
+    for key in [
+        "geomean_throughput_vs_oracle",
+        "geomean_turnaround_vs_oracle",
+        "geomean_p99_wait_vs_oracle",
+        "geomean_p99_turnaround_vs_oracle",
+    ] {
+        assert!(num(&s[0], key) > 0.0, "{key} in {}", s[0]);
+    }
+    for r in w[0]["policies"].as_array().unwrap() {
+        assert!(num(r, "p99_turnaround_vs_oracle") > 0.0, "{r}");
+    }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Summary") && md.contains("size.svg"), "{md}");
+    assert!(
+        md.contains("p99 turnaround vs oracle")
+            && md.contains("p99 turnaround relative to the oracle, per workload"),
+        "{md}"
+    );
     assert!(md.contains("## Bar") && md.contains("both met"), "{md}");
     for entry in std::fs::read_dir(&out).unwrap() {
         let p = entry.unwrap().path();
@@ -219,6 +253,23 @@ fn compare_several_workloads_has_a_summary_and_report() {
     }
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}"); // oracle + 2 policies per workload
+    assert!(
+        csv.starts_with("workload,policy,throughput,")
+            && csv
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(",p99_wait_vs_oracle,p99_turnaround_vs_oracle"),
+        "{csv}"
+    );
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",threads_created,avg_threads,geomean_p99_turnaround_vs_oracle"),
+        "{csv}"
+    );
 }
 
 fn spread_ok(s: &Value) {
@@ -253,6 +304,7 @@ fn compare_repeats_json_has_every_repeat_and_the_medians() {
         assert!([1, 2].contains(&r["oracle"]["size"].as_u64().unwrap()));
         assert_eq!(r["policies"].as_array().unwrap().len(), 2);
         assert!(num(&r["policies"][0], "p99_wait_vs_oracle") > 0.0);
+        assert!(num(&r["policies"][0], "p99_turnaround_vs_oracle") > 0.0);
     }
     let m = &v["median"];
     assert_eq!(m["repeats"], 2);
@@ -275,6 +327,7 @@ fn compare_repeats_json_has_every_repeat_and_the_medians() {
             "throughput_vs_oracle",
             "turnaround_vs_oracle",
             "p99_wait_vs_oracle",
+            "p99_turnaround_vs_oracle",
         ] {
             spread_ok(&p[key]);
             // Two repeats: the median is the mean of the per-repeat ratios.
@@ -312,6 +365,11 @@ fn compare_repeats_tables_and_report() {
     assert!(text.contains("median (min–max) over 2 repeats"), "{text}");
     assert!(text.contains("== summary over 2 repeats"), "{text}");
     assert!(text.contains("oracle (median)"), "{text}");
+    assert!(
+        text.contains("p99 turnaround vs oracle")
+            && text.contains("== p99 turnaround vs oracle, per workload, median over repeats"),
+        "{text}"
+    );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     for needle in [
         "**Repeats.**",
@@ -330,11 +388,19 @@ fn compare_repeats_tables_and_report() {
     assert_eq!(j["repeats"][0]["workloads"].as_array().unwrap().len(), 2);
     assert_eq!(j["median"]["summary"][0]["policy"], "auto");
     spread_ok(&j["median"]["summary"][0]["geomean_throughput_vs_oracle"]);
+    spread_ok(&j["median"]["summary"][0]["geomean_p99_turnaround_vs_oracle"]);
+    spread_ok(&j["median"]["workloads"][1]["policies"][0]["p99_turnaround_vs_oracle"]);
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert!(csv.starts_with("repeat,workload,policy,"), "{csv}");
     assert_eq!(csv.lines().count(), 1 + 2 * 2 * 3, "{csv}"); // repeats × workloads × (oracle + 2)
     let csv = std::fs::read_to_string(out.join("median.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 3, "{csv}");
+    assert!(
+        csv.lines().next().unwrap().ends_with(
+            ",p99_wait_vs_oracle_max,p99_turnaround_vs_oracle,p99_turnaround_vs_oracle_min,p99_turnaround_vs_oracle_max"
+        ),
+        "{csv}"
+    );
 }
 
 #[test]

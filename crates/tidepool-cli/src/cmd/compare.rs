@@ -37,7 +37,9 @@ Each workload is first swept over --sizes on static pools; the oracle is the bes
 size (the in-band size with the lowest mean turnaround, see `tidepool sweep --help`).
 Then every policy runs the same trace. `vs oracle` is throughput / oracle throughput
 (higher is better), p99 wait / oracle p99 wait (both floored at 1 µs) and mean
-turnaround / oracle turnaround (lower is better). With
+turnaround / oracle turnaround (lower is better); a last table gives p99 turnaround /
+oracle p99 turnaround (both floored at 1 µs) per workload, since p99 wait alone rewards
+a pool that starts tasks early but runs them slower (oversubscribed). With
 several workloads a summary gives each policy's geometric mean across them.
 --repeats N runs all of that N times; each repeat finds its own oracle and computes its
 own ratios, and the tables show the median over repeats (ratios as median (min–max)).
@@ -288,6 +290,11 @@ pub fn text_report(s: &SuiteComparison) -> String {
         out.push_str(&summary_table(&s.summary).render());
         out.push_str("\n== mean turnaround vs oracle, per workload ==\n");
         out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render());
+        out.push('\n');
+    }
+    if !s.workloads.is_empty() {
+        out.push_str("== p99 turnaround vs oracle, per workload (both floored at 1 µs) ==\n");
+        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::P99Turnaround).render());
     }
     if s.cancelled {
         out.push_str("\n(stopped by Ctrl-C: partial results)\n");
@@ -319,6 +326,11 @@ pub fn repeated_text_report(r: &RepeatedComparison) -> String {
         out.push_str(&median_summary_table(&m.summary).render());
         out.push_str("\n== mean turnaround vs oracle, per workload, median over repeats ==\n");
         out.push_str(&median_matrix_table(m, Ratio::Turnaround).render());
+        out.push('\n');
+    }
+    if !m.workloads.is_empty() {
+        out.push_str("== p99 turnaround vs oracle, per workload, median over repeats (both floored at 1 µs) ==\n");
+        out.push_str(&median_matrix_table(m, Ratio::P99Turnaround).render());
     }
     if let Some(note) = r.stop_note() {
         out.push_str(&format!("\n({note})\n"));
