@@ -194,28 +194,47 @@ fn workload_files(root: &Path, name: &str, w: &WorkloadRuns) -> anyhow::Result<W
     Ok(f)
 }
 
+/// The CSV columns of a [`Headline`], in the order of [`headline_cells`].
+const HEADLINE_COLUMNS: [&str; 9] = [
+    "throughput",
+    "mean_wait_us",
+    "p99_wait_us",
+    "mean_response_us",
+    "p99_response_us",
+    "mean_turnaround_us",
+    "p99_turnaround_us",
+    "threads_created",
+    "avg_threads",
+];
+
+/// A [`Headline`]'s cells for the [`HEADLINE_COLUMNS`].
+fn headline_cells(h: &Headline) -> [String; 9] {
+    let f = |v: f64| format!("{v:.3}");
+    [
+        f(h.throughput),
+        f(h.mean_wait_us),
+        f(h.p99_wait_us),
+        f(h.mean_response_us),
+        f(h.p99_response_us),
+        f(h.mean_turnaround_us),
+        f(h.p99_turnaround_us),
+        h.threads_created.to_string(),
+        f(h.avg_threads),
+    ]
+}
+
 /// `compare.csv`: one row per workload × (oracle + policy) of each given
 /// run of the plan; a leading `repeat` column when they are numbered.
 fn compare_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyhow::Result<PathBuf> {
-    let f = |v: f64| format!("{v:.3}");
     let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     let numbered = runs.iter().any(|(n, _)| n.is_some());
     let mut header = Vec::new();
     if numbered {
         header.push("repeat");
     }
+    header.extend(["workload", "policy"]);
+    header.extend(HEADLINE_COLUMNS);
     header.extend([
-        "workload",
-        "policy",
-        "throughput",
-        "mean_wait_us",
-        "p99_wait_us",
-        "mean_response_us",
-        "p99_response_us",
-        "mean_turnaround_us",
-        "p99_turnaround_us",
-        "threads_created",
-        "avg_threads",
         "throughput_vs_oracle",
         "turnaround_vs_oracle",
         "p99_wait_vs_oracle",
@@ -225,19 +244,8 @@ fn compare_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
         suite.workloads.iter().flat_map(move |c| {
             let row = move |label: String, h: &Headline, vs: [String; 4]| {
                 let mut cells: Vec<String> = n.iter().map(usize::to_string).collect();
-                cells.extend([
-                    c.workload.clone(),
-                    label,
-                    f(h.throughput),
-                    f(h.mean_wait_us),
-                    f(h.p99_wait_us),
-                    f(h.mean_response_us),
-                    f(h.p99_response_us),
-                    f(h.mean_turnaround_us),
-                    f(h.p99_turnaround_us),
-                    h.threads_created.to_string(),
-                    f(h.avg_threads),
-                ]);
+                cells.extend([c.workload.clone(), label]);
+                cells.extend(headline_cells(h));
                 cells.extend(vs);
                 cells
             };
@@ -304,7 +312,6 @@ fn summary_csv(path: &Path, runs: &[(Option<usize>, &SuiteComparison)]) -> anyho
 /// `median.csv`: one row per workload × (oracle + policy): the medians over
 /// repeats of the headline numbers, and median, min and max of each ratio.
 fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
-    let f = |v: f64| format!("{v:.3}");
     let spread = |s: Option<Spread>| -> [String; 3] {
         s.map_or([String::new(), String::new(), String::new()], |s| {
             [
@@ -315,19 +322,6 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
         })
     };
     let one = || ["1".to_string(), "1".to_string(), "1".to_string()];
-    let headline = |h: &Headline| {
-        [
-            f(h.throughput),
-            f(h.mean_wait_us),
-            f(h.p99_wait_us),
-            f(h.mean_response_us),
-            f(h.p99_response_us),
-            f(h.mean_turnaround_us),
-            f(h.p99_turnaround_us),
-            h.threads_created.to_string(),
-            f(h.avg_threads),
-        ]
-    };
     let mut rows: Vec<Vec<String>> = Vec::new();
     for w in &m.workloads {
         if let Some(o) = &w.oracle {
@@ -336,13 +330,13 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
                 format!("oracle:{}", fmt_oracle_sizes(Some(o)).replace(", ", "/")),
                 o.sizes.len().to_string(),
             ];
-            r.extend(headline(&o.headline));
+            r.extend(headline_cells(&o.headline));
             r.extend(one().into_iter().chain(one()).chain(one()).chain(one()));
             rows.push(r);
         }
         for p in &w.policies {
             let mut r = vec![w.workload.clone(), p.policy.clone(), p.repeats.to_string()];
-            r.extend(headline(&p.headline));
+            r.extend(headline_cells(&p.headline));
             r.extend(spread(p.throughput_vs_oracle));
             r.extend(spread(p.turnaround_vs_oracle));
             r.extend(spread(p.p99_wait_vs_oracle));
@@ -350,36 +344,23 @@ fn median_csv(path: &Path, m: &MedianComparison) -> anyhow::Result<PathBuf> {
             rows.push(r);
         }
     }
-    write_csv(
-        path,
-        &[
-            "workload",
-            "policy",
-            "repeats",
-            "throughput",
-            "mean_wait_us",
-            "p99_wait_us",
-            "mean_response_us",
-            "p99_response_us",
-            "mean_turnaround_us",
-            "p99_turnaround_us",
-            "threads_created",
-            "avg_threads",
-            "throughput_vs_oracle",
-            "throughput_vs_oracle_min",
-            "throughput_vs_oracle_max",
-            "turnaround_vs_oracle",
-            "turnaround_vs_oracle_min",
-            "turnaround_vs_oracle_max",
-            "p99_wait_vs_oracle",
-            "p99_wait_vs_oracle_min",
-            "p99_wait_vs_oracle_max",
-            "p99_turnaround_vs_oracle",
-            "p99_turnaround_vs_oracle_min",
-            "p99_turnaround_vs_oracle_max",
-        ],
-        rows,
-    )
+    let mut header = vec!["workload", "policy", "repeats"];
+    header.extend(HEADLINE_COLUMNS);
+    header.extend([
+        "throughput_vs_oracle",
+        "throughput_vs_oracle_min",
+        "throughput_vs_oracle_max",
+        "turnaround_vs_oracle",
+        "turnaround_vs_oracle_min",
+        "turnaround_vs_oracle_max",
+        "p99_wait_vs_oracle",
+        "p99_wait_vs_oracle_min",
+        "p99_wait_vs_oracle_max",
+        "p99_turnaround_vs_oracle",
+        "p99_turnaround_vs_oracle_min",
+        "p99_turnaround_vs_oracle_max",
+    ]);
+    write_csv(path, &header, rows)
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`.

@@ -106,7 +106,7 @@ impl WorkerRecord {
     fn read_cpu(&self) -> (std::time::Duration, std::time::Duration) {
         (
             self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
-            self.sched.run_delay().unwrap_or_default(),
+            self.run_delay().unwrap_or_default(),
         )
     }
 

@@ -448,7 +448,8 @@ impl Auto {
         if backlog {
             self.feedback(obs);
             if !self.saturated {
-                let grown = (obs.live.max(self.target) + self.step).min(self.burst_ceiling());
+                let grown =
+                    (obs.live.max(self.target) + self.step).min(self.burst_ceiling(ceiling));
                 if grown > desired {
                     desired = grown;
                     why = "backlog";
@@ -489,7 +490,7 @@ impl Auto {
                 why = "shrink after sustained low demand";
             }
         }
-        self.limit = self.spawn_limit(obs.now);
+        self.limit = self.spawn_limit(ceiling, obs.now);
         self.emit(old, ceiling, why)
     }
 
@@ -499,7 +500,7 @@ impl Auto {
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
         let ceiling = self.ceiling();
-        self.limit = self.spawn_limit(obs.now);
+        self.limit = self.spawn_limit(ceiling, obs.now);
         // Adopt the worker the pool just spawned.
         let mut desired = obs.live.max(self.target);
         // Until φ is measured, only adopt: each further spawn then calls
@@ -529,9 +530,9 @@ impl Auto {
     /// least `2 × cores` while the pool's workers leave a tenth of the cores
     /// unused — tasks then wait because the cores are held by other
     /// processes, or the work is bursty, and a few more workers than cores
-    /// win back the share. Never past the user's `max`.
-    fn burst_ceiling(&self) -> usize {
-        let ceiling = self.ceiling();
+    /// win back the share. Never past the user's `max`. `ceiling` is
+    /// [`Auto::ceiling`], computed once per call (a binomial search).
+    fn burst_ceiling(&self, ceiling: usize) -> usize {
         if self.saturated {
             ceiling
         } else {
@@ -541,9 +542,9 @@ impl Auto {
 
     /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
     /// cap (never below the target).
-    fn spawn_limit(&self, now: Duration) -> usize {
+    fn spawn_limit(&self, ceiling: usize, now: Duration) -> usize {
         let cap = self.learned_cap(now).unwrap_or(usize::MAX);
-        self.burst_ceiling().min(cap).max(self.target)
+        self.burst_ceiling(ceiling).min(cap).max(self.target)
     }
 
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
@@ -607,7 +608,7 @@ impl SizingPolicy for Auto {
                 };
                 self.cores = obs.cores.max(1);
                 self.target = self.clamp(self.cores);
-                self.limit = self.spawn_limit(obs.now);
+                self.limit = self.spawn_limit(self.ceiling(), obs.now);
                 self.sent_limit = Some(self.limit);
                 Decision {
                     target: Some(self.target),
