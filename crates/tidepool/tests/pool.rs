@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy};
+use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy, Trigger};
 use tidepool::{Executor, JoinError, OnFull, Pool, QueueFlavor, SubmitError, ThreadPerRequest};
 
 /// Poll `cond` until it holds or 10 s pass (generous: CI machines are slow).
@@ -290,6 +290,69 @@ fn grows_on_demand_only_when_the_policy_allows() {
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(elastic.size(), 4, "never above max");
     assert_eq!(elastic.decisions().len(), 1);
+    gate.open();
+}
+
+/// A test policy: starts at `max` 2 and raises `max` (and the target) by one
+/// on every at-max call, listening for them only until `max` reaches 4.
+#[derive(Debug)]
+struct GrowAtMax(usize);
+
+impl SizingPolicy for GrowAtMax {
+    fn name(&self) -> &str {
+        "grow-at-max"
+    }
+    fn schedule(&self) -> Schedule {
+        Schedule {
+            on_at_max: self.0 < 4,
+            ..Schedule::default()
+        }
+    }
+    fn decide(&mut self, obs: &Observation) -> Decision {
+        if obs.trigger == Trigger::AtMax {
+            self.0 += 1;
+        }
+        Decision {
+            grow_on_demand: Some(true),
+            target: Some(self.0),
+            max: Some(self.0),
+            reason: format!("max {}", self.0).into(),
+            ..Decision::default()
+        }
+    }
+}
+
+#[test]
+fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
+    let gate = Gate::default();
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(16)
+        .policy(GrowAtMax(2))
+        .build()
+        .unwrap();
+    // Every submit finds the workers held at the gate and the pool at its max.
+    for _ in 0..8 {
+        let g = gate.clone();
+        pool.execute(move || g.wait()).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    eventually("grows to 4 through at-max calls", || pool.size() == 4);
+    for _ in 0..8 {
+        let g = gate.clone();
+        pool.execute(move || g.wait()).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let log = pool.decisions();
+    let at_max: Vec<_> = log.iter().filter(|d| d.trigger == Trigger::AtMax).collect();
+    // Two calls (2 → 3 → 4), then the policy stopped listening.
+    assert_eq!(at_max.len(), 2, "{log:?}");
+    assert!(at_max[1].at - at_max[0].at >= Duration::from_millis(1));
+    assert_eq!(
+        pool.size(),
+        4,
+        "no growth once the policy stopped listening"
+    );
     gate.open();
 }
 

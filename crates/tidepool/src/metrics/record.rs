@@ -33,6 +33,8 @@ pub(crate) struct TaskTotals {
     pub(crate) sampled_cpu: std::time::Duration,
     /// Execution time of the same sample.
     pub(crate) sampled_service: std::time::Duration,
+    /// How many tasks the sample holds.
+    pub(crate) sampled_tasks: u64,
 }
 
 impl TaskTotals {
@@ -64,6 +66,8 @@ pub(crate) struct WorkerRecord {
     sampled_cpu_ns: AtomicU64,
     /// Execution nanoseconds of the same tasks.
     sampled_service_ns: AtomicU64,
+    /// Tasks whose CPU time was sampled.
+    sampled_tasks: AtomicU64,
 }
 
 impl WorkerRecord {
@@ -82,6 +86,7 @@ impl WorkerRecord {
             response: AtomicLatency::default(),
             sampled_cpu_ns: AtomicU64::new(0),
             sampled_service_ns: AtomicU64::new(0),
+            sampled_tasks: AtomicU64::new(0),
         }
     }
 
@@ -122,6 +127,7 @@ impl WorkerRecord {
     pub(crate) fn task_cpu(&self, cpu_ns: u64, service_ns: u64) {
         bump(&self.sampled_cpu_ns, cpu_ns);
         bump(&self.sampled_service_ns, service_ns);
+        bump(&self.sampled_tasks, 1);
     }
 
     /// Record a finished task that was not timed. Owner thread only.
@@ -174,6 +180,7 @@ impl WorkerRecord {
         sum.sampled_cpu += std::time::Duration::from_nanos(self.sampled_cpu_ns.load(Relaxed));
         sum.sampled_service +=
             std::time::Duration::from_nanos(self.sampled_service_ns.load(Relaxed));
+        sum.sampled_tasks += self.sampled_tasks.load(Relaxed);
         sum.completed += self.completed.load(std::sync::atomic::Ordering::Acquire);
         sum.started += self.started.load(Relaxed);
         sum.panicked += self.panicked.load(Relaxed);

@@ -72,6 +72,8 @@ pub struct PoolStats {
     /// over it is the tasks' own compute share, untouched by spinning, idle
     /// wake-ups or waiting for a core.
     pub sampled_task_time: Duration,
+    /// How many tasks that sample holds.
+    pub sampled_tasks: u64,
 }
 
 impl PoolStats {
@@ -140,6 +142,7 @@ impl PoolStats {
             sampled_task_time: self
                 .sampled_task_time
                 .saturating_sub(earlier.sampled_task_time),
+            sampled_tasks: self.sampled_tasks.saturating_sub(earlier.sampled_tasks),
             ..self.clone()
         }
     }

@@ -64,6 +64,9 @@ const CPU_SATURATED: f64 = 0.9;
 /// Sampled task time (per-task CPU measurements) a window needs before its
 /// compute share is used.
 const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
+/// Sampled tasks a window needs before its compute share replaces the
+/// starting guess (fewer are weighed with it).
+const FIRST_SAMPLE_TASKS: u64 = 4;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// Bursts and backlog may take the pool to this many workers per core even
@@ -203,8 +206,16 @@ pub struct Auto {
     cpu_fraction: Smoothed,
     compute_sum: f64,
     wanted_sum: f64,
+    /// Weight of the starting guess φ = 1 in the sums above (task-seconds):
+    /// fades with them, and is dropped once the per-task sample holds
+    /// [`FIRST_SAMPLE_TASKS`] tasks.
+    prior: f64,
     /// Whether φ has come from the pool's per-task CPU sample yet.
     sampled: bool,
+    /// Tasks in the per-task sample so far (counted until they are enough).
+    sampled_tasks: u64,
+    /// Tasks completed so far (counted until they are enough).
+    completions_seen: u64,
     last_busy: usize,
     measured: bool,
     saturated: bool,
@@ -231,11 +242,14 @@ impl Auto {
             service: Smoothed::starting_at(0.0),
             // Until measured, assume CPU-bound: the cautious guess.
             cpu_fraction: Smoothed::starting_at(1.0),
+            compute_sum: 0.0,
+            wanted_sum: 0.0,
             // The CPU-bound guess as a prior worth a few ms of task time: a
             // single short, noisy window cannot make φ small on its own.
-            compute_sum: PRIOR_BUSY.as_secs_f64(),
-            wanted_sum: PRIOR_BUSY.as_secs_f64(),
+            prior: PRIOR_BUSY.as_secs_f64(),
             sampled: false,
+            sampled_tasks: 0,
+            completions_seen: 0,
             last_busy: 0,
             measured: false,
             saturated: false,
@@ -301,6 +315,7 @@ impl Auto {
         if let Some(s) = obs.mean_service {
             self.service.update(s.as_secs_f64(), obs.window);
         }
+        self.completions_seen = self.completions_seen.saturating_add(obs.completions);
         if secs <= 0.0 {
             return;
         }
@@ -314,13 +329,20 @@ impl Auto {
             // preempted (waiting for a core is neither compute nor blocking).
             let wanted = obs.sampled_task_time.as_secs_f64();
             let cpu = obs.sampled_task_cpu.as_secs_f64().min(wanted);
-            // Measured per task, the first sample outweighs the prior guess
-            // (and anything the noisier thread-level estimate said).
+            // Measured per task, the sample outweighs anything the noisier
+            // thread-level estimate said, and once it holds a few tasks, the
+            // prior guess too. Until then it is weighed with the prior: one
+            // task that lost its core for a millisecond the run delay does
+            // not show (VM steal) would read as blocking work.
             let keep = if self.sampled { fade } else { 0.0 };
             self.sampled = true;
             self.compute_sum = self.compute_sum * keep + cpu;
             self.wanted_sum = self.wanted_sum * keep + wanted;
-            self.cpu_fraction.value = (self.compute_sum / self.wanted_sum).clamp(0.0, 1.0);
+            self.sampled_tasks = self.sampled_tasks.saturating_add(obs.sampled_tasks);
+            if self.sampled_tasks >= FIRST_SAMPLE_TASKS {
+                self.prior = 0.0;
+            }
+            self.update_phi();
             self.measured = true;
             return;
         }
@@ -356,7 +378,8 @@ impl Auto {
                 let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
                 self.compute_sum = self.compute_sum * fade + cpu.min(wanted);
                 self.wanted_sum = self.wanted_sum * fade + wanted;
-                self.cpu_fraction.value = (self.compute_sum / self.wanted_sum).clamp(0.0, 1.0);
+                self.prior *= fade;
+                self.update_phi();
                 self.measured = true;
             }
             return;
@@ -373,6 +396,23 @@ impl Auto {
             self.cpu_fraction.update(phi, obs.window);
             self.measured = true;
         }
+    }
+
+    /// φ from the fading sums and what is left of the prior.
+    fn update_phi(&mut self) {
+        let wanted = self.wanted_sum + self.prior;
+        if wanted > 0.0 {
+            self.cpu_fraction.value = ((self.compute_sum + self.prior) / wanted).clamp(0.0, 1.0);
+        }
+    }
+
+    /// Whether φ rests on enough evidence for the spawn limit to stop being
+    /// a guess: a per-task sample of [`FIRST_SAMPLE_TASKS`] tasks, or so
+    /// many completions that a pool able to sample would have (the first
+    /// 16 timed tasks of each worker are sampled; at least one task in 16
+    /// is timed).
+    fn settled(&self) -> bool {
+        self.sampled_tasks >= FIRST_SAMPLE_TASKS || self.completions_seen >= 16 * FIRST_SAMPLE_TASKS
     }
 
     /// Workers needed for the offered load: Little's law and Erlang C.
@@ -592,6 +632,10 @@ impl SizingPolicy for Auto {
         Schedule {
             every: Some(TICK),
             on_starved: true,
+            // Until φ is settled the spawn limit is a guess (at first the
+            // CPU-bound one): a pool stuck at it must not wait for the next
+            // tick.
+            on_at_max: !self.settled(),
             ..Schedule::default()
         }
     }
@@ -623,7 +667,7 @@ impl SizingPolicy for Auto {
                 self.learn(obs);
                 self.tick(obs)
             }
-            Trigger::Starved => {
+            Trigger::Starved | Trigger::AtMax => {
                 self.learn(obs);
                 self.starved(obs)
             }
@@ -1069,6 +1113,30 @@ mod tests {
     }
 
     #[test]
+    fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
+        // Tasks queue at the CPU-bound guess of a limit (2 × cores), no
+        // worker can be spawned: the pool calls at-max until the first
+        // sampled tasks tell φ, and the limit then opens to the ceiling.
+        let mut p = Auto::new();
+        start(&mut p);
+        assert!(p.schedule().on_at_max);
+        let mut obs = starved(2, BURST_CORES * CORES, 30);
+        obs.trigger = Trigger::AtMax;
+        let d = p.decide(&obs);
+        assert_eq!(d.max, Some(BURST_CORES * CORES), "nothing measured yet");
+        assert!(p.schedule().on_at_max);
+        obs.now = Duration::from_millis(3);
+        obs.sampled_task_time = Duration::from_millis(2);
+        obs.sampled_task_cpu = Duration::from_micros(600);
+        obs.sampled_tasks = FIRST_SAMPLE_TASKS;
+        let d = p.decide(&obs);
+        assert!((p.cpu_fraction() - 0.3).abs() < 1e-9);
+        assert_eq!(d.max, Some(p.ceiling()));
+        assert!(p.ceiling() > BURST_CORES * CORES);
+        assert!(!p.schedule().on_at_max, "the limit is no longer a guess");
+    }
+
+    #[test]
     fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
         let mut p = Auto::new();
         let mut live = start(&mut p).target.unwrap();
@@ -1237,6 +1305,7 @@ mod tests {
             queue_len: 10,
             sampled_task_time: Duration::from_millis(2),
             sampled_task_cpu: Duration::from_micros(200),
+            sampled_tasks: FIRST_SAMPLE_TASKS,
             ..Observation::default()
         };
         p.decide(&obs);
@@ -1245,5 +1314,39 @@ mod tests {
             "the first sample replaces the prior guess: {}",
             p.cpu_fraction()
         );
+    }
+
+    #[test]
+    fn a_sample_of_one_task_is_weighed_with_the_prior() {
+        // One 2 ms CPU-bound task that lost 1.5 ms of its core where the run
+        // delay does not show it: alone it would read φ = 0.25 and open the
+        // limit to 2 × (1/φ) workers. Weighed with the 5 ms prior of φ = 1 it
+        // moves φ only to (5 + 0.5) / (5 + 2).
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = starved(3, CORES + 1, 5);
+        obs.sampled_task_time = Duration::from_millis(2);
+        obs.sampled_task_cpu = Duration::from_micros(500);
+        obs.sampled_tasks = 1;
+        p.decide(&obs);
+        assert!(
+            (p.cpu_fraction() - 5.5 / 7.0).abs() < 1e-9,
+            "{}",
+            p.cpu_fraction()
+        );
+        assert!(p.ceiling() <= CORES + 1, "{}", p.ceiling());
+        assert!(p.schedule().on_at_max, "still a guess");
+        // Once the sample holds enough tasks the prior is dropped: φ is the
+        // sample's own (0.5 + 2 ms of compute in 2 + 2 ms).
+        obs.now = Duration::from_millis(5);
+        obs.sampled_tasks = FIRST_SAMPLE_TASKS;
+        obs.sampled_task_cpu = Duration::from_millis(2);
+        p.decide(&obs);
+        assert!(
+            (p.cpu_fraction() - 0.625).abs() < 1e-3,
+            "{}",
+            p.cpu_fraction()
+        );
+        assert!(!p.schedule().on_at_max);
     }
 }

@@ -43,6 +43,9 @@ pub enum Trigger {
     Starved,
     /// A worker above the target size retired after its keep-alive elapsed.
     Retired,
+    /// A task waited with nobody idle, but the pool was at its `max` and
+    /// spawned nothing. At most one such call per millisecond.
+    AtMax,
 }
 
 /// When the controller should call a policy.
@@ -50,6 +53,11 @@ pub enum Trigger {
 /// A policy can ask for any combination; the controller calls it on whichever
 /// comes first. The default asks for nothing, so the policy is only called at
 /// [`Trigger::Start`].
+///
+/// The controller reads the schedule again after every call, so a policy may
+/// change it as it learns (say, listen for [`Trigger::AtMax`] only while its
+/// `max` is a guess). A policy whose schedule is empty after
+/// [`Trigger::Start`] is never called again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Schedule {
     /// Call every time this much time has passed since the last call.
@@ -60,6 +68,9 @@ pub struct Schedule {
     pub on_starved: bool,
     /// Call when a surplus worker retired after its keep-alive ([`Trigger::Retired`]).
     pub on_retired: bool,
+    /// Call when a task waited with nobody idle and the pool, at its `max`,
+    /// could not spawn ([`Trigger::AtMax`]).
+    pub on_at_max: bool,
 }
 
 /// What the pool looked like over the window since the policy's previous call.
@@ -125,6 +136,8 @@ pub struct Observation {
     /// more spent preempted: `sampled_task_cpu` over it is the tasks' own
     /// compute share (see [`Observation::task_cpu_share`]).
     pub sampled_task_time: Duration,
+    /// How many tasks that sample holds.
+    pub sampled_tasks: u64,
 }
 
 impl Observation {

@@ -3,7 +3,7 @@
 //! logs it.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::builder::MAX_THREADS;
 use super::shared::{ControlFlags, Shared};
@@ -34,12 +34,7 @@ pub(crate) fn start(
     if schedule == Schedule::default() {
         return Ok(None);
     }
-    let signal = &shared.control;
-    signal
-        .every_completions
-        .store(schedule.every_completions.unwrap_or(0), Relaxed);
-    signal.want_starved.store(schedule.on_starved, Relaxed);
-    signal.want_retired.store(schedule.on_retired, Relaxed);
+    arm(shared, &schedule);
     let name = format!("{}-controller", shared.config.name);
     std::thread::Builder::new()
         .name(name)
@@ -47,16 +42,34 @@ pub(crate) fn start(
         .map(Some)
 }
 
+/// Tell the pool which events the policy wants to hear about.
+fn arm(shared: &Shared, schedule: &Schedule) {
+    let signal = &shared.control;
+    signal
+        .every_completions
+        .store(schedule.every_completions.unwrap_or(0), Relaxed);
+    signal.want_starved.store(schedule.on_starved, Relaxed);
+    signal.want_retired.store(schedule.on_retired, Relaxed);
+    signal.want_at_max.store(schedule.on_at_max, Relaxed);
+}
+
+/// The shortest time between two [`Trigger::AtMax`] calls: a pool pinned at
+/// its `max` would otherwise call its policy on every submit.
+const AT_MAX_INTERVAL: Duration = Duration::from_millis(1);
+
 impl Controller {
-    fn run(mut self, schedule: Schedule) {
+    fn run(mut self, mut schedule: Schedule) {
         let mut next_tick = schedule.every.map(|p| Instant::now() + p);
+        let mut at_max_ready = Instant::now();
         loop {
-            let flags = self.wait(next_tick);
+            let flags = self.wait(next_tick, at_max_ready);
             if flags.stop {
                 return;
             }
             let trigger = if flags.starved {
                 Trigger::Starved
+            } else if flags.at_max {
+                Trigger::AtMax
             } else if flags.retired {
                 Trigger::Retired
             } else if flags.completions {
@@ -68,21 +81,43 @@ impl Controller {
                 next_tick = schedule.every.map(|p| Instant::now() + p);
             }
             self.call(trigger);
+            if flags.at_max {
+                at_max_ready = Instant::now() + AT_MAX_INTERVAL;
+                // Let the pool raise the next one (events during the call
+                // were seen by its snapshot).
+                self.shared.control.at_max_pending.store(false, Relaxed);
+            }
+            let now = self.policy.schedule();
+            if now != schedule {
+                if now.every != schedule.every {
+                    next_tick = now.every.map(|p| Instant::now() + p);
+                }
+                arm(&self.shared, &now);
+                schedule = now;
+            }
         }
     }
 
-    /// Sleep until the next tick or a raised flag; return (and clear) the flags.
-    fn wait(&self, next_tick: Option<Instant>) -> ControlFlags {
+    /// Sleep until the next tick or a raised flag (an at-max flag counts from
+    /// `at_max_ready` on); return (and clear) the flags.
+    fn wait(&self, next_tick: Option<Instant>, at_max_ready: Instant) -> ControlFlags {
         let signal = &self.shared.control;
         let mut flags = lock(&signal.flags);
         loop {
             if flags.stop || flags.starved || flags.retired || flags.completions {
                 break;
             }
-            match next_tick {
+            let now = Instant::now();
+            let mut deadline = next_tick;
+            if flags.at_max {
+                if now >= at_max_ready {
+                    break;
+                }
+                deadline = Some(deadline.map_or(at_max_ready, |t| t.min(at_max_ready)));
+            }
+            match deadline {
                 None => flags = signal.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
-                    let now = Instant::now();
                     if now >= t {
                         break;
                     }
@@ -94,9 +129,13 @@ impl Controller {
                 }
             }
         }
-        let out = *flags;
+        let mut out = *flags;
+        // Woken for something else before an at-max call is due: it waits.
+        let early = out.at_max && Instant::now() < at_max_ready;
+        out.at_max &= !early;
         *flags = ControlFlags {
             stop: flags.stop,
+            at_max: early,
             ..ControlFlags::default()
         };
         out
@@ -150,6 +189,7 @@ fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation 
         run_delay: w.worker_run_delay,
         sampled_task_cpu: w.sampled_task_cpu,
         sampled_task_time: w.sampled_task_time,
+        sampled_tasks: w.sampled_tasks,
         cores: now.cores,
     }
 }

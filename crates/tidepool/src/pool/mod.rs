@@ -437,6 +437,7 @@ pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     }
     let limit = shared.sizes.max.load(Relaxed);
     if !shared.reserve_worker(limit.max(1)) {
+        shared.control.at_max();
         return;
     }
     shared.raise_target_to_live();
@@ -499,6 +500,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         stats.worker_run_delay = Some(totals.run_delay);
         stats.sampled_task_cpu = totals.sampled_cpu;
         stats.sampled_task_time = totals.sampled_service;
+        stats.sampled_tasks = totals.sampled_tasks;
         // Accepted = started by a worker + still queued: counted without a
         // shared counter on the submit path.
         stats.submitted = totals.started + stats.queue_len as u64;

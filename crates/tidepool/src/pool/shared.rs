@@ -92,6 +92,10 @@ pub(crate) struct ControlSignal {
     pub(crate) completions: AtomicU64,
     pub(crate) want_starved: AtomicBool,
     pub(crate) want_retired: AtomicBool,
+    pub(crate) want_at_max: AtomicBool,
+    /// An at-max call is raised and not yet taken: further starved submits
+    /// at the limit then touch no lock.
+    pub(crate) at_max_pending: AtomicBool,
 }
 
 /// Pending reasons to call the policy.
@@ -99,6 +103,7 @@ pub(crate) struct ControlSignal {
 pub(crate) struct ControlFlags {
     pub(crate) starved: bool,
     pub(crate) retired: bool,
+    pub(crate) at_max: bool,
     pub(crate) completions: bool,
     pub(crate) stop: bool,
 }
@@ -107,6 +112,18 @@ impl ControlSignal {
     pub(crate) fn raise(&self, set: impl FnOnce(&mut ControlFlags)) {
         set(&mut lock(&self.flags));
         self.cv.notify_one();
+    }
+
+    /// A task waited with nobody idle and the pool is at its limit: call the
+    /// policy if it asked, unless a call for that is already pending.
+    #[cold]
+    pub(crate) fn at_max(&self) {
+        if self.want_at_max.load(Relaxed)
+            && !self.at_max_pending.load(Relaxed)
+            && !self.at_max_pending.swap(true, Relaxed)
+        {
+            self.raise(|f| f.at_max = true);
+        }
     }
 }
 
