@@ -64,8 +64,10 @@ const CPU_SATURATED: f64 = 0.9;
 /// Sampled task time (per-task CPU measurements) a window needs before its
 /// compute share is used.
 const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
-/// Sampled tasks a window needs before its compute share replaces the
-/// starting guess (fewer are weighed with it).
+/// Shortest window the thread-level φ estimate uses.
+const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
+/// Sampled tasks needed before the sample's compute share replaces the
+/// starting guess (a smaller sample is weighed with it).
 const FIRST_SAMPLE_TASKS: u64 = 4;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
@@ -178,6 +180,15 @@ pub fn cores_busy_workers(cores: usize, phi: f64, p: f64, limit: usize) -> usize
     limit
 }
 
+/// Per-task CPU samples pooled over short windows.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct PendingSample {
+    cpu: Duration,
+    time: Duration,
+    tasks: u64,
+    span: Duration,
+}
+
 /// A throughput sample taken under backlog.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Probe {
@@ -212,6 +223,8 @@ pub struct Auto {
     prior: f64,
     /// Whether φ has come from the pool's per-task CPU sample yet.
     sampled: bool,
+    /// Sampled task time not yet enough to use.
+    pending_sample: PendingSample,
     /// Tasks in the per-task sample so far (counted until they are enough).
     sampled_tasks: u64,
     /// Tasks completed so far (counted until they are enough).
@@ -248,6 +261,7 @@ impl Auto {
             // single short, noisy window cannot make φ small on its own.
             prior: PRIOR_BUSY.as_secs_f64(),
             sampled: false,
+            pending_sample: PendingSample::default(),
             sampled_tasks: 0,
             completions_seen: 0,
             last_busy: 0,
@@ -323,12 +337,20 @@ impl Auto {
         // tasks around each task. Their ratio is the tasks' own compute share
         // — no spinning, idle wake-ups or waiting for a core in it — and it is
         // there from the first finished tasks on.
-        if obs.task_cpu_share(SAMPLED_TASK_TIME).is_some() {
-            let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
+        // Short windows (calls on events come a millisecond apart) are
+        // pooled until the sample holds enough task time.
+        let acc = &mut self.pending_sample;
+        acc.cpu += obs.sampled_task_cpu;
+        acc.time += obs.sampled_task_time;
+        acc.tasks = acc.tasks.saturating_add(obs.sampled_tasks);
+        acc.span += obs.window;
+        if acc.time >= SAMPLED_TASK_TIME {
+            let acc = std::mem::take(&mut self.pending_sample);
+            let fade = (-acc.span.as_secs_f64() / SMOOTHING.as_secs_f64()).exp();
             // The pool already took out the time long sampled tasks spent
             // preempted (waiting for a core is neither compute nor blocking).
-            let wanted = obs.sampled_task_time.as_secs_f64();
-            let cpu = obs.sampled_task_cpu.as_secs_f64().min(wanted);
+            let wanted = acc.time.as_secs_f64();
+            let cpu = acc.cpu.as_secs_f64().min(wanted);
             // Measured per task, the sample outweighs anything the noisier
             // thread-level estimate said, and once it holds a few tasks, the
             // prior guess too. Until then it is weighed with the prior: one
@@ -338,12 +360,19 @@ impl Auto {
             self.sampled = true;
             self.compute_sum = self.compute_sum * keep + cpu;
             self.wanted_sum = self.wanted_sum * keep + wanted;
-            self.sampled_tasks = self.sampled_tasks.saturating_add(obs.sampled_tasks);
+            self.sampled_tasks = self.sampled_tasks.saturating_add(acc.tasks);
             if self.sampled_tasks >= FIRST_SAMPLE_TASKS {
                 self.prior = 0.0;
             }
             self.update_phi();
             self.measured = true;
+            return;
+        }
+        // Once tasks are sampled, the thread-level estimate below has
+        // nothing to add; before, it needs a window long enough that the
+        // run delay a worker has not been credited yet (the kernel adds it
+        // when the worker gets its core back) is small beside it.
+        if self.sampled || obs.window < MIN_THREAD_WINDOW {
             return;
         }
         // Busy time counts finished tasks only. A worker busy at both ends
@@ -1134,6 +1163,34 @@ mod tests {
         assert_eq!(d.max, Some(p.ceiling()));
         assert!(p.ceiling() > BURST_CORES * CORES);
         assert!(!p.schedule().on_at_max, "the limit is no longer a guess");
+    }
+
+    #[test]
+    fn millisecond_windows_neither_guess_from_threads_nor_waste_samples() {
+        // At-max calls a millisecond apart, CPU-bound workers sharing the
+        // cores with other processes: 4 workers busy through 1.3 ms with
+        // 0.4 ms of CPU and only 0.9 ms of run delay credited so far (the
+        // rest comes when they get a core back). Read from threads that is
+        // φ ≈ 0.1; such a short window is not used.
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = starved(5, 4, 10);
+        obs.trigger = Trigger::AtMax;
+        obs.window = Duration::from_micros(1300);
+        obs.cpu_time = Some(Duration::from_micros(375));
+        obs.run_delay = Some(Duration::from_micros(857));
+        p.decide(&obs);
+        p.decide(&obs);
+        assert_eq!(p.cpu_fraction(), 1.0);
+        // Samples too small for one window add up over several.
+        obs.sampled_task_cpu = Duration::from_micros(300);
+        obs.sampled_task_time = Duration::from_micros(300);
+        obs.sampled_tasks = 1;
+        p.decide(&obs);
+        assert!(!p.measured);
+        p.decide(&obs);
+        assert!(p.measured);
+        assert_eq!(p.cpu_fraction(), 1.0);
     }
 
     #[test]
