@@ -85,7 +85,7 @@ impl Controller {
                 at_max_ready = Instant::now() + AT_MAX_INTERVAL;
                 // Let the pool raise the next one (events during the call
                 // were seen by its snapshot).
-                self.shared.control.at_max_pending.store(false, Relaxed);
+                self.shared.control.at_max_taken();
             }
             let now = self.policy.schedule();
             if now != schedule {

@@ -1,5 +1,6 @@
-//! `loom` model tests of the two protocols where a lost update would hang or
-//! corrupt the pool: the idle/wake protocol and the resize/retire protocol.
+//! `loom` model tests of the protocols where a lost update would hang or
+//! corrupt the pool: the idle/wake protocol, the resize/retire protocol, and
+//! the at-max signal to the controller.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
@@ -7,7 +8,7 @@ use loom::thread;
 use std::sync::atomic::Ordering::SeqCst;
 
 use super::builder::Builder;
-use super::shared::Shared;
+use super::shared::{ControlSignal, Shared};
 use super::sleep::{Parker, Sleepers, Wake};
 use crate::sync::Arc;
 
@@ -212,5 +213,37 @@ fn loom_keep_alive_expiry_stops_at_min() {
         assert_eq!(retired, 1);
         assert_eq!(s.live(), 1);
         assert_eq!(s.target(), 1);
+    });
+}
+
+/// Two submitters find the pool at its max while the controller takes one
+/// at-max call and re-arms. Whatever the interleaving, the signal never ends
+/// "pending" with no flag raised: that state would silence every later
+/// at-max event for good.
+#[test]
+fn loom_at_max_signal_is_never_stuck_pending() {
+    use crate::sync::lock;
+    model(|| {
+        let signal = Arc::new(ControlSignal::default());
+        signal.want_at_max.store(true, SeqCst);
+        let submitters: Vec<_> = (0..2)
+            .map(|_| {
+                let signal = signal.clone();
+                thread::spawn(move || signal.at_max())
+            })
+            .collect();
+        {
+            let mut flags = lock(&signal.flags);
+            while !flags.at_max {
+                flags = signal.cv.wait(flags).unwrap();
+            }
+            flags.at_max = false;
+        }
+        signal.at_max_taken();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        let flags = lock(&signal.flags);
+        assert!(flags.at_max || !signal.at_max_pending.load(SeqCst));
     });
 }

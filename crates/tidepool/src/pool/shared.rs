@@ -125,6 +125,15 @@ impl ControlSignal {
             self.raise(|f| f.at_max = true);
         }
     }
+
+    /// The controller has made the at-max call: the next starved submit at
+    /// the limit raises another.
+    pub(crate) fn at_max_taken(&self) {
+        // A swap, not a store: the same effect, and loom 0.7 (the model
+        // tests) wrongly lets a plain store fall between the read and the
+        // write of a concurrent swap (tokio-rs/loom#254).
+        self.at_max_pending.swap(false, Relaxed);
+    }
 }
 
 /// Shared pool state.
