@@ -356,6 +356,64 @@ fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
     gate.open();
 }
 
+/// A test policy: asks for a scheduler slice for the workers at start.
+#[derive(Debug)]
+struct AskSlice(Duration);
+
+impl SizingPolicy for AskSlice {
+    fn name(&self) -> &str {
+        "ask-slice"
+    }
+    fn decide(&mut self, _obs: &Observation) -> Decision {
+        Decision {
+            worker_slice: Some(self.0),
+            reason: "test".into(),
+            ..Decision::default()
+        }
+    }
+}
+
+/// The calling thread's EEVDF slice in ns, if the kernel shows it.
+fn own_slice_ns() -> Option<u64> {
+    let sched = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
+    let line = sched.lines().find(|l| l.starts_with("se.slice"))?;
+    line.split(':').nth(1)?.trim().parse().ok()
+}
+
+/// Whether the kernel takes custom slices (Linux 6.12 and later).
+fn kernel_has_custom_slices() -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (6, 12)
+}
+
+#[test]
+fn workers_ask_for_the_slice_their_policy_wants() {
+    if !kernel_has_custom_slices() {
+        return; // nothing to ask for: the pool ignores the request
+    }
+    let pool = Pool::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .policy(AskSlice(Duration::from_micros(300)))
+        .build()
+        .unwrap();
+    let slices: Vec<_> = (0..4)
+        .map(|_| pool.submit(own_slice_ns).unwrap())
+        .map(|h| h.join().unwrap())
+        .collect();
+    assert!(
+        slices.iter().all(|s| *s == Some(300_000)),
+        "worker slices {slices:?}"
+    );
+    // A thread outside the pool keeps the system default.
+    assert_ne!(own_slice_ns(), Some(300_000));
+}
+
 #[test]
 fn a_panicking_task_keeps_its_worker() {
     let pool = Pool::new(2).unwrap();

@@ -41,6 +41,9 @@
 //!    consecutive low-demand ticks (ticks are every 25 ms), half the gap at a
 //!    time every further 0.5 s; surplus workers keep a 2 s keep-alive. Threads
 //!    are created once per level of load, not once per burst.
+//! 7. **Short scheduler slices for blocking work.** Once φ is settled below
+//!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
+//!    a woken worker starts its task sooner; above 0.85, the default again.
 
 use std::time::Duration;
 
@@ -64,6 +67,15 @@ const CPU_SATURATED: f64 = 0.9;
 /// Sampled task time (per-task CPU measurements) a window needs before its
 /// compute share is used.
 const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
+/// Scheduler slice the workers ask for while the tasks mostly block (EEVDF
+/// custom slices, Linux 6.12+): workers that run briefly and then sleep are
+/// the latency-sensitive case the slice request is for, and a woken worker
+/// starts its task sooner (`docs/benchmarks.md`, "Short scheduler slices").
+const SHORT_SLICE: Duration = Duration::from_micros(100);
+/// φ below which the workers ask for [`SHORT_SLICE`]...
+const SHORT_SLICE_BELOW: f64 = 0.75;
+/// ...and above which they ask for the system default again.
+const DEFAULT_SLICE_ABOVE: f64 = 0.85;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
 /// Sampled tasks needed before the sample's compute share replaces the
@@ -240,6 +252,10 @@ pub struct Auto {
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
     sent_limit: Option<usize>,
+    /// Whether the workers should ask for the short scheduler slice.
+    short_slice: bool,
+    /// What the pool was last told about the slice.
+    sent_short_slice: bool,
 }
 
 impl Auto {
@@ -275,6 +291,8 @@ impl Auto {
             learned_cap: None,
             cap_memory: CAP_MEMORY,
             sent_limit: None,
+            short_slice: false,
+            sent_short_slice: false,
         }
     }
 
@@ -442,6 +460,20 @@ impl Auto {
     /// is timed).
     fn settled(&self) -> bool {
         self.sampled_tasks >= FIRST_SAMPLE_TASKS || self.completions_seen >= 16 * FIRST_SAMPLE_TASKS
+    }
+
+    /// Short scheduler slices for workers that mostly block, once φ is
+    /// settled; with hysteresis, so a φ near the line does not flip it.
+    fn choose_slice(&mut self) {
+        if !self.settled() {
+            return;
+        }
+        let phi = self.cpu_fraction.value;
+        if phi < SHORT_SLICE_BELOW {
+            self.short_slice = true;
+        } else if phi > DEFAULT_SLICE_ABOVE {
+            self.short_slice = false;
+        }
     }
 
     /// Workers needed for the offered load: Little's law and Erlang C.
@@ -619,13 +651,22 @@ impl Auto {
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
         let limit = self.limit.max(self.target);
         self.limit = limit;
-        if self.target == old && Some(limit) == self.sent_limit {
+        let slice = (self.short_slice != self.sent_short_slice).then(|| {
+            self.sent_short_slice = self.short_slice;
+            if self.short_slice {
+                SHORT_SLICE
+            } else {
+                Duration::ZERO
+            }
+        });
+        if self.target == old && Some(limit) == self.sent_limit && slice.is_none() {
             return Decision::hold();
         }
         self.sent_limit = Some(limit);
         Decision {
             target: Some(self.target),
             max: Some(limit),
+            worker_slice: slice,
             reason: format!(
                 "auto: {why} (phi {:.2}, ceiling {ceiling})",
                 self.cpu_fraction.value
@@ -694,10 +735,12 @@ impl SizingPolicy for Auto {
             }
             Trigger::Tick | Trigger::Completions | Trigger::Retired => {
                 self.learn(obs);
+                self.choose_slice();
                 self.tick(obs)
             }
             Trigger::Starved | Trigger::AtMax => {
                 self.learn(obs);
+                self.choose_slice();
                 self.starved(obs)
             }
         }
@@ -1191,6 +1234,43 @@ mod tests {
         p.decide(&obs);
         assert!(p.measured);
         assert_eq!(p.cpu_fraction(), 1.0);
+    }
+
+    #[test]
+    fn blocking_work_gets_short_worker_slices_cpu_bound_work_the_default() {
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = starved(5, 8, 10);
+        obs.sampled_tasks = FIRST_SAMPLE_TASKS;
+        obs.sampled_task_time = Duration::from_millis(10);
+        obs.sampled_task_cpu = Duration::from_millis(1);
+        assert_eq!(p.decide(&obs).worker_slice, Some(SHORT_SLICE));
+        // Said once, not again.
+        obs.now = Duration::from_millis(6);
+        assert_eq!(p.decide(&obs).worker_slice, None);
+        // The work turns CPU-bound: back to the default slice (past the
+        // hysteresis band, which φ crosses as the sums fade).
+        let mut flipped = None;
+        for at in 1..200 {
+            obs.now = Duration::from_millis(6 + 25 * at);
+            obs.window = Duration::from_millis(25);
+            obs.sampled_task_cpu = obs.sampled_task_time;
+            if let Some(s) = p.decide(&obs).worker_slice {
+                flipped = Some((s, p.cpu_fraction()));
+                break;
+            }
+        }
+        let (slice, phi) = flipped.expect("never went back to the default slice");
+        assert_eq!(slice, Duration::ZERO);
+        assert!(phi > DEFAULT_SLICE_ABOVE, "{phi}");
+        // CPU-bound from the start: never asks.
+        let mut p = Auto::new();
+        start(&mut p);
+        obs.now = Duration::from_millis(5);
+        for _ in 0..5 {
+            assert_eq!(p.decide(&obs).worker_slice, None);
+            obs.now += Duration::from_millis(25);
+        }
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl SizingPolicy for HisDyn {
                 keep_alive: Some(Watermark::DEFAULT_KEEP_ALIVE),
                 grow_on_demand: Some(true),
                 reason: "hisdyn: watermark start, range from history later".into(),
+                ..Decision::default()
             },
             Trigger::Starved | Trigger::Retired => {
                 let Some((i, c)) = self.means() else {

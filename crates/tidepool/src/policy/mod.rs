@@ -188,6 +188,12 @@ pub struct Decision {
     pub keep_alive: Option<Duration>,
     /// Whether the pool may spawn a worker when a task waits and nobody is idle.
     pub grow_on_demand: Option<bool>,
+    /// The time slice to ask the OS scheduler for on behalf of each worker
+    /// (Linux 6.12+ EEVDF custom slices; ignored elsewhere); `Duration::ZERO`
+    /// asks for the system default again. A short slice lets a woken worker
+    /// run sooner, at the price of more preemption of long computations:
+    /// worth it for workers that mostly block.
+    pub worker_slice: Option<Duration>,
     /// A short human-readable reason, recorded in the decision log.
     pub reason: Cow<'static, str>,
 }
@@ -214,6 +220,7 @@ impl Decision {
             && self.max.is_none()
             && self.keep_alive.is_none()
             && self.grow_on_demand.is_none()
+            && self.worker_slice.is_none()
     }
 }
 

@@ -90,6 +90,7 @@ impl SizingPolicy for Watermark {
             keep_alive: Some(self.keep_alive),
             grow_on_demand: Some(true),
             reason: "watermark: keep min, extra threads on demand up to max".into(),
+            ..Decision::default()
         }
     }
 }

@@ -136,6 +136,9 @@ impl ControlSignal {
     }
 }
 
+/// `Shared::worker_slice_ns` before any policy asked for a slice.
+pub(crate) const NO_SLICE: u64 = u64::MAX;
+
 /// Shared pool state.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -152,6 +155,9 @@ pub(crate) struct Shared {
     pub(crate) closed: AtomicBool,
     pub(crate) grow_on_demand: AtomicBool,
     pub(crate) keep_alive_ns: AtomicU64,
+    /// The scheduler slice the policy asked for, in ns (0: the system
+    /// default; [`NO_SLICE`]: never asked). Each worker applies it to itself.
+    pub(crate) worker_slice_ns: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) records: Option<Records>,
     /// Which submissions get timestamps (with statistics on).
@@ -178,6 +184,7 @@ impl Shared {
             shut: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
+            worker_slice_ns: AtomicU64::new(NO_SLICE),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             counters: Counters::default(),
             records: config.statistics.then(Records::default),

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use super::shared::Shared;
+use super::shared::{Shared, NO_SLICE};
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
 use crate::metrics::os;
@@ -81,6 +81,8 @@ struct Worker {
     timed: std::cell::Cell<u64>,
     /// The last CPU-sampled task ran long enough to sample its run delay.
     long_tasks: std::cell::Cell<bool>,
+    /// The scheduler slice this thread last asked for (`NO_SLICE`: none).
+    slice_ns: std::cell::Cell<u64>,
 }
 
 impl Worker {
@@ -94,6 +96,7 @@ impl Worker {
             short_streak: std::cell::Cell::new(0),
             timed: std::cell::Cell::new(0),
             long_tasks: std::cell::Cell::new(true),
+            slice_ns: std::cell::Cell::new(NO_SLICE),
         }
     }
 
@@ -101,6 +104,7 @@ impl Worker {
         let shared = &*self.shared;
         POOL.with(|p| p.set(shared as *const Shared as usize));
         loop {
+            self.follow_slice();
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one.
                 self.retire(false);
@@ -264,6 +268,17 @@ impl Worker {
         if every > 0 && shared.control.completions.fetch_add(1, Relaxed) + 1 >= every {
             shared.control.completions.store(0, Relaxed);
             shared.control.raise(|f| f.completions = true);
+        }
+    }
+
+    /// Ask the scheduler for the slice the policy wants, if it changed since
+    /// this worker last asked (one relaxed load per task otherwise).
+    #[inline]
+    fn follow_slice(&self) {
+        let want = self.shared.worker_slice_ns.load(Relaxed);
+        if want != self.slice_ns.get() {
+            self.slice_ns.set(want);
+            os::request_slice(Duration::from_nanos(want));
         }
     }
 
