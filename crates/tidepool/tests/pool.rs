@@ -412,6 +412,15 @@ fn workers_ask_for_the_slice_their_policy_wants() {
     );
     // A thread outside the pool keeps the system default.
     assert_ne!(own_slice_ns(), Some(300_000));
+
+    // The builder's setting, for a static pool without a controller.
+    let pool = Pool::builder()
+        .threads(1)
+        .worker_slice(Duration::from_micros(400))
+        .build()
+        .unwrap();
+    let slice = pool.submit(own_slice_ns).unwrap().join().unwrap();
+    assert_eq!(slice, Some(400_000));
 }
 
 #[test]

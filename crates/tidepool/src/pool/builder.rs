@@ -35,6 +35,7 @@ pub(crate) struct Config {
     pub(crate) keep_alive: Duration,
     pub(crate) statistics: bool,
     pub(crate) size_series: bool,
+    pub(crate) worker_slice: Option<Duration>,
 }
 
 /// Configures and builds a [`Pool`].
@@ -72,6 +73,7 @@ pub struct Builder {
     keep_alive: Duration,
     statistics: bool,
     size_series: bool,
+    worker_slice: Option<Duration>,
     policy: Option<Box<dyn SizingPolicy>>,
 }
 
@@ -88,6 +90,7 @@ impl Default for Builder {
             keep_alive: Duration::from_secs(10),
             statistics: true,
             size_series: false,
+            worker_slice: None,
             policy: None,
         }
     }
@@ -105,6 +108,7 @@ impl fmt::Debug for Builder {
             .field("flavor", &self.flavor)
             .field("keep_alive", &self.keep_alive)
             .field("statistics", &self.statistics)
+            .field("worker_slice", &self.worker_slice)
             .field(
                 "policy",
                 &self.policy.as_ref().map(|p| p.name().to_string()),
@@ -172,6 +176,30 @@ impl Builder {
         self
     }
 
+    /// Ask the OS scheduler for this time slice for every worker (Linux 6.12+
+    /// EEVDF custom slices, 100 µs to 100 ms; ignored elsewhere). Default:
+    /// the system's. A short slice lets a woken worker start its task sooner
+    /// at the price of more preemption of long computations: for workers that
+    /// mostly block. A policy may change it later ([`Decision::worker_slice`];
+    /// `auto` does for blocking work).
+    ///
+    /// [`Decision::worker_slice`]: crate::policy::Decision::worker_slice
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tidepool::Pool;
+    ///
+    /// let pool = Pool::builder()
+    ///     .threads(16)
+    ///     .worker_slice(Duration::from_micros(100))
+    ///     .build()?;
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
+    pub fn worker_slice(mut self, slice: Duration) -> Self {
+        self.worker_slice = Some(slice);
+        self
+    }
+
     /// Collect per-task statistics (default on). Off, the hot path takes no
     /// timestamps. A sizing policy other than [`Fixed`] turns them on.
     pub fn statistics(mut self, on: bool) -> Self {
@@ -217,6 +245,10 @@ impl Builder {
         validate(self).expect("valid test config")
     }
 }
+
+/// The scheduler's range for a slice request (`sched_attr::sched_runtime`).
+const MIN_SLICE: Duration = Duration::from_micros(100);
+const MAX_SLICE: Duration = Duration::from_millis(100);
 
 /// `auto` when the pool has room to move, `fixed` when it has none.
 fn default_policy(config: &Config) -> Box<dyn SizingPolicy> {
@@ -276,6 +308,15 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
             "the hybrid queue needs at least 1 lock attempt",
         ));
     }
+    if let Some(s) = b.worker_slice {
+        if !(MIN_SLICE..=MAX_SLICE).contains(&s) {
+            return Err(BuildError::new(
+                "worker_slice",
+                format!("{s:?}"),
+                "must be between 100µs and 100ms (the scheduler's range)",
+            ));
+        }
+    }
     if b.name.contains('\0') {
         return Err(BuildError::new("name", &b.name, "must not contain NUL"));
     }
@@ -290,6 +331,7 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         keep_alive: b.keep_alive,
         statistics: b.statistics,
         size_series: b.size_series,
+        worker_slice: b.worker_slice,
     })
 }
 
@@ -351,6 +393,14 @@ mod tests {
         }))
         .unwrap_err();
         assert_eq!(e.field, "queue.attempts");
+
+        for bad in [Duration::from_micros(99), Duration::from_millis(101)] {
+            let e = check(Builder::default().worker_slice(bad)).unwrap_err();
+            assert_eq!(e.field, "worker_slice");
+            assert!(e.allowed.contains("100µs and 100ms"), "{}", e.allowed);
+        }
+        let c = check(Builder::default().worker_slice(Duration::from_micros(100))).unwrap();
+        assert_eq!(c.worker_slice, Some(Duration::from_micros(100)));
     }
 
     #[test]

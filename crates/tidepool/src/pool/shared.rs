@@ -136,7 +136,7 @@ impl ControlSignal {
     }
 }
 
-/// `Shared::worker_slice_ns` before any policy asked for a slice.
+/// `Shared::worker_slice_ns` while nobody asked for a slice.
 pub(crate) const NO_SLICE: u64 = u64::MAX;
 
 /// Shared pool state.
@@ -155,8 +155,9 @@ pub(crate) struct Shared {
     pub(crate) closed: AtomicBool,
     pub(crate) grow_on_demand: AtomicBool,
     pub(crate) keep_alive_ns: AtomicU64,
-    /// The scheduler slice the policy asked for, in ns (0: the system
-    /// default; [`NO_SLICE`]: never asked). Each worker applies it to itself.
+    /// The scheduler slice the builder or the policy asked for, in ns (0:
+    /// the system default; [`NO_SLICE`]: never asked). Each worker applies
+    /// it to itself.
     pub(crate) worker_slice_ns: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) records: Option<Records>,
@@ -184,7 +185,9 @@ impl Shared {
             shut: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
-            worker_slice_ns: AtomicU64::new(NO_SLICE),
+            worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, |s| {
+                u64::try_from(s.as_nanos()).unwrap_or(NO_SLICE - 1)
+            })),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             counters: Counters::default(),
             records: config.statistics.then(Records::default),
