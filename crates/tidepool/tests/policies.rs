@@ -102,9 +102,15 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
     // Offer more CPU work than the cores can do: a backlog builds up.
     let gap = Duration::from_micros(1000 / cores as u64 * 8 / 10);
     let biggest = drive(&pool, Duration::from_millis(2000), gap, cpu_task);
+    let growth: Vec<_> = pool
+        .decisions()
+        .iter()
+        .filter(|d| d.new_target > cores)
+        .map(|d| format!("{:?} {:?} -> {}: {}", d.at, d.trigger, d.new_target, d.reason))
+        .collect();
     assert!(
         biggest <= 2 * cores + 1,
-        "auto grew to {biggest} threads for CPU-bound work on {cores} cores"
+        "auto grew to {biggest} threads for CPU-bound work on {cores} cores: {growth:#?}"
     );
     pool.shutdown_now();
 }
