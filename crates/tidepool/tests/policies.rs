@@ -106,7 +106,12 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
         .decisions()
         .iter()
         .filter(|d| d.new_target > cores)
-        .map(|d| format!("{:?} {:?} -> {}: {}", d.at, d.trigger, d.new_target, d.reason))
+        .map(|d| {
+            format!(
+                "{:?} {:?} -> {}: {}",
+                d.at, d.trigger, d.new_target, d.reason
+            )
+        })
         .collect();
     assert!(
         biggest <= 2 * cores + 1,
