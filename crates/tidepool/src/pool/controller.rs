@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::builder::MAX_THREADS;
-use super::shared::{ControlFlags, Shared, NO_SLICE};
+use super::shared::{slice_ns, ControlFlags, Shared};
 use super::{apply_target, snapshot};
 use crate::metrics::{DecisionRecord, PoolStats};
 use crate::policy::{Decision, Observation, Schedule, SizingPolicy, Trigger};
@@ -213,8 +213,7 @@ fn apply(shared: &Arc<Shared>, d: &Decision) -> usize {
         shared.grow_on_demand.store(g, Relaxed);
     }
     if let Some(s) = d.worker_slice {
-        let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX - 1);
-        shared.worker_slice_ns.store(ns.min(NO_SLICE - 1), Relaxed);
+        shared.worker_slice_ns.store(slice_ns(s), Relaxed);
     }
     let target = d.target.unwrap_or_else(|| shared.target());
     apply_target(shared, target)

@@ -139,6 +139,12 @@ impl ControlSignal {
 /// `Shared::worker_slice_ns` while nobody asked for a slice.
 pub(crate) const NO_SLICE: u64 = u64::MAX;
 
+/// A requested slice as `Shared::worker_slice_ns` holds it (never
+/// [`NO_SLICE`]: absurdly long requests saturate just below it).
+pub(crate) fn slice_ns(slice: Duration) -> u64 {
+    u64::try_from(slice.as_nanos()).map_or(NO_SLICE - 1, |ns| ns.min(NO_SLICE - 1))
+}
+
 /// Shared pool state.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -185,9 +191,7 @@ impl Shared {
             shut: CachePadded::new(AtomicBool::new(false)),
             closed: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
-            worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, |s| {
-                u64::try_from(s.as_nanos()).unwrap_or(NO_SLICE - 1)
-            })),
+            worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, slice_ns)),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             counters: Counters::default(),
             records: config.statistics.then(Records::default),
