@@ -69,7 +69,8 @@ pub struct Schedule {
     /// Call when a surplus worker retired after its keep-alive ([`Trigger::Retired`]).
     pub on_retired: bool,
     /// Call when a task waited with nobody idle and the pool, at its `max`,
-    /// could not spawn ([`Trigger::AtMax`]).
+    /// could not spawn ([`Trigger::AtMax`]). Only while on-demand growth is
+    /// on: without it the pool never tries to spawn.
     pub on_at_max: bool,
 }
 
