@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (README): formatting, lints, every test, and the
-# loom model checks. Installs the Rust components it needs.
+# loom model checks. scripts/setup.sh installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo not found: install Rust from https://rustup.rs" >&2
-  exit 1
-fi
-if command -v rustup >/dev/null 2>&1; then
-  rustup component add rustfmt clippy >/dev/null 2>&1 || true
-fi
+bash scripts/setup.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

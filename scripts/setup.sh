@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh machine: Rust components with rustup,
+# system packages with apt-get (only those missing). Safe to run again; called by
+# scripts/test.sh.
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust from https://rustup.rs" >&2
+  exit 1
+fi
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+# apt_need COMMAND PACKAGE: install PACKAGE when COMMAND is not on the PATH.
+missing=()
+apt_need() {
+  command -v "$1" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+}
+apt_need cc gcc
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "missing system packages (${missing[*]}) and no apt-get: install them by hand" >&2
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "== installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
