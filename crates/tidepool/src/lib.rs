@@ -25,11 +25,13 @@
 //! ```
 //!
 //! The pool's parts: the queue flavours ([`queue`]), the statistics
-//! ([`metrics`]), the sizing policies ([`policy`]) and the [`Executor`] trait
+//! ([`metrics`]), the sizing policies ([`policy`]), the clock-free control
+//! rules that the pool and a simulator share ([`control`]) and the [`Executor`] trait
 //! that the thread-per-request baseline ([`ThreadPerRequest`]) shares with
 //! the pool, so that benchmarks measure both the same way.
 #![warn(missing_docs)]
 
+pub mod control;
 pub mod error;
 pub mod executor;
 pub mod metrics;

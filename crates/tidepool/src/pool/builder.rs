@@ -9,8 +9,7 @@ use crate::metrics::os;
 use crate::policy::{Auto, Fixed, SizingPolicy};
 use crate::queue::QueueFlavor;
 
-/// The most worker threads a pool may have.
-pub const MAX_THREADS: usize = 32_768;
+pub use crate::control::MAX_THREADS;
 
 /// What `submit` does when the queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

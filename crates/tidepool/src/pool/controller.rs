@@ -3,11 +3,10 @@
 //! logs it.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
 
-use super::builder::MAX_THREADS;
-use super::shared::{slice_ns, ControlFlags, Shared};
+use super::shared::Shared;
 use super::{apply_target, snapshot};
+use crate::control::{self, Call, Next, Scheduler};
 use crate::metrics::{DecisionRecord, PoolStats};
 use crate::policy::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use crate::sync::{lock, Arc};
@@ -42,7 +41,9 @@ pub(crate) fn start(
         .map(Some)
 }
 
-/// Tell the pool which events the policy wants to hear about.
+/// Tell the pool which events the policy wants to hear about (the pool's
+/// lock-free version of `Scheduler::starved`, `retired`, `at_max` and
+/// `completed`).
 fn arm(shared: &Shared, schedule: &Schedule) {
     let signal = &shared.control;
     signal
@@ -53,92 +54,47 @@ fn arm(shared: &Shared, schedule: &Schedule) {
     signal.want_at_max.store(schedule.on_at_max, Relaxed);
 }
 
-/// The shortest time between two [`Trigger::AtMax`] calls: a pool pinned at
-/// its `max` would otherwise call its policy on every submit.
-const AT_MAX_INTERVAL: Duration = Duration::from_millis(1);
-
 impl Controller {
-    fn run(mut self, mut schedule: Schedule) {
-        let mut next_tick = schedule.every.map(|p| Instant::now() + p);
-        let mut at_max_ready = Instant::now();
-        loop {
-            let flags = self.wait(next_tick, at_max_ready);
-            if flags.stop {
-                return;
-            }
-            let trigger = if flags.starved {
-                Trigger::Starved
-            } else if flags.at_max {
-                Trigger::AtMax
-            } else if flags.retired {
-                Trigger::Retired
-            } else if flags.completions {
-                Trigger::Completions
-            } else {
-                Trigger::Tick
-            };
-            if trigger == Trigger::Tick {
-                next_tick = schedule.every.map(|p| Instant::now() + p);
-            }
-            self.call(trigger);
-            if flags.at_max {
-                at_max_ready = Instant::now() + AT_MAX_INTERVAL;
+    /// Call the policy whenever the scheduler says so, until the pool stops.
+    fn run(mut self, schedule: Schedule) {
+        let mut scheduler = Scheduler::new(schedule, self.shared.elapsed());
+        while let Some(call) = self.wait(&mut scheduler) {
+            self.call(call.trigger);
+            let now = self.shared.elapsed();
+            if call.took_at_max {
                 // Let the pool raise the next one (events during the call
                 // were seen by its snapshot).
                 self.shared.control.at_max_taken();
             }
-            let now = self.policy.schedule();
-            if now != schedule {
-                if now.every != schedule.every {
-                    next_tick = now.every.map(|p| Instant::now() + p);
-                }
-                arm(&self.shared, &now);
-                schedule = now;
+            let schedule = self.policy.schedule();
+            if scheduler.called(call, now, schedule) {
+                arm(&self.shared, &schedule);
             }
         }
     }
 
-    /// Sleep until the next tick or a raised flag (an at-max flag counts from
-    /// `at_max_ready` on); return (and clear) the flags.
-    fn wait(&self, next_tick: Option<Instant>, at_max_ready: Instant) -> ControlFlags {
+    /// Sleep until the scheduler has a call due (taking the events it
+    /// covers), or until the pool stops (`None`).
+    fn wait(&self, scheduler: &mut Scheduler) -> Option<Call> {
         let signal = &self.shared.control;
         let mut flags = lock(&signal.flags);
         loop {
-            if flags.stop || flags.starved || flags.retired || flags.completions {
-                break;
+            if flags.stop {
+                return None;
             }
-            let now = Instant::now();
-            let mut deadline = next_tick;
-            if flags.at_max {
-                if now >= at_max_ready {
-                    break;
-                }
-                deadline = Some(deadline.map_or(at_max_ready, |t| t.min(at_max_ready)));
-            }
-            match deadline {
-                None => flags = signal.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
-                Some(t) => {
-                    if now >= t {
-                        break;
-                    }
-                    flags = signal
+            let now = self.shared.elapsed();
+            flags = match scheduler.next(&mut flags.events, now) {
+                Next::Call(call) => return Some(call),
+                Next::Wait => signal.cv.wait(flags).unwrap_or_else(|e| e.into_inner()),
+                Next::At(t) => {
+                    signal
                         .cv
                         .wait_timeout(flags, t - now)
                         .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                        .0
                 }
-            }
+            };
         }
-        let mut out = *flags;
-        // Woken for something else before an at-max call is due: it waits.
-        let early = out.at_max && Instant::now() < at_max_ready;
-        out.at_max &= !early;
-        *flags = ControlFlags {
-            stop: flags.stop,
-            at_max: early,
-            ..ControlFlags::default()
-        };
-        out
     }
 
     fn call(&mut self, trigger: Trigger) {
@@ -194,27 +150,10 @@ fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation 
     }
 }
 
-/// Apply a decision's settings; returns the resulting target. Invalid bounds
-/// (min > max, max = 0 or too large) are ignored rather than trusted.
+/// Apply a decision's settings (see [`control::apply`]); returns the
+/// resulting target.
 fn apply(shared: &Arc<Shared>, d: &Decision) -> usize {
-    let sizes = &shared.sizes;
-    let min = d.min.unwrap_or_else(|| sizes.min.load(Relaxed));
-    let max = d.max.unwrap_or_else(|| sizes.max.load(Relaxed));
-    if min <= max && (1..=MAX_THREADS).contains(&max) {
-        sizes.min.store(min, Relaxed);
-        sizes.max.store(max, Relaxed);
-    }
-    if let Some(k) = d.keep_alive.filter(|k| !k.is_zero()) {
-        shared
-            .keep_alive_ns
-            .store(k.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
-    }
-    if let Some(g) = d.grow_on_demand {
-        shared.grow_on_demand.store(g, Relaxed);
-    }
-    if let Some(s) = d.worker_slice {
-        shared.worker_slice_ns.store(slice_ns(s), Relaxed);
-    }
-    let target = d.target.unwrap_or_else(|| shared.target());
-    apply_target(shared, target)
+    let applied = control::apply(d, &shared.limits(), shared.target());
+    shared.set_limits(&applied.limits);
+    apply_target(shared, applied.target)
 }

@@ -234,16 +234,16 @@ fn loom_at_max_signal_is_never_stuck_pending() {
             .collect();
         {
             let mut flags = lock(&signal.flags);
-            while !flags.at_max {
+            while !flags.events.at_max {
                 flags = signal.cv.wait(flags).unwrap();
             }
-            flags.at_max = false;
+            flags.events.at_max = false;
         }
         signal.at_max_taken();
         for s in submitters {
             s.join().unwrap();
         }
         let flags = lock(&signal.flags);
-        assert!(flags.at_max || !signal.at_max_pending.load(SeqCst));
+        assert!(flags.events.at_max || !signal.at_max_pending.load(SeqCst));
     });
 }

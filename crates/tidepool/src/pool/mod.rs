@@ -442,15 +442,13 @@ pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     }
     shared.raise_target_to_live();
     if worker::spawn(shared).is_ok() && shared.control.want_starved.load(Relaxed) {
-        shared.control.raise(|f| f.starved = true);
+        shared.control.raise(|f| f.events.starved = true);
     }
 }
 
 /// Apply a new target (clamped), spawning or waking workers to reach it.
 pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
-    let min = shared.sizes.min.load(Relaxed);
-    let max = shared.sizes.max.load(Relaxed);
-    let target = n.clamp(min, max);
+    let target = shared.limits().clamp(n);
     shared.set_target(target);
     if !shared.is_shutdown() {
         while shared.live() < target && shared.reserve_worker(target) {

@@ -8,19 +8,21 @@ use crossbeam_utils::CachePadded;
 
 use super::builder::{Config, OnFull};
 use super::sleep::Sleepers;
+use crate::control::{Events, Limits, Sizes};
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
-/// Live and target counts, packed in one word so that every decision that
-/// compares them (retire only while `live > target`, spawn only below a
-/// limit, keep-alive expiry) is one compare-and-swap over both: a concurrent
-/// `resize` can never make a retirement undershoot the new target. Read on
-/// every task, so kept on its own cache line.
+/// Live and target counts ([`Sizes`]), packed in one word so that every
+/// decision that compares them (retire only while `live > target`, spawn only
+/// below a limit, keep-alive expiry) is one compare-and-swap over both: a
+/// concurrent `resize` can never make a retirement undershoot the new target.
+/// The transitions themselves are `Sizes`' pure functions. Read on every
+/// task, so kept on its own cache line.
 #[derive(Debug)]
-pub(crate) struct Sizes {
+pub(crate) struct PackedSizes {
     /// `target << 32 | live`.
     word: AtomicU64,
     pub(crate) min: AtomicUsize,
@@ -29,18 +31,20 @@ pub(crate) struct Sizes {
 
 const LIVE_MASK: u64 = u32::MAX as u64;
 
-fn pack(live: usize, target: usize) -> u64 {
-    ((target as u64) << 32) | live as u64
+#[inline]
+fn pack(s: Sizes) -> u64 {
+    ((s.target as u64) << 32) | s.live as u64
 }
 
-fn unpack(word: u64) -> (usize, usize) {
-    ((word & LIVE_MASK) as usize, (word >> 32) as usize)
+#[inline]
+fn unpack(word: u64) -> Sizes {
+    Sizes::new((word & LIVE_MASK) as usize, (word >> 32) as usize)
 }
 
-impl Sizes {
-    fn new(live: usize, target: usize, min: usize, max: usize) -> Self {
-        Sizes {
-            word: AtomicU64::new(pack(live, target)),
+impl PackedSizes {
+    fn new(sizes: Sizes, min: usize, max: usize) -> Self {
+        PackedSizes {
+            word: AtomicU64::new(pack(sizes)),
             min: AtomicUsize::new(min),
             max: AtomicUsize::new(max),
         }
@@ -48,23 +52,19 @@ impl Sizes {
 
     /// `(live, target)` at one instant.
     #[inline]
-    pub(crate) fn load(&self) -> (usize, usize) {
+    pub(crate) fn load(&self) -> Sizes {
         unpack(self.word.load(Acquire))
     }
 
     /// Atomically replace `(live, target)` by `f`'s answer, if it has one;
     /// returns the new pair.
     #[inline]
-    pub(crate) fn update(
-        &self,
-        mut f: impl FnMut(usize, usize) -> Option<(usize, usize)>,
-    ) -> Option<(usize, usize)> {
+    pub(crate) fn update(&self, mut f: impl FnMut(Sizes) -> Option<Sizes>) -> Option<Sizes> {
         let mut new = None;
         self.word
             .fetch_update(AcqRel, Acquire, |w| {
-                let (live, target) = unpack(w);
-                new = f(live, target);
-                new.map(|(l, t)| pack(l, t))
+                new = f(unpack(w));
+                new.map(pack)
             })
             .ok()
             .and(new)
@@ -98,13 +98,10 @@ pub(crate) struct ControlSignal {
     pub(crate) at_max_pending: AtomicBool,
 }
 
-/// Pending reasons to call the policy.
+/// Pending reasons to call the policy, and the order to stop.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ControlFlags {
-    pub(crate) starved: bool,
-    pub(crate) retired: bool,
-    pub(crate) at_max: bool,
-    pub(crate) completions: bool,
+    pub(crate) events: Events,
     pub(crate) stop: bool,
 }
 
@@ -122,7 +119,7 @@ impl ControlSignal {
             && !self.at_max_pending.load(Relaxed)
             && !self.at_max_pending.swap(true, Relaxed)
         {
-            self.raise(|f| f.at_max = true);
+            self.raise(|f| f.events.at_max = true);
         }
     }
 
@@ -153,7 +150,7 @@ pub(crate) struct Shared {
     /// `queue.push_is_seq_cst()`, read once.
     pub(crate) push_is_seq_cst: bool,
     pub(crate) sleepers: Sleepers,
-    pub(crate) sizes: CachePadded<Sizes>,
+    pub(crate) sizes: CachePadded<PackedSizes>,
     /// Set when shutdown begins (see `Pool::push` for the protocol).
     pub(crate) shut: CachePadded<AtomicBool>,
     /// Set once shutdown has begun and every in-flight submit has finished:
@@ -185,7 +182,11 @@ impl Shared {
         let queue = config.flavor.build(config.capacity);
         Shared {
             push_is_seq_cst: queue.push_is_seq_cst(),
-            sizes: CachePadded::new(Sizes::new(0, config.initial, config.min, config.max)),
+            sizes: CachePadded::new(PackedSizes::new(
+                Sizes::new(0, config.initial),
+                config.min,
+                config.max,
+            )),
             queue,
             sleepers: Sleepers::default(),
             shut: CachePadded::new(AtomicBool::new(false)),
@@ -215,34 +216,69 @@ impl Shared {
 
     #[inline]
     pub(crate) fn live(&self) -> usize {
-        self.sizes.load().0
+        self.sizes.load().live
     }
 
     #[inline]
     pub(crate) fn target(&self) -> usize {
-        self.sizes.load().1
+        self.sizes.load().target
     }
 
     /// More workers alive than the target.
     #[inline]
     pub(crate) fn has_surplus(&self) -> bool {
-        let (live, target) = self.sizes.load();
-        live > target
+        self.sizes.load().has_surplus()
     }
 
     /// Set the target (the caller clamps it).
     pub(crate) fn set_target(&self, target: usize) {
-        self.sizes.update(|live, _| Some((live, target)));
+        self.sizes.update(|s| Some(s.with_target(target)));
     }
 
     /// A worker that never started, or one leaving at shutdown: one fewer live.
     pub(crate) fn drop_live(&self) {
-        self.sizes
-            .update(|live, target| Some((live.saturating_sub(1), target)));
+        self.sizes.update(|s| Some(s.drop_live()));
     }
 
     pub(crate) fn keep_alive(&self) -> Duration {
         Duration::from_nanos(self.keep_alive_ns.load(Relaxed))
+    }
+
+    /// The settings a decision may change, as they stand.
+    pub(crate) fn limits(&self) -> Limits {
+        let slice = self.worker_slice_ns.load(Relaxed);
+        Limits {
+            min: self.sizes.min.load(Relaxed),
+            max: self.sizes.max.load(Relaxed),
+            keep_alive: self.keep_alive(),
+            grow_on_demand: self.grow_on_demand.load(Relaxed),
+            worker_slice: (slice != NO_SLICE).then(|| Duration::from_nanos(slice)),
+        }
+    }
+
+    /// Store the settings of `new` that differ from the current ones. Only
+    /// the controller writes them; storing nothing that did not change keeps
+    /// the cache lines workers read untouched.
+    pub(crate) fn set_limits(&self, new: &Limits) {
+        let old = self.limits();
+        if new.min != old.min {
+            self.sizes.min.store(new.min, Relaxed);
+        }
+        if new.max != old.max {
+            self.sizes.max.store(new.max, Relaxed);
+        }
+        if new.keep_alive != old.keep_alive {
+            // `Limits::apply` saturates at `MAX_KEEP_ALIVE`, which fits.
+            let ns = u64::try_from(new.keep_alive.as_nanos()).unwrap_or(u64::MAX);
+            self.keep_alive_ns.store(ns, Relaxed);
+        }
+        if new.grow_on_demand != old.grow_on_demand {
+            self.grow_on_demand.store(new.grow_on_demand, Relaxed);
+        }
+        if new.worker_slice != old.worker_slice {
+            let ns = new.worker_slice.map_or(NO_SLICE, slice_ns);
+            self.worker_slice_ns.store(ns, Relaxed);
+        }
     }
 
     pub(crate) fn elapsed(&self) -> Duration {
@@ -251,35 +287,25 @@ impl Shared {
 
     /// Reserve a slot for one more worker if `live < limit`; false otherwise.
     pub(crate) fn reserve_worker(&self, limit: usize) -> bool {
-        self.sizes
-            .update(|live, target| (live < limit).then_some((live + 1, target)))
-            .is_some()
+        self.sizes.update(|s| s.reserve(limit)).is_some()
     }
 
     /// Give back one worker slot if `live > target`: the caller retires.
     pub(crate) fn release_surplus(&self) -> bool {
-        self.sizes
-            .update(|live, target| (live > target).then(|| (live - 1, target)))
-            .is_some()
+        self.sizes.update(Sizes::release_surplus).is_some()
     }
 
     /// A worker's keep-alive ran out: it is not needed. If the pool is above
     /// `min`, retire it (true) and lower the target with it.
     pub(crate) fn expire_worker(&self) -> bool {
         let min = self.sizes.min.load(Relaxed);
-        self.sizes
-            .update(|live, target| {
-                let floor = target.saturating_sub(1).max(min);
-                (live > floor).then(|| (live - 1, target.min(live - 1).max(min)))
-            })
-            .is_some()
+        self.sizes.update(|s| s.expire(min)).is_some()
     }
 
     /// A worker was spawned on demand: the target follows it up, so the new
     /// worker is not surplus (it leaves only through its keep-alive).
     pub(crate) fn raise_target_to_live(&self) {
-        self.sizes
-            .update(|live, target| (target < live).then_some((live, live)));
+        self.sizes.update(Sizes::raise_target_to_live);
     }
 
     /// Record the pool size in the time series, if it is being recorded.

@@ -267,7 +267,7 @@ impl Worker {
         let every = shared.control.every_completions.load(Relaxed);
         if every > 0 && shared.control.completions.fetch_add(1, Relaxed) + 1 >= every {
             shared.control.completions.store(0, Relaxed);
-            shared.control.raise(|f| f.completions = true);
+            shared.control.raise(|f| f.events.completions = true);
         }
     }
 
@@ -288,7 +288,7 @@ impl Worker {
         shared.counters.retired.fetch_add(1, Relaxed);
         shared.sample_size();
         if keep_alive_expired && shared.control.want_retired.load(Relaxed) {
-            shared.control.raise(|f| f.retired = true);
+            shared.control.raise(|f| f.events.retired = true);
         }
         // Detach our own handle: nobody needs to join a thread that is leaving.
         lock(&shared.threads).retain(|(id, _)| *id != self.id);

@@ -1,0 +1,59 @@
+//! The pool's control rules as pure functions of plain values: how its size
+//! changes, how a [`Decision`](crate::policy::Decision) is applied, and when
+//! the policy is called.
+//!
+//! Nothing here reads a clock, sleeps, locks, spawns or touches an atomic:
+//! time comes in as `now: Duration` (since the pool started), events come in
+//! as values. The pool's threads call these functions — its compare-and-swap
+//! loops over `(live, target)` call [`Sizes`]' transitions, its controller
+//! thread calls [`apply`] and [`Scheduler`] — and a discrete-event simulator
+//! calls the same ones in virtual time, so the two cannot drift apart.
+//!
+//! | file | one idea |
+//! |---|---|
+//! | `sizes.rs` | [`Sizes`]: the `(live, target)` transitions (reserve, release surplus, keep-alive expiry, raise target to live) |
+//! | `apply.rs` | [`Limits`] and [`apply`]: a decision's new bounds, keep-alive, growth and slice settings, and its clamped target |
+//! | `schedule.rs` | [`Scheduler`]: the periodic tick, the events and their priority, the at-max throttle |
+//!
+//! A simulator drives them like the pool's controller does:
+//!
+//! ```
+//! use std::time::Duration;
+//! use tidepool::control::{apply, Events, Limits, Next, Scheduler, Sizes};
+//! use tidepool::policy::{Fixed, Observation, SizingPolicy, Trigger};
+//!
+//! let mut policy = Fixed::new(4);
+//! let mut limits = Limits {
+//!     min: 1,
+//!     max: 8,
+//!     keep_alive: Duration::from_secs(1),
+//!     grow_on_demand: false,
+//!     worker_slice: None,
+//! };
+//! let mut sizes = Sizes::new(0, 1);
+//! let now = Duration::ZERO;
+//!
+//! // The first call, then grow to the target it set.
+//! let decision = policy.decide(&Observation { trigger: Trigger::Start, ..Observation::default() });
+//! let applied = apply(&decision, &limits, sizes.target);
+//! limits = applied.limits;
+//! sizes = sizes.with_target(applied.target);
+//! while let Some(next) = sizes.reserve(sizes.target) {
+//!     sizes = next; // ...and start a worker
+//! }
+//! assert_eq!(sizes, Sizes::new(4, 4));
+//!
+//! // Later calls: when the scheduler says so.
+//! let mut scheduler = Scheduler::new(policy.schedule(), now);
+//! let mut events = Events::default();
+//! assert!(scheduler.is_idle()); // `fixed` is never called again
+//! assert_eq!(scheduler.next(&mut events, Duration::from_secs(60)), Next::Wait);
+//! ```
+
+mod apply;
+mod schedule;
+mod sizes;
+
+pub use apply::{apply, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS};
+pub use schedule::{Call, Events, Next, Scheduler, AT_MAX_INTERVAL};
+pub use sizes::Sizes;
