@@ -44,7 +44,10 @@ mod tests {
         assert_eq!(r, TIDEPOOL_ERR_PANIC);
         assert_eq!(last_code(), TIDEPOOL_ERR_PANIC);
         let msg = unsafe { std::ffi::CStr::from_ptr(last_message()) };
-        assert!(msg.to_str().unwrap().contains("boom in the body"), "{msg:?}");
+        assert!(
+            msg.to_str().unwrap().contains("boom in the body"),
+            "{msg:?}"
+        );
         // The next successful call clears it.
         assert_eq!(code(|| Ok(())), TIDEPOOL_OK);
         assert_eq!(last_code(), TIDEPOOL_OK);

@@ -73,7 +73,10 @@ impl Error {
             .copied()
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("<non-string panic payload>");
-        Error::new(TIDEPOOL_ERR_PANIC, format!("a Rust panic was caught: {what}"))
+        Error::new(
+            TIDEPOOL_ERR_PANIC,
+            format!("a Rust panic was caught: {what}"),
+        )
     }
 }
 
@@ -115,8 +118,7 @@ pub(crate) fn set(e: Error) {
 
 /// The calling thread's last error code (`TIDEPOOL_OK` if the last call succeeded).
 pub(crate) fn last_code() -> c_int {
-    LAST.try_with(|last| last.borrow().0)
-        .unwrap_or(TIDEPOOL_OK)
+    LAST.try_with(|last| last.borrow().0).unwrap_or(TIDEPOOL_OK)
 }
 
 /// The calling thread's last error message; valid until its next call.
@@ -158,9 +160,16 @@ mod tests {
 
     #[test]
     fn names_match_the_constants() {
-        let name = |code| unsafe { CStr::from_ptr(name_c(code).unwrap()) }.to_str().unwrap();
+        let name = |code| {
+            unsafe { CStr::from_ptr(name_c(code).unwrap()) }
+                .to_str()
+                .unwrap()
+        };
         assert_eq!(name(TIDEPOOL_OK), "TIDEPOOL_OK");
-        assert_eq!(name(TIDEPOOL_ERR_INVALID_ARGUMENT), "TIDEPOOL_ERR_INVALID_ARGUMENT");
+        assert_eq!(
+            name(TIDEPOOL_ERR_INVALID_ARGUMENT),
+            "TIDEPOOL_ERR_INVALID_ARGUMENT"
+        );
         assert_eq!(name(TIDEPOOL_ERR_INVALID_POOL), "TIDEPOOL_ERR_INVALID_POOL");
         assert_eq!(name(TIDEPOOL_ERR_SHUT_DOWN), "TIDEPOOL_ERR_SHUT_DOWN");
         assert_eq!(name(TIDEPOOL_ERR_FULL), "TIDEPOOL_ERR_FULL");

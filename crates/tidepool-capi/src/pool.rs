@@ -53,7 +53,10 @@ pub(crate) fn submit(
             match pool.try_execute(move || t.run()) {
                 Err(SubmitError::Full) => {
                     drop(submitting);
-                    entry.tasks.inline.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    entry
+                        .tasks
+                        .inline
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     task().run();
                     return Ok(());
                 }
@@ -223,7 +226,7 @@ pub unsafe extern "C" fn tidepool_shutdown_now(
         let pending = entry.pool.shutdown_now();
         let n = pending.len();
         drop(pending); // each dropped task calls its completion callback
-        // SAFETY: per this function's contract.
+                       // SAFETY: per this function's contract.
         if let Some(out) = unsafe { cancelled.as_mut() } {
             *out = n;
         }

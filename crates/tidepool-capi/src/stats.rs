@@ -165,7 +165,9 @@ pub unsafe extern "C" fn tidepool_stats_quantile(
     code(|| {
         let entry = handle::lookup(pool)?;
         if !(0.0..=1.0).contains(&q) {
-            return Err(Error::invalid(format!("quantile {q}: must be between 0 and 1")));
+            return Err(Error::invalid(format!(
+                "quantile {q}: must be between 0 and 1"
+            )));
         }
         // SAFETY: per this function's contract.
         let out = unsafe { out_us.as_mut() }.ok_or_else(|| Error::invalid("out_us is NULL"))?;

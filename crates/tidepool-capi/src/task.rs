@@ -167,6 +167,9 @@ mod tests {
 
     #[test]
     fn a_task_fits_in_four_words() {
-        assert_eq!(std::mem::size_of::<CTask>(), 4 * std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<CTask>(),
+            4 * std::mem::size_of::<usize>()
+        );
     }
 }

@@ -74,8 +74,20 @@ pub extern "C" fn create_threadpool(num_threads: c_int) -> threadpool {
 /// # Safety
 /// `dispatch_to_here` must be safe to call with `arg` from another thread.
 #[no_mangle]
-pub unsafe extern "C" fn dispatch(pool: threadpool, dispatch_to_here: dispatch_fn, arg: *mut c_void) {
-    code(|| ops::submit(&*handle::lookup(pool)?, dispatch_to_here, arg, None, Wait::AsBuilt));
+pub unsafe extern "C" fn dispatch(
+    pool: threadpool,
+    dispatch_to_here: dispatch_fn,
+    arg: *mut c_void,
+) {
+    code(|| {
+        ops::submit(
+            &*handle::lookup(pool)?,
+            dispatch_to_here,
+            arg,
+            None,
+            Wait::AsBuilt,
+        )
+    });
 }
 
 /// Expand the pool to `size` workers (at least its current target size).

@@ -90,5 +90,8 @@ fn the_headers_declare_every_export() {
             }
         }
     }
-    assert!(missing.is_empty(), "exports missing from the headers: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "exports missing from the headers: {missing:?}"
+    );
 }
