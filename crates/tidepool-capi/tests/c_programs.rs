@@ -40,13 +40,16 @@ fn out_dir() -> PathBuf {
 /// Run `cmd` to completion (or fail after `TIMEOUT`); returns stdout, stderr
 /// and whether it succeeded.
 fn run(mut cmd: Command, log: &str) -> (String, String, bool) {
-    let (out, err) = (out_dir().join(format!("{log}.out")), out_dir().join(format!("{log}.err")));
+    let (out, err) = (
+        out_dir().join(format!("{log}.out")),
+        out_dir().join(format!("{log}.err")),
+    );
     cmd.stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (scripts/setup.sh installs the tools)"));
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!("cannot run {cmd:?}: {e} (scripts/setup.sh installs the tools)")
+    });
     let deadline = Instant::now() + TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -158,7 +161,10 @@ fn c_test_program_is_valgrind_clean() {
 #[test]
 fn minimal_example_runs_clean() {
     let out = run_ok(Command::new(&programs().minimal), "minimal");
-    assert!(out.contains("sum of 1..100 computed by the pool: 5050"), "{out}");
+    assert!(
+        out.contains("sum of 1..100 computed by the pool: 5050"),
+        "{out}"
+    );
     run_ok(valgrind(&programs().minimal, &[]), "valgrind-minimal");
 }
 
@@ -170,7 +176,13 @@ fn benchmark_example_replays_traces() {
     assert!(out.contains("4 tasks"), "{out}");
     assert!(out.contains("completedJob 4"), "{out}");
     let poisson = trace("poisson-1000.trace");
-    let args = [poisson.as_os_str(), "--policy".as_ref(), "auto".as_ref(), "--max".as_ref(), "16".as_ref()];
+    let args = [
+        poisson.as_os_str(),
+        "--policy".as_ref(),
+        "auto".as_ref(),
+        "--max".as_ref(),
+        "16".as_ref(),
+    ];
     let out = run_ok(command(bench, &args), "bench-poisson-auto");
     assert!(out.contains("completedJob 1000"), "{out}");
     for line in ["throughput", "average idle time"] {
@@ -210,7 +222,15 @@ fn static_library_links() {
         .arg(&exe)
         .arg(lib.join("libtidepool_capi.a"))
         // `rustc --print native-static-libs`, as in tidepool.pc's Libs.private.
-        .args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]);
+        .args([
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ]);
     run_ok(cmd, "cc-static");
     let out = run_ok(Command::new(&exe), "test_capi_static");
     assert!(out.contains("checks passed"), "{out}");
