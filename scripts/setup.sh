@@ -18,6 +18,8 @@ apt_need() {
   command -v "$1" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null 2>&1 || missing+=("$2")
 }
 apt_need cc gcc
+apt_need valgrind valgrind   # the C API's programs run under memcheck (tidepool-capi tests)
+apt_need pkg-config pkgconf # the C API's pkg-config file is tested
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -1,0 +1,243 @@
+//! `tidepool_*` on a live pool: submit, wait, resize, shut down, destroy.
+//!
+//! Calls back into a pool from its own tasks (and completion callbacks):
+//! - Submitting is supported. A task never *waits* for room in its own pool's
+//!   queue, since the workers it would wait for may all be doing the same: if
+//!   the queue is full and the pool blocks when full, the new task runs at
+//!   once on the submitting task's thread (the caller-runs rule; counted in
+//!   `tidepool_stats.inline_jobs`). A pool that rejects when full rejects.
+//!   `tidepool_submit_timeout` waits at most its timeout, as anywhere.
+//! - Destroy, shutdown, shutdown-now and wait-idle would wait for the calling
+//!   task itself: they fail with `TIDEPOOL_ERR_IN_OWN_TASK` and change nothing.
+//!
+//! Cycles across pools (a task of pool A destroys pool B while a task of B
+//! destroys A) are the caller's deadlock, as with any two threads joining
+//! each other.
+
+use std::ffi::{c_int, c_void};
+use std::time::Duration;
+
+use tidepool::SubmitError;
+
+use crate::boundary::code;
+use crate::error::{Error, TIDEPOOL_ERR_IN_OWN_TASK};
+use crate::handle::{self, tidepool_pool, Entry};
+use crate::task::{in_own_task, tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
+
+/// How long a submit may wait for room in a full queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// As the pool was built: wait (`OnFull::Block`) or fail at once.
+    AsBuilt,
+    /// Fail at once.
+    Never,
+    /// Wait at most this long.
+    AtMost(Duration),
+}
+
+/// Submit a C task to `entry`'s pool.
+pub(crate) fn submit(
+    entry: &Entry,
+    func: tidepool_task_fn,
+    arg: *mut c_void,
+    done: tidepool_done_fn,
+    wait: Wait,
+) -> Result<(), Error> {
+    let func = func.ok_or_else(|| Error::invalid("the task function is NULL"))?;
+    let task = || CTask::new(func, arg, done, entry.tasks.clone());
+    let pool = &entry.pool;
+    let submitting = Submitting::enter();
+    let result = match wait {
+        Wait::AsBuilt if entry.blocks_when_full && in_own_task(entry.tasks.id) => {
+            let t = task();
+            match pool.try_execute(move || t.run()) {
+                Err(SubmitError::Full) => {
+                    drop(submitting);
+                    entry
+                        .tasks
+                        .inline
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    task().run();
+                    return Ok(());
+                }
+                other => other,
+            }
+        }
+        Wait::AsBuilt => {
+            let t = task();
+            pool.execute(move || t.run())
+        }
+        Wait::Never => {
+            let t = task();
+            pool.try_execute(move || t.run())
+        }
+        Wait::AtMost(timeout) => {
+            let t = task();
+            pool.submit_timeout(move || t.run(), timeout).map(drop)
+        }
+    };
+    result.map_err(Error::from)
+}
+
+/// Fail with `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of `entry`.
+pub(crate) fn not_from_own_task(entry: &Entry, what: &str) -> Result<(), Error> {
+    if in_own_task(entry.tasks.id) {
+        return Err(Error::new(
+            TIDEPOOL_ERR_IN_OWN_TASK,
+            format!("{what} was called from a task of the same pool, which it would wait for"),
+        ));
+    }
+    Ok(())
+}
+
+/// Shut the pool down gracefully, take it out of the registry and free it.
+pub(crate) fn destroy(pool: *const tidepool_pool, what: &str) -> Result<(), Error> {
+    let entry = handle::lookup(pool)?;
+    not_from_own_task(&entry, what)?;
+    let entry = handle::unregister(pool)?;
+    entry.pool.shutdown();
+    Ok(())
+}
+
+/// Set the target size to `n`, which must lie within the pool's bounds.
+pub(crate) fn resize(entry: &Entry, n: usize) -> Result<(), Error> {
+    let stats = entry.pool.stats();
+    let (min, max) = (stats.min_threads, stats.max_threads);
+    if !(min..=max).contains(&n) {
+        return Err(Error::invalid(format!(
+            "size {n} is outside the pool's bounds {min}..={max}"
+        )));
+    }
+    entry.pool.resize(n);
+    Ok(())
+}
+
+/// Submit a task; when the queue is full, wait for room if the pool was
+/// built to block (the default), else fail with `TIDEPOOL_ERR_FULL`. From a
+/// task of the same pool a full queue never waits: see the module notes.
+/// `done`, if not NULL, is called once with `arg` and the task's status after
+/// the task ran or was cancelled — never when this call fails.
+///
+/// # Safety
+/// `func` (and `done`) must be safe to call with `arg` from another thread.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_submit(
+    pool: *mut tidepool_pool,
+    func: tidepool_task_fn,
+    arg: *mut c_void,
+    done: tidepool_done_fn,
+) -> c_int {
+    code(|| submit(&*handle::lookup(pool)?, func, arg, done, Wait::AsBuilt))
+}
+
+/// Submit a task, or fail at once with `TIDEPOOL_ERR_FULL` if the queue is full.
+///
+/// # Safety
+/// As `tidepool_submit`.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_try_submit(
+    pool: *mut tidepool_pool,
+    func: tidepool_task_fn,
+    arg: *mut c_void,
+    done: tidepool_done_fn,
+) -> c_int {
+    code(|| submit(&*handle::lookup(pool)?, func, arg, done, Wait::Never))
+}
+
+/// Submit a task, waiting at most `timeout_us` microseconds for room:
+/// `TIDEPOOL_ERR_TIMEOUT` if the queue stayed full.
+///
+/// # Safety
+/// As `tidepool_submit`.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_submit_timeout(
+    pool: *mut tidepool_pool,
+    func: tidepool_task_fn,
+    arg: *mut c_void,
+    done: tidepool_done_fn,
+    timeout_us: u64,
+) -> c_int {
+    let wait = Wait::AtMost(Duration::from_micros(timeout_us));
+    code(|| submit(&*handle::lookup(pool)?, func, arg, done, wait))
+}
+
+/// Block until the queue is empty and every worker waits for work. Tasks
+/// submitted meanwhile by other threads may or may not be waited for.
+#[no_mangle]
+pub extern "C" fn tidepool_wait_idle(pool: *mut tidepool_pool) -> c_int {
+    code(|| {
+        let entry = handle::lookup(pool)?;
+        not_from_own_task(&entry, "tidepool_wait_idle")?;
+        entry.pool.wait_idle();
+        Ok(())
+    })
+}
+
+/// Set the pool's target size to `n`, within its min and max threads.
+/// Growing starts workers at once; shrinking retires idle workers at once and
+/// busy ones when their task ends (a running task is never interrupted).
+#[no_mangle]
+pub extern "C" fn tidepool_resize(pool: *mut tidepool_pool, n: usize) -> c_int {
+    code(|| resize(&*handle::lookup(pool)?, n))
+}
+
+/// Worker threads alive now, into `*out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or points to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_size(pool: *mut tidepool_pool, out: *mut usize) -> c_int {
+    code(|| {
+        let entry = handle::lookup(pool)?;
+        // SAFETY: per this function's contract.
+        let out = unsafe { out.as_mut() }.ok_or_else(|| Error::invalid("out is NULL"))?;
+        *out = entry.pool.size();
+        Ok(())
+    })
+}
+
+/// Stop accepting tasks, run every queued task, join every worker. The pool
+/// stays readable (statistics) until `tidepool_destroy`. Idempotent.
+#[no_mangle]
+pub extern "C" fn tidepool_shutdown(pool: *mut tidepool_pool) -> c_int {
+    code(|| {
+        let entry = handle::lookup(pool)?;
+        not_from_own_task(&entry, "tidepool_shutdown")?;
+        entry.pool.shutdown();
+        Ok(())
+    })
+}
+
+/// Stop accepting tasks, cancel every task that has not started (their
+/// completion callbacks get `TIDEPOOL_ERR_CANCELLED`, on this thread), and
+/// join the workers, which finish their current task. `*cancelled` (if not
+/// NULL) receives how many tasks were cancelled.
+///
+/// # Safety
+/// `cancelled` is NULL or points to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn tidepool_shutdown_now(
+    pool: *mut tidepool_pool,
+    cancelled: *mut usize,
+) -> c_int {
+    code(|| {
+        let entry = handle::lookup(pool)?;
+        not_from_own_task(&entry, "tidepool_shutdown_now")?;
+        let pending = entry.pool.shutdown_now();
+        let n = pending.len();
+        drop(pending); // each dropped task calls its completion callback
+                       // SAFETY: per this function's contract.
+        if let Some(out) = unsafe { cancelled.as_mut() } {
+            *out = n;
+        }
+        Ok(())
+    })
+}
+
+/// Shut the pool down as `tidepool_shutdown` does (if not yet), then free it.
+/// The handle is invalid afterwards: calls with it fail with
+/// `TIDEPOOL_ERR_INVALID_POOL`.
+#[no_mangle]
+pub extern "C" fn tidepool_destroy(pool: *mut tidepool_pool) -> c_int {
+    code(|| destroy(pool, "tidepool_destroy"))
+}

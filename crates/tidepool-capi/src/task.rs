@@ -1,0 +1,175 @@
+//! C tasks: a callback, its argument and an optional completion callback,
+//! wrapped into a closure the pool can run.
+//!
+//! Rules kept here:
+//! - A panic in a callback (a Rust callback declared `extern "C-unwind"`) is
+//!   caught on the worker, counted, and reported to the completion callback as
+//!   `TIDEPOOL_ERR_PANIC`; the worker lives on.
+//! - The completion callback runs exactly once for every accepted task: after
+//!   it ran (`TIDEPOOL_OK` or `TIDEPOOL_ERR_PANIC`), or when it is dropped
+//!   unrun (`TIDEPOOL_ERR_CANCELLED`, by `tidepool_shutdown_now`). A task the
+//!   pool refused (full, shut down, timed out) is dropped inside the submit
+//!   call, which marks the thread as submitting: no callback then, the submit
+//!   call's error code says it all.
+//! - While a callback runs, the thread remembers whose task it is, so that a
+//!   call back into the same pool can be told apart (see `Submit` in `pool.rs`
+//!   and `in_own_task`).
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use crate::error::{TIDEPOOL_ERR_CANCELLED, TIDEPOOL_ERR_PANIC, TIDEPOOL_OK};
+use crate::handle::TaskShared;
+
+/// A task: `void fn(void *arg)`. Called once on a worker thread.
+pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)>;
+
+/// A completion callback: `void done(void *arg, int status)`, with the task's
+/// `arg` and `TIDEPOOL_OK`, `TIDEPOOL_ERR_PANIC` or `TIDEPOOL_ERR_CANCELLED`.
+pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
+
+thread_local! {
+    /// Id of the pool whose callback this thread is running (0: none).
+    static CURRENT: Cell<usize> = const { Cell::new(0) };
+    /// True inside a submit call: a task dropped now was refused, not cancelled.
+    static SUBMITTING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True if the calling thread is running a callback of pool `id`.
+pub(crate) fn in_own_task(id: usize) -> bool {
+    CURRENT.try_with(Cell::get).unwrap_or(0) == id
+}
+
+/// Marks the thread as running a callback of a pool until dropped.
+struct Running {
+    pool: usize,
+    submitting: bool,
+}
+
+impl Running {
+    fn enter(pool: usize) -> Self {
+        // `try_with`: a task may be dropped while the thread's locals are torn down.
+        Running {
+            pool: CURRENT.try_with(|c| c.replace(pool)).unwrap_or(0),
+            submitting: SUBMITTING.try_with(|s| s.replace(false)).unwrap_or(false),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(self.pool));
+        let _ = SUBMITTING.try_with(|s| s.set(self.submitting));
+    }
+}
+
+/// Marks the thread as submitting until dropped.
+pub(crate) struct Submitting(bool);
+
+impl Submitting {
+    pub(crate) fn enter() -> Self {
+        Submitting(SUBMITTING.try_with(|s| s.replace(true)).unwrap_or(false))
+    }
+}
+
+impl Drop for Submitting {
+    fn drop(&mut self) {
+        let _ = SUBMITTING.try_with(|s| s.set(self.0));
+    }
+}
+
+/// A C task on its way through the pool. Four words, so the pool stores it
+/// inline in its queue slot without allocating.
+pub(crate) struct CTask {
+    func: unsafe extern "C-unwind" fn(*mut c_void),
+    arg: *mut c_void,
+    done: tidepool_done_fn,
+    shared: Arc<TaskShared>,
+}
+
+// SAFETY: the C caller hands `arg` to another thread by submitting it; that
+// it may be used there is the documented contract of every submit function.
+unsafe impl Send for CTask {}
+
+impl CTask {
+    pub(crate) fn new(
+        func: unsafe extern "C-unwind" fn(*mut c_void),
+        arg: *mut c_void,
+        done: tidepool_done_fn,
+        shared: Arc<TaskShared>,
+    ) -> Self {
+        CTask {
+            func,
+            arg,
+            done,
+            shared,
+        }
+    }
+
+    /// Run the task, then its completion callback.
+    pub(crate) fn run(self) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; the Arc moves out once.
+        let shared = unsafe { ptr::read(&this.shared) };
+        let (func, arg) = (this.func, this.arg);
+        let _running = Running::enter(shared.id);
+        // SAFETY: the caller of submit gave a function that takes this arg.
+        let status = match catch_unwind(AssertUnwindSafe(|| unsafe { func(arg) })) {
+            Ok(()) => TIDEPOOL_OK,
+            Err(payload) => {
+                shared.panicked.fetch_add(1, Relaxed);
+                drop_quietly(payload);
+                TIDEPOOL_ERR_PANIC
+            }
+        };
+        complete(&shared, this.done, arg, status);
+    }
+}
+
+impl Drop for CTask {
+    /// Dropped unrun: refused by a submit (silent) or cancelled.
+    fn drop(&mut self) {
+        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+            return;
+        }
+        self.shared.cancelled.fetch_add(1, Relaxed);
+        let _running = Running::enter(self.shared.id);
+        complete(&self.shared, self.done, self.arg, TIDEPOOL_ERR_CANCELLED);
+    }
+}
+
+/// Call the completion callback, if any, catching a panic in it.
+fn complete(shared: &TaskShared, done: tidepool_done_fn, arg: *mut c_void, status: c_int) {
+    if let Some(done) = done {
+        // SAFETY: the caller of submit gave a callback that takes this arg.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { done(arg, status) })) {
+            shared.panicked.fetch_add(1, Relaxed);
+            drop_quietly(payload);
+        }
+    }
+}
+
+/// Drop a panic payload; a payload whose destructor panics is leaked instead.
+fn drop_quietly(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_fits_in_four_words() {
+        assert_eq!(
+            std::mem::size_of::<CTask>(),
+            4 * std::mem::size_of::<usize>()
+        );
+    }
+}
