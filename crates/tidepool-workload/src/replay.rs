@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tidepool::Executor;
 
 use crate::body::{load_average, process_cpu_time, BusyLoop, TaskBody};
+use crate::limits::{secs_saturating, MAX_TIME};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
 use crate::result::{DecisionEntry, RunResult};
 use crate::trace::Trace;
@@ -94,6 +95,15 @@ pub struct ReplayHooks<'a> {
 struct Slot {
     started: AtomicU64, // ns since epoch + 1; 0 = not yet
     finished: AtomicU64,
+}
+
+/// Raises its flag when dropped, also while unwinding from a panic.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 fn ns_since(epoch: Instant) -> u64 {
@@ -216,6 +226,9 @@ pub fn replay_with(
     let target_probe = hooks.target_size;
 
     let samples = std::thread::scope(|scope| {
+        // Whatever happens below, even a panic, the sampler stops, so the
+        // scope can end (otherwise it would wait for the sampler forever).
+        let stop = StopOnDrop(&stop_sampler);
         let sampler = scope.spawn(|| {
             let mut samples = Vec::new();
             let mut next = Duration::ZERO;
@@ -259,7 +272,9 @@ pub fn replay_with(
 
         let mut at = Duration::ZERO;
         for (i, task) in trace.tasks.iter().enumerate() {
-            at += task.start_delay.div_f64(speed);
+            at = at
+                .saturating_add(secs_saturating(task.start_delay.as_secs_f64() / speed))
+                .min(MAX_TIME);
             // pace: sleep until `spin` before the arrival, then spin
             loop {
                 if cancelled() {
@@ -300,7 +315,7 @@ pub fn replay_with(
             records.push(TaskRecord {
                 request_id: task.request_id,
                 app_id: task.app_id,
-                scheduled_ns: at.as_nanos() as u64,
+                scheduled_ns: u64::try_from(at.as_nanos()).unwrap_or(u64::MAX),
                 submitted_ns,
                 accepted_ns: ok.then_some(accepted_ns),
                 started_ns: None,
@@ -325,7 +340,7 @@ pub fn replay_with(
             report(records.len(), true, false);
         }
         report(records.len(), true, true);
-        stop_sampler.store(true, Ordering::Release);
+        drop(stop);
         sampler.join().unwrap_or_default()
     });
 

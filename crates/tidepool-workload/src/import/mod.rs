@@ -27,13 +27,18 @@ pub struct Imported {
     pub records: usize,
 }
 
-pub(crate) fn check_positive(option: &str, v: f64) -> Result<(), TraceError> {
-    if v.is_finite() && v > 0.0 {
+/// Allowed `compress` (trace seconds per replay second).
+pub const COMPRESS_RANGE: (f64, f64) = (1e-6, 1e12);
+/// Allowed SWF `service_scale` (service seconds per run-time second).
+pub const SCALE_RANGE: (f64, f64) = (1e-12, 1e6);
+
+pub(crate) fn check_range(option: &str, v: f64, (lo, hi): (f64, f64)) -> Result<(), TraceError> {
+    if v >= lo && v <= hi {
         Ok(())
     } else {
         Err(TraceError::option(
             option,
-            format!("{v} must be finite and > 0"),
+            format!("{v} is outside {lo:e}..={hi:e}"),
         ))
     }
 }
