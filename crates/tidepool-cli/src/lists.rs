@@ -6,6 +6,7 @@
 //! item.
 
 use tidepool::policy::PolicySpec;
+use tidepool_workload::limits::shown;
 
 /// Split a comma-separated list of specs, keeping `key=value` continuations
 /// with their spec.
@@ -71,7 +72,12 @@ pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
         let n: usize = s
             .trim()
             .parse()
-            .map_err(|_| format!("`{s}` is not a pool size (a whole number >= 1)"))?;
+            .map_err(|_| {
+                format!(
+                    "`{}` is not a pool size (a whole number in 1..={MAX_SIZE})",
+                    shown(s)
+                )
+            })?;
         if n == 0 || n > MAX_SIZE {
             return Err(format!("pool size {n} is out of range 1..={MAX_SIZE}"));
         }
@@ -89,19 +95,27 @@ pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
         };
         let (a, b) = (num(a)?, num(b.trim_start_matches('='))?);
         if a > b {
-            return Err(format!("range `{item}` is empty ({a} > {b})"));
+            return Err(format!("range `{}` is empty ({a} > {b})", shown(item)));
         }
         match step {
             None => sizes.extend(a..=b),
             Some(s) if s.starts_with('x') => {
-                let f: usize =
-                    s[1..].parse().ok().filter(|f| *f >= 2).ok_or_else(|| {
-                        format!("`{s}` in `{item}`: the factor must be x2 or more")
+                let f: usize = s[1..]
+                    .parse()
+                    .ok()
+                    .filter(|f| (2..=MAX_SIZE).contains(f))
+                    .ok_or_else(|| {
+                        format!(
+                            "`{}` in `{}`: the factor must be x2 to x{MAX_SIZE}",
+                            shown(s),
+                            shown(item)
+                        )
                     })?;
                 let mut v = a;
                 while v <= b {
                     sizes.push(v);
-                    v *= f;
+                    // b <= MAX_SIZE, so an overflow is past b too
+                    v = v.saturating_mul(f);
                 }
             }
             Some(s) => {
@@ -109,7 +123,13 @@ pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
                     .parse()
                     .ok()
                     .filter(|s| *s >= 1)
-                    .ok_or_else(|| format!("`{s}` in `{item}`: the step must be 1 or more"))?;
+                    .ok_or_else(|| {
+                        format!(
+                            "`{}` in `{}`: the step must be a whole number, 1 or more",
+                            shown(s),
+                            shown(item)
+                        )
+                    })?;
                 sizes.extend((a..=b).step_by(step));
             }
         }
@@ -165,5 +185,15 @@ mod tests {
         for bad in ["", "0", "a", "4..2", "1..8:x1", "1..8:0", "99999"] {
             assert!(parse_sizes(bad).is_err(), "{bad}");
         }
+        // The factor used to overflow to 0 and loop forever.
+        let e = parse_sizes("2..4096:x9223372036854775808").unwrap_err();
+        assert!(e.contains("x2 to x4096"), "{e}");
+        assert_eq!(parse_sizes("2..4096:x4096").unwrap().0, vec![2]);
+        assert_eq!(
+            parse_sizes("4095..4096:x2").unwrap().0,
+            vec![4095]
+        );
+        let e = parse_sizes(&"9".repeat(100_000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
     }
 }

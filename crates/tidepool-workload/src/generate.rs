@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dist::{format_duration, parse_duration, Dist};
 use crate::error::SpecError;
-use crate::limits::{secs_saturating, shown, Limits, MAX_TIME};
+use crate::limits::{secs_saturating, shown, shown_f64, Limits, MAX_TIME};
 use crate::trace::{TaskSpec, Trace};
 
 /// Allowed arrival rates (`rate`, a non-zero `off_rate`, every step's rate),
@@ -228,8 +228,10 @@ impl GenSpec {
                 Err(SpecError::bad(
                     key,
                     format!(
-                        "{r} is outside {:e}..={:e} (tasks per second)",
-                        RATE_RANGE.0, RATE_RANGE.1
+                        "{} is outside {:e}..={:e} (tasks per second)",
+                        shown_f64(r),
+                        RATE_RANGE.0,
+                        RATE_RANGE.1
                     ),
                 ))
             }
@@ -258,7 +260,7 @@ impl GenSpec {
                 "free",
                 format!(
                     "{} is outside 0..=100 (percent of service time blocked)",
-                    self.free
+                    shown_f64(self.free)
                 ),
             ));
         }
@@ -271,7 +273,7 @@ impl GenSpec {
                 if !(0.0..=MAX_CV).contains(&cv) {
                     return Err(SpecError::bad(
                         "cv",
-                        format!("{cv} is outside 0..={MAX_CV}"),
+                        format!("{} is outside 0..={MAX_CV}", shown_f64(cv)),
                     ));
                 }
                 n_ok(self.n)?;
@@ -295,8 +297,11 @@ impl GenSpec {
                     return Err(SpecError::bad(
                         "step",
                         format!(
-                            "{step_pct}% over {steps} steps takes the rate of the last step to {last:.6}/s, outside {:e}..={:e}",
-                            RATE_RANGE.0, RATE_RANGE.1
+                            "{}% over {steps} steps takes the rate of the last step to {}/s, outside {:e}..={:e}",
+                            shown_f64(step_pct),
+                            shown_f64(last),
+                            RATE_RANGE.0,
+                            RATE_RANGE.1
                         ),
                     ));
                 }
@@ -621,7 +626,10 @@ impl GenSpec {
         if !(0.0..=100.0).contains(&free) {
             return Err(SpecError::bad(
                 "free",
-                format!("{free} is outside 0..=100 (percent of service time blocked)"),
+                format!(
+                    "{} is outside 0..=100 (percent of service time blocked)",
+                    shown_f64(free)
+                ),
             ));
         }
         let apps = match get("apps") {

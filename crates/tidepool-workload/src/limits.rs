@@ -92,6 +92,24 @@ pub fn shown(token: &str) -> String {
     out
 }
 
+/// A number for an error message: plain when of ordinary size, in
+/// scientific notation when tiny or huge (`1e-300`, not 300 zeros).
+///
+/// ```
+/// use tidepool_workload::limits::shown_f64;
+/// assert_eq!(shown_f64(2000.0), "2000");
+/// assert_eq!(shown_f64(1e-300), "1e-300");
+/// assert_eq!(shown_f64(-1e300), "-1e300");
+/// ```
+pub fn shown_f64(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || !a.is_finite() || (1e-4..1e15).contains(&a) {
+        v.to_string()
+    } else {
+        format!("{v:e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SpecError;
 use crate::generate::{Arrivals, GenSpec};
 use crate::import::azure::{parse_azure_with, AzureOptions};
-use crate::limits::{secs_saturating, Limits};
+use crate::limits::{secs_saturating, shown_f64, Limits};
 use crate::trace::Trace;
 
 /// The Azure LLM inference trace slice (CC-BY 4.0, Azure Public Dataset;
@@ -81,9 +81,17 @@ impl SuiteEntry {
     pub fn trace_with(&self, limits: &Limits) -> Result<Trace, SpecError> {
         let mut t = match &self.source {
             SuiteSource::Generated { spec } => spec.try_generate(limits).map_err(|e| {
+                let why = match e {
+                    SpecError::BadValue { message, .. } => message,
+                    other => other.to_string(),
+                };
                 SpecError::bad(
                     "scale",
-                    format!("{} makes `{}` too large: {e}", self.scale, self.name),
+                    format!(
+                        "{} makes `{}` too large: {why}",
+                        shown_f64(self.scale),
+                        self.name
+                    ),
                 )
             })?,
             SuiteSource::Azure { options } => {
@@ -116,8 +124,10 @@ pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
         return Err(SpecError::bad(
             "scale",
             format!(
-                "{scale} is outside {:e}..={:e}",
-                SCALE_RANGE.0, SCALE_RANGE.1
+                "{} is outside {:e}..={:e}",
+                shown_f64(scale),
+                SCALE_RANGE.0,
+                SCALE_RANGE.1
             ),
         ));
     }

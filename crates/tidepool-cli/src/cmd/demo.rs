@@ -78,6 +78,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
             a.scale
         )));
     }
+    crate::output::check_out_dir(&a.out)?;
     let workloads = SUITE
         .iter()
         .map(|name| {

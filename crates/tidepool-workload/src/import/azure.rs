@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::{check_free, check_range, Imported, COMPRESS_RANGE};
 use crate::error::TraceError;
 use crate::generate::split_free;
-use crate::limits::{secs_to_duration, shown, Limits};
+use crate::limits::{secs_to_duration, shown, shown_f64, Limits};
 use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
 
@@ -171,7 +171,7 @@ pub fn parse_azure_with<R: Read>(
                 COLUMNS[0],
                 format!(
                     "is {after:.0} s after the first request: divided by compress {} that is beyond 2^64 - 1 ns, about 584 years",
-                    opts.compress
+                    shown_f64(opts.compress)
                 ),
             )
         })?;

@@ -13,6 +13,7 @@ pub mod swf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::limits::shown_f64;
 use crate::trace::Trace;
 
 /// A trace read from a real log, plus what the importer left out and why.
@@ -38,7 +39,7 @@ pub(crate) fn check_range(option: &str, v: f64, (lo, hi): (f64, f64)) -> Result<
     } else {
         Err(TraceError::option(
             option,
-            format!("{v} is outside {lo:e}..={hi:e}"),
+            format!("{} is outside {lo:e}..={hi:e}", shown_f64(v)),
         ))
     }
 }
@@ -49,7 +50,7 @@ pub(crate) fn check_free(free: f64) -> Result<(), TraceError> {
     } else {
         Err(TraceError::option(
             "free",
-            format!("{free} is outside 0..=100"),
+            format!("{} is outside 0..=100", shown_f64(free)),
         ))
     }
 }

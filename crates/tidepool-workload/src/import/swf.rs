@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::{check_free, check_range, Imported, COMPRESS_RANGE, SCALE_RANGE};
 use crate::error::TraceError;
 use crate::generate::split_free;
-use crate::limits::{secs_saturating, secs_to_duration, shown, Limits};
+use crate::limits::{secs_saturating, secs_to_duration, shown, shown_f64, Limits};
 use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
 
@@ -229,7 +229,7 @@ pub fn parse_swf_with<R: Read>(
                 "compress",
                 format!(
                     "{} puts job {id} ({submit} s after the first) beyond 2^64 - 1 ns, about 584 years",
-                    opts.compress
+                    shown_f64(opts.compress)
                 ),
             )
         })?;
