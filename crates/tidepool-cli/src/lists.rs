@@ -69,15 +69,12 @@ pub const MAX_SIZE: usize = 4096;
 /// 1,2,4,…,64). The result is sorted and without duplicates.
 pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
     let num = |s: &str| -> Result<usize, String> {
-        let n: usize = s
-            .trim()
-            .parse()
-            .map_err(|_| {
-                format!(
-                    "`{}` is not a pool size (a whole number in 1..={MAX_SIZE})",
-                    shown(s)
-                )
-            })?;
+        let n: usize = s.trim().parse().map_err(|_| {
+            format!(
+                "`{}` is not a pool size (a whole number in 1..={MAX_SIZE})",
+                shown(s)
+            )
+        })?;
         if n == 0 || n > MAX_SIZE {
             return Err(format!("pool size {n} is out of range 1..={MAX_SIZE}"));
         }
@@ -119,17 +116,13 @@ pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
                 }
             }
             Some(s) => {
-                let step: usize = s
-                    .parse()
-                    .ok()
-                    .filter(|s| *s >= 1)
-                    .ok_or_else(|| {
-                        format!(
-                            "`{}` in `{}`: the step must be a whole number, 1 or more",
-                            shown(s),
-                            shown(item)
-                        )
-                    })?;
+                let step: usize = s.parse().ok().filter(|s| *s >= 1).ok_or_else(|| {
+                    format!(
+                        "`{}` in `{}`: the step must be a whole number, 1 or more",
+                        shown(s),
+                        shown(item)
+                    )
+                })?;
                 sizes.extend((a..=b).step_by(step));
             }
         }
@@ -189,10 +182,7 @@ mod tests {
         let e = parse_sizes("2..4096:x9223372036854775808").unwrap_err();
         assert!(e.contains("x2 to x4096"), "{e}");
         assert_eq!(parse_sizes("2..4096:x4096").unwrap().0, vec![2]);
-        assert_eq!(
-            parse_sizes("4095..4096:x2").unwrap().0,
-            vec![4095]
-        );
+        assert_eq!(parse_sizes("4095..4096:x2").unwrap().0, vec![4095]);
         let e = parse_sizes(&"9".repeat(100_000)).unwrap_err();
         assert!(e.len() < 200, "{e}");
     }

@@ -42,7 +42,11 @@ pub fn print(text: &str) {
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
     let result = cmd::dispatch(cli).and_then(|()| {
-        match STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match STDOUT_ERROR
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             Some(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),
             None => Ok(()),
         }

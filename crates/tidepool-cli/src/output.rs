@@ -22,7 +22,8 @@ pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
 pub fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
     ensure_dir(dir)?;
     let probe = dir.join(format!(".tidepool-write-test-{}", std::process::id()));
-    let written = File::create(&probe).and_then(|mut f| f.write_all(b"ok\n").and_then(|_| f.sync_all()));
+    let written =
+        File::create(&probe).and_then(|mut f| f.write_all(b"ok\n").and_then(|_| f.sync_all()));
     let _ = std::fs::remove_file(&probe);
     written.with_context(|| format!("cannot write into output folder `{}`", dir.display()))
 }
@@ -189,9 +190,15 @@ mod tests {
         let file = dir.path().join("plain");
         std::fs::write(&file, "x").unwrap();
         let e = check_out_dir(&file.join("sub")).unwrap_err();
-        assert!(format!("{e:#}").contains("cannot create output folder"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("cannot create output folder"),
+            "{e:#}"
+        );
         check_out_dir(&dir.path().join("new")).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path().join("new")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("new")).unwrap().count(),
+            0
+        );
         // a file to be written: an existing one is kept, a new one not left behind
         check_out_file(&file).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");

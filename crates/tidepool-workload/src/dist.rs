@@ -205,6 +205,10 @@ impl Dist {
             }
             _ if parts.len() == 1 => match parse_duration(s) {
                 Ok(value) => Dist::Const { value },
+                // A number: say what is wrong with it as a duration.
+                Err(m) if s.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '-') => {
+                    return Err(SpecError::bad(key, m))
+                }
                 Err(_) => {
                     return Err(SpecError::bad(
                         key,

@@ -311,3 +311,20 @@ fn load_workload_reads_files_by_extension() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(tidepool_workload::load_workload("poisson:rate=0", 1.0).is_err());
 }
+
+/// A panic inside the replay (here: in the progress hook) propagates; the
+/// sampler thread still stops, so the thread scope ends instead of hanging.
+#[test]
+fn a_panic_in_the_replay_does_not_hang_it() {
+    let trace = parse_trace_str("1 1 0 10\n2 1 1000 10\n3 1 1000 10\n", "t").unwrap();
+    let pool = tidepool::Pool::new(1).unwrap();
+    let opts = ReplayOptions {
+        progress_interval: Duration::ZERO,
+        ..ReplayOptions::default()
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut boom = |_: &Progress| panic!("hook failed");
+        tidepool_workload::replay_pool(&trace, &pool, &opts, Some(&mut boom))
+    }));
+    assert!(r.is_err(), "the panic propagates");
+}
