@@ -186,4 +186,27 @@ mod tests {
         let e = parse_sizes(&"9".repeat(100_000)).unwrap_err();
         assert!(e.len() < 200, "{e}");
     }
+
+    proptest::proptest! {
+        /// Fuzzing: any list parses or is refused quickly (no overflow, no
+        /// endless loop), and what parses is sorted, unique and in range.
+        #[test]
+        fn sizes_never_panic_or_hang(s in "[0-9x:.,= -]{0,40}") {
+            if let Ok(Sizes(v)) = parse_sizes(&s) {
+                proptest::prop_assert!(v.windows(2).all(|w| w[0] < w[1]));
+                proptest::prop_assert!(v.iter().all(|n| (1..=MAX_SIZE).contains(n)));
+            }
+        }
+
+        #[test]
+        fn range_factors_never_overflow(a in 1usize..5000, b in 1usize..5000, f in proptest::prelude::any::<u64>()) {
+            let _ = parse_sizes(&format!("{a}..{b}:x{f}"));
+        }
+
+        #[test]
+        fn spec_lists_never_panic(s in proptest::prelude::any::<String>()) {
+            let _ = split_specs(&s);
+            let _ = parse_policy_list(&s);
+        }
+    }
 }

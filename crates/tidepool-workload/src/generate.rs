@@ -389,7 +389,7 @@ impl GenSpec {
                 let len = step_time.as_secs_f64();
                 for k in 0..steps {
                     let r = rate * (1.0 + f64::from(k) * step_pct / 100.0);
-                    if !(r > 0.0) {
+                    if r.is_nan() || r <= 0.0 {
                         continue;
                     }
                     let (start, end) = (f64::from(k) * len, f64::from(k + 1) * len);

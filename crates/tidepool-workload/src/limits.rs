@@ -50,7 +50,7 @@ pub const MAX_TIME: Duration = Duration::from_nanos(u64::MAX);
 /// [`MAX_TIME`] (where `Duration::from_secs_f64` would panic or the replay
 /// would wrap).
 pub fn secs_to_duration(secs: f64) -> Option<Duration> {
-    if !(secs >= 0.0) {
+    if secs.is_nan() || secs < 0.0 {
         return None;
     }
     Duration::try_from_secs_f64(secs)
