@@ -328,3 +328,19 @@ fn a_panic_in_the_replay_does_not_hang_it() {
     }));
     assert!(r.is_err(), "the panic propagates");
 }
+
+/// However long a replay runs, its thread-count samples stay bounded: past
+/// `max_samples` every other one is dropped and the interval doubles.
+#[test]
+fn thread_samples_stay_bounded() {
+    let trace = parse_trace_str("1 1 0 10\n2 1 300000 10\n", "t").unwrap();
+    let opts = ReplayOptions {
+        max_samples: 8,
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &ThreadPerRequest::new(), &opts);
+    assert_eq!(r.completed, 2);
+    // 300 ms at 1 ms is about 300 samples: at most 8 kept, so the interval grew
+    assert!(r.sample_interval_ms >= 2.0, "{}", r.sample_interval_ms);
+    assert!(r.size_series.len() <= 8, "{}", r.size_series.len());
+}
