@@ -6,6 +6,7 @@
 //! item.
 
 use tidepool::policy::PolicySpec;
+use tidepool_workload::limits::shown;
 
 /// Split a comma-separated list of specs, keeping `key=value` continuations
 /// with their spec.
@@ -68,10 +69,12 @@ pub const MAX_SIZE: usize = 4096;
 /// 1,2,4,…,64). The result is sorted and without duplicates.
 pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
     let num = |s: &str| -> Result<usize, String> {
-        let n: usize = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{s}` is not a pool size (a whole number >= 1)"))?;
+        let n: usize = s.trim().parse().map_err(|_| {
+            format!(
+                "`{}` is not a pool size (a whole number in 1..={MAX_SIZE})",
+                shown(s)
+            )
+        })?;
         if n == 0 || n > MAX_SIZE {
             return Err(format!("pool size {n} is out of range 1..={MAX_SIZE}"));
         }
@@ -89,27 +92,37 @@ pub fn parse_sizes(list: &str) -> Result<Sizes, String> {
         };
         let (a, b) = (num(a)?, num(b.trim_start_matches('='))?);
         if a > b {
-            return Err(format!("range `{item}` is empty ({a} > {b})"));
+            return Err(format!("range `{}` is empty ({a} > {b})", shown(item)));
         }
         match step {
             None => sizes.extend(a..=b),
             Some(s) if s.starts_with('x') => {
-                let f: usize =
-                    s[1..].parse().ok().filter(|f| *f >= 2).ok_or_else(|| {
-                        format!("`{s}` in `{item}`: the factor must be x2 or more")
+                let f: usize = s[1..]
+                    .parse()
+                    .ok()
+                    .filter(|f| (2..=MAX_SIZE).contains(f))
+                    .ok_or_else(|| {
+                        format!(
+                            "`{}` in `{}`: the factor must be x2 to x{MAX_SIZE}",
+                            shown(s),
+                            shown(item)
+                        )
                     })?;
                 let mut v = a;
                 while v <= b {
                     sizes.push(v);
-                    v *= f;
+                    // b <= MAX_SIZE, so an overflow is past b too
+                    v = v.saturating_mul(f);
                 }
             }
             Some(s) => {
-                let step: usize = s
-                    .parse()
-                    .ok()
-                    .filter(|s| *s >= 1)
-                    .ok_or_else(|| format!("`{s}` in `{item}`: the step must be 1 or more"))?;
+                let step: usize = s.parse().ok().filter(|s| *s >= 1).ok_or_else(|| {
+                    format!(
+                        "`{}` in `{}`: the step must be a whole number, 1 or more",
+                        shown(s),
+                        shown(item)
+                    )
+                })?;
                 sizes.extend((a..=b).step_by(step));
             }
         }
@@ -164,6 +177,36 @@ mod tests {
         assert_eq!(parse_sizes("1..3,16").unwrap().0, vec![1, 2, 3, 16]);
         for bad in ["", "0", "a", "4..2", "1..8:x1", "1..8:0", "99999"] {
             assert!(parse_sizes(bad).is_err(), "{bad}");
+        }
+        // The factor used to overflow to 0 and loop forever.
+        let e = parse_sizes("2..4096:x9223372036854775808").unwrap_err();
+        assert!(e.contains("x2 to x4096"), "{e}");
+        assert_eq!(parse_sizes("2..4096:x4096").unwrap().0, vec![2]);
+        assert_eq!(parse_sizes("4095..4096:x2").unwrap().0, vec![4095]);
+        let e = parse_sizes(&"9".repeat(100_000)).unwrap_err();
+        assert!(e.len() < 200, "{e}");
+    }
+
+    proptest::proptest! {
+        /// Fuzzing: any list parses or is refused quickly (no overflow, no
+        /// endless loop), and what parses is sorted, unique and in range.
+        #[test]
+        fn sizes_never_panic_or_hang(s in "[0-9x:.,= -]{0,40}") {
+            if let Ok(Sizes(v)) = parse_sizes(&s) {
+                proptest::prop_assert!(v.windows(2).all(|w| w[0] < w[1]));
+                proptest::prop_assert!(v.iter().all(|n| (1..=MAX_SIZE).contains(n)));
+            }
+        }
+
+        #[test]
+        fn range_factors_never_overflow(a in 1usize..5000, b in 1usize..5000, f in proptest::prelude::any::<u64>()) {
+            let _ = parse_sizes(&format!("{a}..{b}:x{f}"));
+        }
+
+        #[test]
+        fn spec_lists_never_panic(s in proptest::prelude::any::<String>()) {
+            let _ = split_specs(&s);
+            let _ = parse_policy_list(&s);
         }
     }
 }

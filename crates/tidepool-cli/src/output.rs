@@ -17,13 +17,41 @@ pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create output folder `{}`", dir.display()))
 }
 
+/// Create `dir` and check that a file can be written in it: called before
+/// any replay, so an unwritable `--out` does not lose a long run's results.
+pub fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
+    ensure_dir(dir)?;
+    let probe = dir.join(format!(".tidepool-write-test-{}", std::process::id()));
+    let written =
+        File::create(&probe).and_then(|mut f| f.write_all(b"ok\n").and_then(|_| f.sync_all()));
+    let _ = std::fs::remove_file(&probe);
+    written.with_context(|| format!("cannot write into output folder `{}`", dir.display()))
+}
+
+/// Check that `path` can be written (created, or opened for writing without
+/// truncating it) before any work; a file this creates is removed again.
+pub fn check_out_file(path: &Path) -> anyhow::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// Write `value` as pretty JSON.
 pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<PathBuf> {
     let f = File::create(path).with_context(|| format!("cannot create `{}`", path.display()))?;
     let mut w = BufWriter::new(f);
-    serde_json::to_writer_pretty(&mut w, value)?;
-    writeln!(w)?;
-    w.flush()
+    serde_json::to_writer_pretty(&mut w, value)
+        .map_err(anyhow::Error::new)
+        .and_then(|()| Ok(writeln!(w)?))
+        .and_then(|()| Ok(w.flush()?))
         .with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok(path.to_path_buf())
 }
@@ -36,12 +64,14 @@ where
 {
     let mut w = csv::Writer::from_path(path)
         .with_context(|| format!("cannot create `{}`", path.display()))?;
-    w.write_record(header)?;
-    for r in rows {
-        w.write_record(r)?;
-    }
-    w.flush()
-        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    let write = || -> anyhow::Result<()> {
+        w.write_record(header)?;
+        for r in rows {
+            w.write_record(r)?;
+        }
+        Ok(w.flush()?)
+    };
+    write().with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok(path.to_path_buf())
 }
 
@@ -153,6 +183,30 @@ pub fn sweep_csv(path: &Path, a: &SweepAnalysis) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unwritable_outputs_are_found_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let e = check_out_dir(&file.join("sub")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("cannot create output folder"),
+            "{e:#}"
+        );
+        check_out_dir(&dir.path().join("new")).unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("new")).unwrap().count(),
+            0
+        );
+        // a file to be written: an existing one is kept, a new one not left behind
+        check_out_file(&file).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+        let fresh = dir.path().join("fresh.trace");
+        check_out_file(&fresh).unwrap();
+        assert!(!fresh.exists());
+        assert!(check_out_file(dir.path()).is_err());
+    }
 
     #[test]
     fn csv_files_have_headers_and_rows() {

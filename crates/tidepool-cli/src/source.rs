@@ -3,9 +3,12 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-use tidepool_workload::suite::SUITE;
-use tidepool_workload::{load_workload, read_trace_file, Trace, WorkloadError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tidepool_workload::format::read_trace_file_with;
+use tidepool_workload::limits::{shown, shown_f64};
+use tidepool_workload::suite::{self, SUITE};
+use tidepool_workload::{load_workload_with, Limits, SpecError, Trace, WorkloadError};
 
 use crate::error::usage;
 use crate::lists::split_specs;
@@ -35,29 +38,54 @@ pub fn expand(args: &[String]) -> Vec<String> {
     out
 }
 
+/// `--max-tasks`, set once by `dispatch` before any workload is loaded.
+static MAX_TASKS: AtomicUsize = AtomicUsize::new(Limits::DEFAULT_MAX_TASKS);
+
+/// Set the task limit of every workload loaded from now on (`--max-tasks`).
+pub fn set_max_tasks(n: usize) {
+    MAX_TASKS.store(n, Ordering::Relaxed);
+}
+
+/// The limits workloads are loaded with.
+pub fn limits() -> Limits {
+    Limits {
+        max_tasks: MAX_TASKS.load(Ordering::Relaxed),
+        ..Limits::default()
+    }
+}
+
 /// Load one `--workload` argument: suite name (built at `scale`), generator
-/// spec, or trace file. Bad names and specs are usage errors.
+/// spec, or trace file. Bad names, specs and scales are usage errors.
 pub fn load(arg: &str, scale: f64) -> anyhow::Result<Workload> {
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(usage(format!("--scale {scale}: must be a number > 0")));
+    let (lo, hi) = suite::SCALE_RANGE;
+    if !(scale >= lo && scale <= hi) {
+        return Err(usage(format!(
+            "--scale {} is outside {lo:e}..={hi:e}",
+            shown_f64(scale)
+        )));
     }
     let path = Path::new(arg);
-    let trace = match load_workload(arg, scale) {
+    let trace = match load_workload_with(arg, scale, &limits()) {
         Ok(t) => t,
+        Err(WorkloadError::Spec(SpecError::BadValue { key, message }))
+            if key == "scale" && SUITE.contains(&arg) =>
+        {
+            return Err(usage(format!("--scale {message}")));
+        }
         Err(WorkloadError::Spec(e)) => {
-            return Err(usage(format!("invalid workload `{arg}`: {e}")));
+            return Err(usage(format!("invalid workload `{}`: {e}", shown(arg))));
         }
         Err(WorkloadError::Trace(_)) if !path.exists() && !arg.contains(['/', '.']) => {
             return Err(usage(format!(
-                "unknown workload `{arg}`: expected a suite name ({}, or `suite` for all), \
+                "unknown workload `{}`: expected a suite name ({}, or `suite` for all), \
                  a generator spec such as `poisson:rate=2000,service=exp:200us,n=5000` \
                  (kinds: poisson, periodic, normal, lognormal, steps, onoff), or a trace file",
+                shown(arg),
                 SUITE.join(", ")
             )));
         }
-        Err(e @ WorkloadError::Trace(_)) => {
-            return Err(anyhow::Error::new(e).context(format!("cannot load workload `{arg}`")));
-        }
+        // The error names the file (and line and field).
+        Err(e @ WorkloadError::Trace(_)) => return Err(anyhow::Error::new(e)),
     };
     finish(label_of(arg), trace)
 }
@@ -66,15 +94,15 @@ pub fn load(arg: &str, scale: f64) -> anyhow::Result<Workload> {
 /// `.csv` Azure).
 pub fn load_file(path: &Path) -> anyhow::Result<Workload> {
     let s = path.to_string_lossy();
+    // The errors name the file (and line and field).
     let trace = if matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("swf" | "csv" | "SWF" | "CSV")
     ) {
-        load_workload(&s, 1.0).map_err(anyhow::Error::new)
+        load_workload_with(&s, 1.0, &limits()).map_err(anyhow::Error::new)
     } else {
-        read_trace_file(path).map_err(anyhow::Error::new)
-    }
-    .with_context(|| format!("cannot read trace file `{}`", path.display()))?;
+        read_trace_file_with(path, &limits()).map_err(anyhow::Error::new)
+    }?;
     finish(label_of(&s), trace)
 }
 

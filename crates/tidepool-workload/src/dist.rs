@@ -20,6 +20,7 @@ use rand_distr::{Distribution, Exp, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
+use crate::limits::{secs_saturating, shown};
 
 /// A distribution of durations.
 ///
@@ -98,12 +99,15 @@ impl Dist {
                 if mean.is_zero() {
                     return Duration::ZERO;
                 }
-                Exp::new(1.0 / mean.as_secs_f64())
-                    .expect("validated")
-                    .sample(rng)
+                match Exp::new(1.0 / mean.as_secs_f64()) {
+                    Ok(e) => e.sample(rng),
+                    Err(_) => return mean,
+                }
             }
             Dist::Normal { mean, sd } => {
-                let n = Normal::new(mean.as_secs_f64(), sd.as_secs_f64()).expect("validated");
+                let Ok(n) = Normal::new(mean.as_secs_f64(), sd.as_secs_f64()) else {
+                    return mean;
+                };
                 let mut v = n.sample(rng);
                 let mut tries = 0;
                 while v < 0.0 && tries < 1000 {
@@ -117,16 +121,18 @@ impl Dist {
                     return Duration::ZERO;
                 }
                 let cv = sd.as_secs_f64() / mean.as_secs_f64();
-                LogNormal::from_mean_cv(mean.as_secs_f64(), cv)
-                    .expect("validated")
-                    .sample(rng)
+                match LogNormal::from_mean_cv(mean.as_secs_f64(), cv) {
+                    Ok(d) => d.sample(rng),
+                    Err(_) => return mean,
+                }
             }
             Dist::Uniform { lo, hi } => {
                 let u: f64 = rand_distr::StandardUniform.sample(rng);
                 lo.as_secs_f64() + u * (hi.as_secs_f64() - lo.as_secs_f64())
             }
         };
-        Duration::from_secs_f64(secs.max(0.0))
+        // Unbounded tails (log-normal) saturate instead of panicking.
+        secs_saturating(secs)
     }
 
     fn validate(self, key: &str) -> Result<Dist, SpecError> {
@@ -150,7 +156,7 @@ impl Dist {
         let dur = |i: usize| -> Result<Duration, SpecError> {
             parts
                 .get(i)
-                .ok_or_else(|| SpecError::bad(key, format!("`{s}` needs {} value(s)", i)))
+                .ok_or_else(|| SpecError::bad(key, format!("`{}` needs {i} value(s)", shown(s))))
                 .and_then(|v| parse_duration(v).map_err(|m| SpecError::bad(key, m)))
         };
         let arity = |n: usize| -> Result<(), SpecError> {
@@ -161,7 +167,7 @@ impl Dist {
                     key,
                     format!(
                         "`{}` takes {n} value(s) separated by `:`, got {}",
-                        parts[0],
+                        shown(parts[0]),
                         parts.len() - 1
                     ),
                 ))
@@ -199,11 +205,16 @@ impl Dist {
             }
             _ if parts.len() == 1 => match parse_duration(s) {
                 Ok(value) => Dist::Const { value },
+                // A number: say what is wrong with it as a duration.
+                Err(m) if s.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '-') => {
+                    return Err(SpecError::bad(key, m))
+                }
                 Err(_) => {
                     return Err(SpecError::bad(
                         key,
                         format!(
-                            "`{s}` is not a distribution (const:D, exp:D, normal:M:SD, lognormal:M:SD, uniform:LO:HI or a duration)"
+                            "`{}` is not a distribution (const:D, exp:D, normal:M:SD, lognormal:M:SD, uniform:LO:HI or a duration)",
+                            shown(s)
                         ),
                     ))
                 }
@@ -211,7 +222,10 @@ impl Dist {
             other => {
                 return Err(SpecError::bad(
                     key,
-                    format!("unknown distribution `{other}` (const, exp, normal, lognormal, uniform)"),
+                    format!(
+                        "unknown distribution `{}` (const, exp, normal, lognormal, uniform)",
+                        shown(other)
+                    ),
                 ))
             }
         };
@@ -239,8 +253,11 @@ impl fmt::Display for Dist {
     }
 }
 
+/// The longest duration a spec may give, in seconds (about 31.7 years).
+pub const MAX_DURATION_SECS: f64 = 1e9;
+
 /// Parse a duration such as `200us`, `1.5ms`, `2s`, `500ns`; a bare number
-/// is microseconds.
+/// is microseconds. At most [`MAX_DURATION_SECS`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -251,6 +268,11 @@ impl fmt::Display for Dist {
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if let Some(rest) = s.strip_prefix('-') {
+        if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            return Err(format!("`{}` is negative (durations are >= 0)", shown(s)));
+        }
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -262,18 +284,23 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" => 1.0,
         _ => {
             return Err(format!(
-                "`{s}` has an unknown unit `{unit}` (use ns, us, ms or s)"
+                "`{}` has an unknown unit `{}` (use ns, us, ms or s)",
+                shown(s),
+                shown(unit)
             ))
         }
     };
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a non-negative duration"))?;
+        .map_err(|_| format!("`{}` is not a non-negative duration", shown(s)))?;
     let secs = v * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("`{s}` is out of range"));
+    if !(secs.is_finite() && secs <= MAX_DURATION_SECS) {
+        return Err(format!(
+            "`{}` is out of range (0 to {MAX_DURATION_SECS:e} s)",
+            shown(s)
+        ));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(secs_saturating(secs))
 }
 
 /// Shortest exact-ish rendering of a duration with a unit (`200us`, `1.5ms`).
@@ -365,6 +392,20 @@ mod tests {
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("500ns"), Ok(Duration::from_nanos(500)));
         assert!(parse_duration("5min").is_err());
+        assert_eq!(
+            parse_duration("-1ms").unwrap_err(),
+            "`-1ms` is negative (durations are >= 0)"
+        );
+        assert!(parse_duration("99999999999999999999s")
+            .unwrap_err()
+            .contains("out of range (0 to 1e9 s)"));
+        assert!(parse_duration("1000000001s").is_err());
+        assert_eq!(
+            parse_duration("1000000000s"),
+            Ok(Duration::from_secs(1_000_000_000))
+        );
+        let e = parse_duration(&format!("{}x", "9".repeat(10_000))).unwrap_err();
+        assert!(e.len() < 200, "{e}");
         assert!(parse_duration("").is_err());
         assert_eq!(format_duration(Duration::from_micros(1500)), "1500us");
         assert_eq!(format_duration(Duration::from_millis(3)), "3ms");

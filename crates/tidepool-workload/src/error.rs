@@ -29,14 +29,25 @@ pub enum TraceError {
         /// What is wrong with it.
         message: String,
     },
-    /// The file could not be read or written.
-    #[error("{file}: {source}")]
+    /// A line as a whole is unusable (too long, not UTF-8), or the trace
+    /// as a whole is (more tasks than the limit).
+    #[error("{file}:{line}: {message}")]
+    Line {
+        /// File name or source name given to the parser.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The file could not be read or written. The OS error is part of the
+    /// message (and not also a `source()`, so a chain prints it once).
+    #[error("{file}: {error}")]
     Io {
         /// File name or source name.
         file: String,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// An importer option is out of range (e.g. a non-positive time scale).
     #[error("invalid import option `{option}`: {message}")]
@@ -63,11 +74,28 @@ impl TraceError {
         }
     }
 
-    pub(crate) fn io(file: &str, source: std::io::Error) -> TraceError {
+    pub(crate) fn io(file: &str, error: std::io::Error) -> TraceError {
         TraceError::Io {
             file: file.to_string(),
-            source,
+            error,
         }
+    }
+
+    pub(crate) fn line(file: &str, line: usize, message: impl Into<String>) -> TraceError {
+        TraceError::Line {
+            file: file.to_string(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// The error for a trace that would hold more than `max` tasks.
+    pub(crate) fn too_many_tasks(file: &str, line: usize, max: usize) -> TraceError {
+        TraceError::line(
+            file,
+            line,
+            format!("the trace has more than {max} tasks, the limit (raise it with --max-tasks)"),
+        )
     }
 
     pub(crate) fn option(option: &str, message: impl Into<String>) -> TraceError {

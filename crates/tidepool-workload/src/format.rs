@@ -17,11 +17,13 @@
 //! file, the line and the field: nothing is silently skipped.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use crate::error::TraceError;
+use crate::limits::{shown, Limits, MAX_TIME};
+use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
 
 /// Column names, in order. The last two are optional (both or neither).
@@ -34,15 +36,24 @@ pub const COLUMNS: [&str; 6] = [
     "blocked_us",
 ];
 
-/// Parse a trace from any reader. `source` names it in error messages.
+/// Parse a trace from any reader with the default [`Limits`]. `source`
+/// names it in error messages.
 pub fn parse_trace<R: Read>(reader: R, source: &str) -> Result<Trace, TraceError> {
-    let reader = BufReader::new(reader);
+    parse_trace_with(reader, source, &Limits::default())
+}
+
+/// Parse a trace from any reader, within `limits` (tasks, line length).
+pub fn parse_trace_with<R: Read>(
+    reader: R,
+    source: &str,
+    limits: &Limits,
+) -> Result<Trace, TraceError> {
+    let mut lines = Lines::new(reader, source, limits.max_line_bytes);
     let mut trace = Trace::new(source);
     let mut seen: HashMap<u64, usize> = HashMap::new();
     let mut header_allowed = true;
-    for (idx, line) in reader.lines().enumerate() {
-        let lineno = idx + 1;
-        let line = line.map_err(|e| TraceError::io(source, e))?;
+    let mut arrival = Duration::ZERO;
+    while let Some((lineno, line)) = lines.next_line()? {
         let content = line.split('#').next().unwrap_or("").trim();
         if content.is_empty() {
             continue;
@@ -62,6 +73,20 @@ pub fn parse_trace<R: Read>(reader: R, source: &str) -> Result<Trace, TraceError
                 format!("request id {} already used on line {prev}", task.request_id),
             ));
         }
+        arrival = arrival
+            .checked_add(task.start_delay)
+            .filter(|a| *a <= MAX_TIME)
+            .ok_or_else(|| {
+                TraceError::parse(
+                    source,
+                    lineno,
+                    COLUMNS[2],
+                    "puts the arrival (the sum of the start delays) beyond 2^64 - 1 ns, about 584 years",
+                )
+            })?;
+        if trace.len() >= limits.max_tasks {
+            return Err(TraceError::too_many_tasks(source, lineno, limits.max_tasks));
+        }
         trace.push(task);
     }
     Ok(trace)
@@ -72,12 +97,17 @@ pub fn parse_trace_str(text: &str, source: &str) -> Result<Trace, TraceError> {
     parse_trace(text.as_bytes(), source)
 }
 
-/// Read a trace file. The trace is named after the file.
+/// Read a trace file with the default [`Limits`]. The trace is named after the file.
 pub fn read_trace_file(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+    read_trace_file_with(path, &Limits::default())
+}
+
+/// Read a trace file within `limits`.
+pub fn read_trace_file_with(path: impl AsRef<Path>, limits: &Limits) -> Result<Trace, TraceError> {
     let path = path.as_ref();
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
-    parse_trace(file, &name)
+    parse_trace_with(file, &name, limits)
 }
 
 fn parse_line(fields: &[&str], source: &str, line: usize) -> Result<TaskSpec, TraceError> {
@@ -106,7 +136,10 @@ fn parse_line(fields: &[&str], source: &str, line: usize) -> Result<TaskSpec, Tr
             source,
             line,
             &format!("#{}", 7),
-            format!("unexpected extra field `{}` (at most 6 fields)", fields[6]),
+            format!(
+                "unexpected extra field `{}` (at most 6 fields)",
+                shown(fields[6])
+            ),
         ));
     }
     let int = |i: usize| -> Result<u64, TraceError> {
@@ -115,13 +148,22 @@ fn parse_line(fields: &[&str], source: &str, line: usize) -> Result<TaskSpec, Tr
                 source,
                 line,
                 COLUMNS[i],
-                format!("`{}` is not a non-negative integer", fields[i]),
+                format!(
+                    "`{}` is not a whole number in 0..={}",
+                    shown(fields[i]),
+                    u64::MAX
+                ),
             )
         })
     };
     let time = |i: usize| -> Result<Duration, TraceError> {
         parse_micros(fields[i]).map_err(|m| {
-            TraceError::parse(source, line, COLUMNS[i], format!("`{}` {m}", fields[i]))
+            TraceError::parse(
+                source,
+                line,
+                COLUMNS[i],
+                format!("`{}` {m}", shown(fields[i])),
+            )
         })
     };
     let request_id = int(0)?;
@@ -153,6 +195,11 @@ fn parse_line(fields: &[&str], source: &str, line: usize) -> Result<TaskSpec, Tr
 /// decimals into a `Duration`, exactly (no floating point).
 fn parse_micros(s: &str) -> Result<Duration, &'static str> {
     const BAD: &str = "is not a non-negative number of microseconds";
+    const TOO_LARGE: &str =
+        "is too large (at most 18446744073709551.615 µs = 2^64 - 1 ns, about 584 years)";
+    if s.starts_with('-') {
+        return Err("is negative (times are non-negative microseconds)");
+    }
     let (int, frac) = match s.split_once('.') {
         Some((i, f)) => (i, f),
         None => (s, ""),
@@ -166,7 +213,7 @@ fn parse_micros(s: &str) -> Result<Duration, &'static str> {
     if frac.len() > 3 {
         return Err("has more than 3 decimals (nanosecond precision is the limit)");
     }
-    let us: u64 = int.parse().map_err(|_| "is too large")?;
+    let us: u64 = int.parse().map_err(|_| TOO_LARGE)?;
     let mut ns_frac: u64 = if frac.is_empty() {
         0
     } else {
@@ -178,7 +225,7 @@ fn parse_micros(s: &str) -> Result<Duration, &'static str> {
     let ns = us
         .checked_mul(1000)
         .and_then(|v| v.checked_add(ns_frac))
-        .ok_or("is too large")?;
+        .ok_or(TOO_LARGE)?;
     Ok(Duration::from_nanos(ns))
 }
 
@@ -287,15 +334,15 @@ mod tests {
     fn errors_name_file_line_and_field() {
         assert_eq!(
             err("1 1 0 200\n\n# c\nx 1 0 1\n"),
-            "bad.trace:4: field `request_id`: `x` is not a non-negative integer"
+            "bad.trace:4: field `request_id`: `x` is not a whole number in 0..=18446744073709551615"
         );
         assert_eq!(
             err("1 -2 0 200\n"),
-            "bad.trace:1: field `app_id`: `-2` is not a non-negative integer"
+            "bad.trace:1: field `app_id`: `-2` is not a whole number in 0..=18446744073709551615"
         );
         assert_eq!(
             err("1 1 -5 200\n"),
-            "bad.trace:1: field `start_delay_us`: `-5` is not a non-negative number of microseconds"
+            "bad.trace:1: field `start_delay_us`: `-5` is negative (times are non-negative microseconds)"
         );
         assert!(err("1 1 0\n").starts_with("bad.trace:1: field `exec_us`: missing"));
         assert!(err("1 1 0 10 5\n").starts_with("bad.trace:1: field `blocked_us`: missing"));

@@ -42,7 +42,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::dist::{format_duration, parse_duration, Dist};
 use crate::error::SpecError;
+use crate::limits::{secs_saturating, shown, shown_f64, Limits, MAX_TIME};
 use crate::trace::{TaskSpec, Trace};
+
+/// Allowed arrival rates (`rate`, a non-zero `off_rate`, every step's rate),
+/// tasks per second.
+pub const RATE_RANGE: (f64, f64) = (1e-3, 1e9);
+/// Largest `cv` of `normal` and `lognormal` arrivals.
+pub const MAX_CV: f64 = 100.0;
+/// Most steps of a `steps` workload.
+pub const MAX_STEPS: u32 = 10_000;
+/// Most on/off cycles an `onoff` workload may take to reach its `n` tasks.
+pub const MAX_CYCLES: f64 = 1e8;
+
+fn too_many(max: usize, what: &str) -> SpecError {
+    SpecError::bad(
+        "n",
+        format!("{what} is more than {max} tasks, the limit (raise it with --max-tasks)"),
+    )
+}
 
 /// How arrivals are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -157,10 +175,29 @@ impl GenSpec {
     }
 
     /// Generate the trace. Same spec, same trace, on every run.
+    ///
+    /// Every parsed spec is within the default [`Limits`]; a spec built by
+    /// hand is generated as given (check it with [`validate`](Self::validate)
+    /// or use [`try_generate`](Self::try_generate)).
     pub fn generate(&self) -> Trace {
+        self.generate_at_most(usize::MAX)
+            .unwrap_or_else(|| unreachable!("no cap"))
+    }
+
+    /// Check the spec against `limits`, then generate it. A `steps` or
+    /// `onoff` workload whose random count of tasks ends above the limit is
+    /// an error too (generation stops there).
+    pub fn try_generate(&self, limits: &Limits) -> Result<Trace, SpecError> {
+        self.validate(limits)?;
+        self.generate_at_most(limits.max_tasks)
+            .ok_or_else(|| too_many(limits.max_tasks, "generates"))
+    }
+
+    /// `None` when the arrivals exceed `cap` tasks.
+    fn generate_at_most(&self, cap: usize) -> Option<Trace> {
         let mut arr_rng = StdRng::seed_from_u64(self.seed);
         let mut svc_rng = StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
-        let offsets = self.arrival_offsets(&mut arr_rng);
+        let offsets = self.arrival_offsets(&mut arr_rng, cap)?;
         let mut tasks = Vec::with_capacity(offsets.len());
         let mut prev = Duration::ZERO;
         for (i, at) in offsets.into_iter().enumerate() {
@@ -175,34 +212,72 @@ impl GenSpec {
             });
             prev = at;
         }
-        Trace::from_tasks(self.to_string(), tasks)
+        Some(Trace::from_tasks(self.to_string(), tasks))
     }
 
-    fn arrival_offsets(&self, rng: &mut StdRng) -> Vec<Duration> {
-        let exp_gap = |rate: f64, rng: &mut StdRng| -> f64 {
-            Dist::exp(Duration::from_secs_f64(1.0 / rate))
-                .sample(rng)
-                .as_secs_f64()
+    /// Check every number against its allowed range and the trace it would
+    /// make against `limits`: the count of tasks (expected, for `steps`), the
+    /// span (at most [`MAX_TIME`]) and the work to generate it. Errors name
+    /// the key and the range.
+    pub fn validate(&self, limits: &Limits) -> Result<(), SpecError> {
+        let max_span = MAX_TIME.as_secs_f64();
+        let rate_ok = |key: &str, r: f64| -> Result<(), SpecError> {
+            if r >= RATE_RANGE.0 && r <= RATE_RANGE.1 {
+                Ok(())
+            } else {
+                Err(SpecError::bad(
+                    key,
+                    format!(
+                        "{} is outside {:e}..={:e} (tasks per second)",
+                        shown_f64(r),
+                        RATE_RANGE.0,
+                        RATE_RANGE.1
+                    ),
+                ))
+            }
         };
+        let n_ok = |n: usize| -> Result<(), SpecError> {
+            if (1..=limits.max_tasks).contains(&n) {
+                Ok(())
+            } else if n == 0 {
+                Err(SpecError::bad("n", "must be at least 1"))
+            } else {
+                Err(too_many(limits.max_tasks, &format!("`n` = {n}")))
+            }
+        };
+        let span_ok = |key: &str, secs: f64| -> Result<(), SpecError> {
+            if secs <= max_span {
+                Ok(())
+            } else {
+                Err(SpecError::bad(
+                    key,
+                    format!("makes the trace last about {secs:.3e} s, longer than 2^64 - 1 ns (about 584 years)"),
+                ))
+            }
+        };
+        if !(0.0..=100.0).contains(&self.free) {
+            return Err(SpecError::bad(
+                "free",
+                format!(
+                    "{} is outside 0..=100 (percent of service time blocked)",
+                    shown_f64(self.free)
+                ),
+            ));
+        }
+        if self.apps == 0 {
+            return Err(SpecError::bad("apps", "must be at least 1"));
+        }
         match self.arrivals {
-            Arrivals::Renewal { name, rate, cv } => {
-                let mean = Duration::from_secs_f64(1.0 / rate);
-                let sd = Duration::from_secs_f64(cv / rate);
-                let gap = match name {
-                    RenewalKind::Poisson => Dist::Exp { mean },
-                    RenewalKind::Periodic => Dist::Const { value: mean },
-                    RenewalKind::Normal => Dist::Normal { mean, sd },
-                    RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
-                };
-                let mut at = Duration::ZERO;
-                (0..self.n)
-                    .map(|i| {
-                        if i > 0 {
-                            at += gap.sample(rng);
-                        }
-                        at
-                    })
-                    .collect()
+            Arrivals::Renewal { rate, cv, .. } => {
+                rate_ok("rate", rate)?;
+                if !(0.0..=MAX_CV).contains(&cv) {
+                    return Err(SpecError::bad(
+                        "cv",
+                        format!("{} is outside 0..={MAX_CV}", shown_f64(cv)),
+                    ));
+                }
+                n_ok(self.n)?;
+                span_ok("n", self.n as f64 / rate)
             }
             Arrivals::Steps {
                 rate,
@@ -210,18 +285,39 @@ impl GenSpec {
                 steps,
                 step_time,
             } => {
-                let mut out = Vec::new();
-                let len = step_time.as_secs_f64();
-                for k in 0..steps {
-                    let r = rate * (1.0 + k as f64 * step_pct / 100.0);
-                    let (start, end) = (k as f64 * len, (k + 1) as f64 * len);
-                    let mut t = start + if k == 0 { 0.0 } else { exp_gap(r, rng) };
-                    while t < end {
-                        out.push(Duration::from_secs_f64(t));
-                        t += exp_gap(r, rng);
-                    }
+                rate_ok("rate", rate)?;
+                if !(1..=MAX_STEPS).contains(&steps) {
+                    return Err(SpecError::bad(
+                        "steps",
+                        format!("{steps} is outside 1..={MAX_STEPS}"),
+                    ));
                 }
-                out
+                let last = rate * (1.0 + f64::from(steps - 1) * step_pct / 100.0);
+                if !(last >= RATE_RANGE.0 && last <= RATE_RANGE.1) {
+                    return Err(SpecError::bad(
+                        "step",
+                        format!(
+                            "{}% over {steps} steps takes the rate of the last step to {}/s, outside {:e}..={:e}",
+                            shown_f64(step_pct),
+                            shown_f64(last),
+                            RATE_RANGE.0,
+                            RATE_RANGE.1
+                        ),
+                    ));
+                }
+                if step_time.is_zero() {
+                    return Err(SpecError::bad("step_time", "must be > 0"));
+                }
+                let len = step_time.as_secs_f64();
+                span_ok("step_time", len * f64::from(steps))?;
+                let expected = (rate + last) / 2.0 * f64::from(steps) * len;
+                if expected > limits.max_tasks as f64 {
+                    return Err(too_many(
+                        limits.max_tasks,
+                        &format!("about {expected:.0} expected tasks"),
+                    ));
+                }
+                Ok(())
             }
             Arrivals::OnOff {
                 rate,
@@ -229,8 +325,97 @@ impl GenSpec {
                 on,
                 off,
             } => {
-                let mut out = Vec::with_capacity(self.n);
+                rate_ok("rate", rate)?;
+                if off_rate != 0.0 {
+                    rate_ok("off_rate", off_rate)?;
+                }
+                if on.is_zero() {
+                    return Err(SpecError::bad("on", "must be > 0"));
+                }
+                n_ok(self.n)?;
+                // Each on/off cycle costs a few random draws even when it
+                // holds no task: bound the cycles the n tasks need.
+                let per_cycle = rate * on.as_secs_f64() + off_rate * off.as_secs_f64();
+                let cycles = self.n as f64 / per_cycle;
+                if cycles > MAX_CYCLES {
+                    return Err(SpecError::bad(
+                        "on",
+                        format!(
+                            "rate × on + off_rate × off = {per_cycle:.3e} tasks per cycle needs about {cycles:.3e} cycles for {} tasks, more than {MAX_CYCLES:e} (raise rate or on)",
+                            self.n
+                        ),
+                    ));
+                }
+                span_ok("on", cycles * (on + off).as_secs_f64())
+            }
+        }
+    }
+
+    /// The arrival offsets, or `None` past `cap` tasks.
+    fn arrival_offsets(&self, rng: &mut StdRng, cap: usize) -> Option<Vec<Duration>> {
+        let exp_gap = |rate: f64, rng: &mut StdRng| -> f64 {
+            Dist::exp(secs_saturating(1.0 / rate))
+                .sample(rng)
+                .as_secs_f64()
+        };
+        let mut out = Vec::with_capacity(self.n.min(cap).min(1 << 20));
+        match self.arrivals {
+            Arrivals::Renewal { name, rate, cv } => {
+                if self.n > cap {
+                    return None;
+                }
+                let mean = secs_saturating(1.0 / rate);
+                let sd = secs_saturating(cv / rate);
+                let gap = match name {
+                    RenewalKind::Poisson => Dist::Exp { mean },
+                    RenewalKind::Periodic => Dist::Const { value: mean },
+                    RenewalKind::Normal => Dist::Normal { mean, sd },
+                    RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
+                };
+                let mut at = Duration::ZERO;
+                for i in 0..self.n {
+                    if i > 0 {
+                        at = at.saturating_add(gap.sample(rng)).min(MAX_TIME);
+                    }
+                    out.push(at);
+                }
+            }
+            Arrivals::Steps {
+                rate,
+                step_pct,
+                steps,
+                step_time,
+            } => {
+                let len = step_time.as_secs_f64();
+                for k in 0..steps {
+                    let r = rate * (1.0 + f64::from(k) * step_pct / 100.0);
+                    if r.is_nan() || r <= 0.0 {
+                        continue;
+                    }
+                    let (start, end) = (f64::from(k) * len, f64::from(k + 1) * len);
+                    let mut t = start + if k == 0 { 0.0 } else { exp_gap(r, rng) };
+                    while t < end {
+                        if out.len() >= cap {
+                            return None;
+                        }
+                        out.push(secs_saturating(t));
+                        t += exp_gap(r, rng);
+                    }
+                }
+            }
+            Arrivals::OnOff {
+                rate,
+                off_rate,
+                on,
+                off,
+            } => {
+                if self.n > cap {
+                    return None;
+                }
                 let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
+                if !(rate > 0.0 && on > 0.0 || off_rate > 0.0 && off > 0.0) {
+                    return Some(out); // no phase ever holds a task
+                }
                 let mut phase_start = 0.0;
                 let mut first = true;
                 while out.len() < self.n {
@@ -243,15 +428,15 @@ impl GenSpec {
                         let mut t = phase_start + if first { 0.0 } else { exp_gap(r, rng) };
                         first = false;
                         while t < end && out.len() < self.n {
-                            out.push(Duration::from_secs_f64(t));
+                            out.push(secs_saturating(t));
                             t += exp_gap(r, rng);
                         }
                         phase_start = end;
                     }
                 }
-                out
             }
         }
+        Some(out)
     }
 
     fn kind_name(&self) -> &'static str {
@@ -285,7 +470,7 @@ pub fn split_free(exec: Duration, free: f64) -> (Duration, Duration) {
 
 fn parse_num<T: FromStr>(key: &str, v: &str, what: &str) -> Result<T, SpecError> {
     v.parse::<T>()
-        .map_err(|_| SpecError::bad(key, format!("`{v}` is not {what}")))
+        .map_err(|_| SpecError::bad(key, format!("`{}` is not {what}", shown(v))))
 }
 
 fn positive_rate(key: &str, v: &str) -> Result<f64, SpecError> {
@@ -293,7 +478,7 @@ fn positive_rate(key: &str, v: &str) -> Result<f64, SpecError> {
     if !(r.is_finite() && r > 0.0) {
         return Err(SpecError::bad(
             key,
-            format!("`{v}` must be a rate > 0 (tasks per second)"),
+            format!("`{}` must be a rate > 0 (tasks per second)", shown(v)),
         ));
     }
     Ok(r)
@@ -302,7 +487,21 @@ fn positive_rate(key: &str, v: &str) -> Result<f64, SpecError> {
 impl FromStr for GenSpec {
     type Err = SpecError;
 
+    /// Parse and [`validate`](GenSpec::validate) with the default [`Limits`].
     fn from_str(s: &str) -> Result<GenSpec, SpecError> {
+        GenSpec::parse_with(s, &Limits::default())
+    }
+}
+
+impl GenSpec {
+    /// Parse a spec string and [`validate`](GenSpec::validate) it against `limits`.
+    pub fn parse_with(s: &str, limits: &Limits) -> Result<GenSpec, SpecError> {
+        let spec = GenSpec::parse_unchecked(s)?;
+        spec.validate(limits)?;
+        Ok(spec)
+    }
+
+    fn parse_unchecked(s: &str) -> Result<GenSpec, SpecError> {
         let s = s.trim();
         let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
         let specific: &[&str] = match kind {
@@ -310,13 +509,13 @@ impl FromStr for GenSpec {
             "normal" | "lognormal" => &["rate", "cv"],
             "steps" => &["rate", "step", "steps", "step_time"],
             "onoff" => &["rate", "on", "off", "off_rate"],
-            _ => return Err(SpecError::UnknownKind(kind.to_string())),
+            _ => return Err(SpecError::UnknownKind(shown(kind))),
         };
         let mut kv: BTreeMap<&str, &str> = BTreeMap::new();
         for pair in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = pair
                 .split_once('=')
-                .ok_or_else(|| SpecError::Malformed(pair.to_string()))?;
+                .ok_or_else(|| SpecError::Malformed(shown(pair)))?;
             let (k, v) = (k.trim(), v.trim());
             let allowed = specific
                 .iter()
@@ -327,12 +526,12 @@ impl FromStr for GenSpec {
                 list.extend(COMMON.iter().filter(|c| !(kind == "steps" && **c == "n")));
                 return Err(SpecError::UnknownKey {
                     kind: kind.to_string(),
-                    key: k.to_string(),
+                    key: shown(k),
                     allowed: list.join(", "),
                 });
             }
             if kv.insert(k, v).is_some() {
-                return Err(SpecError::Malformed(pair.to_string()));
+                return Err(SpecError::Malformed(shown(pair)));
             }
         }
         let get = |k: &str| kv.get(k).copied();
@@ -427,7 +626,10 @@ impl FromStr for GenSpec {
         if !(0.0..=100.0).contains(&free) {
             return Err(SpecError::bad(
                 "free",
-                format!("{free} is outside 0..=100 (percent of service time blocked)"),
+                format!(
+                    "{} is outside 0..=100 (percent of service time blocked)",
+                    shown_f64(free)
+                ),
             ));
         }
         let apps = match get("apps") {

@@ -9,6 +9,7 @@
 //! | [`trace`] | the trace model: [`Trace`], [`TaskSpec`] |
 //! | [`format`](mod@format) | the thesis's trace file format (Xu 2004, table 5-1): parse and write |
 //! | [`import`] | real traces: Standard Workload Format, Azure LLM inference CSV |
+//! | [`limits`] | caps on tasks per trace, line length and times ([`Limits`]) |
 //! | [`dist`] | duration distributions ([`Dist`]) |
 //! | [`generate`] | seeded generators and their spec strings ([`GenSpec`]) |
 //! | [`suite`] | the built-in workload suite (`cpu`, `io`, `mixed`, `steps`, `bursty`, `azure`) |
@@ -41,6 +42,8 @@ pub mod error;
 pub mod format;
 pub mod generate;
 pub mod import;
+pub mod limits;
+mod lines;
 pub mod metrics;
 pub mod replay;
 pub mod result;
@@ -55,9 +58,10 @@ pub use dist::Dist;
 pub use error::{SpecError, TraceError};
 pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
 pub use generate::GenSpec;
+pub use limits::Limits;
 pub use metrics::{LatencySummary, TaskRecord};
 pub use replay::{replay, replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
 pub use result::{DecisionEntry, RunResult};
 pub use suite::{suite_entry, suite_trace, SUITE};
 pub use trace::{TaskSpec, Trace, TraceStats};
-pub use workload::{load_workload, WorkloadError};
+pub use workload::{load_workload, load_workload_with, WorkloadError};

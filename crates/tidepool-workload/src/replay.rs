@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tidepool::Executor;
 
 use crate::body::{load_average, process_cpu_time, BusyLoop, TaskBody};
+use crate::limits::{secs_saturating, MAX_TIME};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
 use crate::result::{DecisionEntry, RunResult};
 use crate::trace::Trace;
@@ -31,6 +32,10 @@ pub struct ReplayOptions {
     pub spin: Duration,
     /// Thread-count sampling interval (1 ms, as Oh & Kim).
     pub sample_interval: Duration,
+    /// Most thread-count samples kept (default 2,000,000: 80 MB, 33 minutes
+    /// at 1 ms). Past it, every other sample is dropped and the interval
+    /// doubles, so a replay of any length holds bounded memory.
+    pub max_samples: usize,
     /// How often the progress hook is called.
     pub progress_interval: Duration,
     /// Give up waiting for stragglers this long after the last submission
@@ -51,6 +56,7 @@ impl Default for ReplayOptions {
             speed: 1.0,
             spin: Duration::from_micros(100),
             sample_interval: Duration::from_millis(1),
+            max_samples: 2_000_000,
             progress_interval: Duration::from_millis(100),
             drain_timeout: None,
             cancel: None,
@@ -94,6 +100,15 @@ pub struct ReplayHooks<'a> {
 struct Slot {
     started: AtomicU64, // ns since epoch + 1; 0 = not yet
     finished: AtomicU64,
+}
+
+/// Raises its flag when dropped, also while unwinding from a panic.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 fn ns_since(epoch: Instant) -> u64 {
@@ -215,9 +230,13 @@ pub fn replay_with(
     let mut was_cancelled = false;
     let target_probe = hooks.target_size;
 
-    let samples = std::thread::scope(|scope| {
+    let (samples, interval) = std::thread::scope(|scope| {
+        // Whatever happens below, even a panic, the sampler stops, so the
+        // scope can end (otherwise it would wait for the sampler forever).
+        let stop = StopOnDrop(&stop_sampler);
         let sampler = scope.spawn(|| {
             let mut samples = Vec::new();
+            let mut interval = opts.sample_interval;
             let mut next = Duration::ZERO;
             while !stop_sampler.load(Ordering::Acquire) {
                 let c = executor.counts();
@@ -227,7 +246,13 @@ pub fn replay_with(
                     queued: c.queued,
                     target: target_probe.map(|f| f()),
                 });
-                next += opts.sample_interval;
+                // Bounded memory however long the replay: past the cap, keep
+                // every other sample and sample half as often.
+                if samples.len() >= opts.max_samples.max(2) {
+                    samples = samples.into_iter().step_by(2).collect();
+                    interval = interval.saturating_mul(2);
+                }
+                next += interval;
                 let now = epoch.elapsed();
                 if next > now {
                     std::thread::sleep(next - now);
@@ -235,7 +260,7 @@ pub fn replay_with(
                     next = now; // fell behind: don't burst to catch up
                 }
             }
-            samples
+            (samples, interval)
         });
 
         let mut last_progress = Instant::now();
@@ -259,7 +284,9 @@ pub fn replay_with(
 
         let mut at = Duration::ZERO;
         for (i, task) in trace.tasks.iter().enumerate() {
-            at += task.start_delay.div_f64(speed);
+            at = at
+                .saturating_add(secs_saturating(task.start_delay.as_secs_f64() / speed))
+                .min(MAX_TIME);
             // pace: sleep until `spin` before the arrival, then spin
             loop {
                 if cancelled() {
@@ -300,7 +327,7 @@ pub fn replay_with(
             records.push(TaskRecord {
                 request_id: task.request_id,
                 app_id: task.app_id,
-                scheduled_ns: at.as_nanos() as u64,
+                scheduled_ns: u64::try_from(at.as_nanos()).unwrap_or(u64::MAX),
                 submitted_ns,
                 accepted_ns: ok.then_some(accepted_ns),
                 started_ns: None,
@@ -325,8 +352,10 @@ pub fn replay_with(
             report(records.len(), true, false);
         }
         report(records.len(), true, true);
-        stop_sampler.store(true, Ordering::Release);
-        sampler.join().unwrap_or_default()
+        drop(stop);
+        sampler
+            .join()
+            .unwrap_or_else(|_| (Vec::new(), opts.sample_interval))
     });
 
     let wall = epoch.elapsed().as_secs_f64();
@@ -379,7 +408,7 @@ pub fn replay_with(
         max_threads: t.max_threads,
         avg_queue: t.avg_queue,
         max_queue: t.max_queue,
-        sample_interval_ms: opts.sample_interval.as_secs_f64() * 1e3,
+        sample_interval_ms: interval.as_secs_f64() * 1e3,
         size_series: t.size_series,
         decisions: Vec::new(),
         records: if opts.keep_records {

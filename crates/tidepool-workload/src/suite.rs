@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
 use crate::generate::{Arrivals, GenSpec};
-use crate::import::azure::{parse_azure_str, AzureOptions};
+use crate::import::azure::{parse_azure_with, AzureOptions};
+use crate::limits::{secs_saturating, shown_f64, Limits};
 use crate::trace::Trace;
 
 /// The Azure LLM inference trace slice (CC-BY 4.0, Azure Public Dataset;
@@ -70,62 +71,99 @@ pub struct SuiteEntry {
 }
 
 impl SuiteEntry {
-    /// Build the trace. Named `suite:NAME@SCALE`.
-    pub fn trace(&self) -> Trace {
+    /// Build the trace within the default [`Limits`]. Named `suite:NAME@SCALE`.
+    pub fn trace(&self) -> Result<Trace, SpecError> {
+        self.trace_with(&Limits::default())
+    }
+
+    /// Build the trace within `limits`: a scale that makes more tasks than
+    /// the limit is an error naming the scale.
+    pub fn trace_with(&self, limits: &Limits) -> Result<Trace, SpecError> {
         let mut t = match &self.source {
-            SuiteSource::Generated { spec } => spec.generate(),
+            SuiteSource::Generated { spec } => spec.try_generate(limits).map_err(|e| {
+                let why = match e {
+                    SpecError::BadValue { message, .. } => message,
+                    other => other.to_string(),
+                };
+                SpecError::bad(
+                    "scale",
+                    format!(
+                        "{} makes `{}` too large: {why}",
+                        shown_f64(self.scale),
+                        self.name
+                    ),
+                )
+            })?,
             SuiteSource::Azure { options } => {
-                parse_azure_str(AZURE_SLICE, "azure", options)
-                    .expect("embedded Azure slice parses")
-                    .trace
+                match parse_azure_with(AZURE_SLICE.as_bytes(), "azure", options, limits) {
+                    Ok(imported) => imported.trace,
+                    Err(e) => return Err(SpecError::bad("scale", e.to_string())),
+                }
             }
         };
         t.name = format!("suite:{}@{}", self.name, self.scale);
-        t
+        Ok(t)
     }
 }
+
+/// Allowed suite `scale`: the smallest keeps every step of `steps` longer
+/// than a nanosecond; the task limit bounds the largest first.
+pub const SCALE_RANGE: (f64, f64) = (1e-6, 1e6);
 
 /// Look up a suite workload.
 ///
 /// ```
 /// use tidepool_workload::suite::suite_entry;
 /// let e = suite_entry("io", 0.1).unwrap();
-/// let t = e.trace();
+/// let t = e.trace().unwrap();
 /// assert_eq!(t.len(), 1600);
 /// assert!(suite_entry("nope", 1.0).is_err());
 /// ```
 pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(SpecError::bad("scale", format!("{scale} must be > 0")));
+    if !(scale >= SCALE_RANGE.0 && scale <= SCALE_RANGE.1) {
+        return Err(SpecError::bad(
+            "scale",
+            format!(
+                "{} is outside {:e}..={:e}",
+                shown_f64(scale),
+                SCALE_RANGE.0,
+                SCALE_RANGE.1
+            ),
+        ));
     }
     let n = |base: usize| ((base as f64 * scale).round() as usize).max(1);
-    let gen = |s: &str| -> GenSpec { s.parse().expect("suite specs are valid") };
+    // The task limit is checked when the trace is built (it can be raised).
+    let unlimited = Limits {
+        max_tasks: usize::MAX,
+        ..Limits::default()
+    };
+    let gen = |s: &str| GenSpec::parse_with(s, &unlimited);
     let (description, source) = match name {
         "cpu" => (
             "all compute, half of 2 cores: best static size near the core count",
             gen(&format!(
                 "poisson:rate=1000,n={},service=normal:1ms:100us,free=0,seed=11",
                 n(8_000)
-            )),
+            ))?,
         ),
         "io" => (
             "90% blocked, ~10 tasks in service on average: best static size large",
             gen(&format!(
                 "poisson:rate=2000,n={},service=exp:5ms,free=90,seed=12",
                 n(16_000)
-            )),
+            ))?,
         ),
         "mixed" => (
             "half compute, half blocked, heavy-tailed service times",
             gen(&format!(
                 "poisson:rate=1000,n={},service=lognormal:2ms:2ms,free=50,seed=13",
                 n(8_000)
-            )),
+            ))?,
         ),
         "steps" => {
-            let mut spec = gen("steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50,seed=14");
+            let mut spec = gen("steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50,seed=14")?;
             if let Arrivals::Steps { step_time, .. } = &mut spec.arrivals {
-                *step_time = Duration::from_secs_f64(step_time.as_secs_f64() * scale);
+                *step_time = secs_saturating(step_time.as_secs_f64() * scale);
             }
             ("Oh & Kim's load steps: arrival rate raised by 10% ten times", spec)
         }
@@ -134,7 +172,7 @@ pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
             gen(&format!(
                 "onoff:rate=4000,on=200ms,off=400ms,off_rate=100,n={},service=exp:1ms,free=70,seed=15",
                 n(11_000)
-            )),
+            ))?,
         ),
         "azure" => {
             let options = AzureOptions {
@@ -163,9 +201,14 @@ pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
     })
 }
 
-/// Build a suite workload's trace.
+/// Build a suite workload's trace within the default [`Limits`].
 pub fn suite_trace(name: &str, scale: f64) -> Result<Trace, SpecError> {
-    Ok(suite_entry(name, scale)?.trace())
+    suite_trace_with(name, scale, &Limits::default())
+}
+
+/// Build a suite workload's trace within `limits`.
+pub fn suite_trace_with(name: &str, scale: f64, limits: &Limits) -> Result<Trace, SpecError> {
+    suite_entry(name, scale)?.trace_with(limits)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::secs_saturating;
+
 /// One task of a trace: the unit the replay driver submits.
 ///
 /// Mirrors a line of the thesis's trace format (Xu 2004, table 5-1): request
@@ -52,9 +54,9 @@ impl TaskSpec {
         self
     }
 
-    /// Total execution time: `cpu + blocked`.
+    /// Total execution time: `cpu + blocked` (saturating).
     pub fn exec(&self) -> Duration {
-        self.cpu + self.blocked
+        self.cpu.saturating_add(self.blocked)
     }
 }
 
@@ -135,7 +137,7 @@ impl Trace {
         self.tasks
             .iter()
             .map(|t| {
-                at += t.start_delay;
+                at = at.saturating_add(t.start_delay);
                 at
             })
             .collect()
@@ -143,7 +145,9 @@ impl Trace {
 
     /// Arrival time of the last task.
     pub fn span(&self) -> Duration {
-        self.tasks.iter().map(|t| t.start_delay).sum()
+        self.tasks
+            .iter()
+            .fold(Duration::ZERO, |at, t| at.saturating_add(t.start_delay))
     }
 
     /// Summary numbers.
@@ -176,7 +180,7 @@ impl Trace {
             speedup.is_finite() && speedup > 0.0,
             "speedup must be finite and > 0"
         );
-        let f = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() / speedup);
+        let f = |d: Duration| secs_saturating(d.as_secs_f64() / speedup);
         Trace {
             name: self.name.clone(),
             tasks: self

@@ -6,11 +6,12 @@ use std::path::Path;
 use thiserror::Error;
 
 use crate::error::{SpecError, TraceError};
-use crate::format::read_trace_file;
+use crate::format::read_trace_file_with;
 use crate::generate::GenSpec;
-use crate::import::azure::{read_azure_file, AzureOptions};
-use crate::import::swf::{read_swf_file, SwfOptions};
-use crate::suite::{suite_trace, SUITE};
+use crate::import::azure::{read_azure_file_with, AzureOptions};
+use crate::import::swf::{read_swf_file_with, SwfOptions};
+use crate::limits::Limits;
+use crate::suite::{suite_trace_with, SUITE};
 use crate::trace::Trace;
 
 /// Loading a workload failed.
@@ -41,14 +42,19 @@ pub enum WorkloadError {
 /// assert!(load_workload("/no/such/file.trace", 1.0).is_err());
 /// ```
 pub fn load_workload(arg: &str, scale: f64) -> Result<Trace, WorkloadError> {
+    load_workload_with(arg, scale, &Limits::default())
+}
+
+/// [`load_workload`] within `limits` (tasks per trace, line length).
+pub fn load_workload_with(arg: &str, scale: f64, limits: &Limits) -> Result<Trace, WorkloadError> {
     if SUITE.contains(&arg) {
-        return Ok(suite_trace(arg, scale)?);
+        return Ok(suite_trace_with(arg, scale, limits)?);
     }
     let path = Path::new(arg);
     if !path.exists() {
         if let Some((kind, _)) = arg.split_once(':') {
             if !kind.contains('/') && !kind.contains('.') {
-                return Ok(arg.parse::<GenSpec>()?.generate());
+                return Ok(GenSpec::parse_with(arg, limits)?.try_generate(limits)?);
             }
         }
     }
@@ -57,8 +63,8 @@ pub fn load_workload(arg: &str, scale: f64) -> Result<Trace, WorkloadError> {
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
     Ok(match ext.as_deref() {
-        Some("swf") => read_swf_file(path, &SwfOptions::default())?.trace,
-        Some("csv") => read_azure_file(path, &AzureOptions::default())?.trace,
-        _ => read_trace_file(path)?,
+        Some("swf") => read_swf_file_with(path, &SwfOptions::default(), limits)?.trace,
+        Some("csv") => read_azure_file_with(path, &AzureOptions::default(), limits)?.trace,
+        _ => read_trace_file_with(path, limits)?,
     })
 }

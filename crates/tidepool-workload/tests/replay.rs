@@ -311,3 +311,36 @@ fn load_workload_reads_files_by_extension() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(tidepool_workload::load_workload("poisson:rate=0", 1.0).is_err());
 }
+
+/// A panic inside the replay (here: in the progress hook) propagates; the
+/// sampler thread still stops, so the thread scope ends instead of hanging.
+#[test]
+fn a_panic_in_the_replay_does_not_hang_it() {
+    let trace = parse_trace_str("1 1 0 10\n2 1 1000 10\n3 1 1000 10\n", "t").unwrap();
+    let pool = tidepool::Pool::new(1).unwrap();
+    let opts = ReplayOptions {
+        progress_interval: Duration::ZERO,
+        ..ReplayOptions::default()
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut boom = |_: &Progress| panic!("hook failed");
+        tidepool_workload::replay_pool(&trace, &pool, &opts, Some(&mut boom))
+    }));
+    assert!(r.is_err(), "the panic propagates");
+}
+
+/// However long a replay runs, its thread-count samples stay bounded: past
+/// `max_samples` every other one is dropped and the interval doubles.
+#[test]
+fn thread_samples_stay_bounded() {
+    let trace = parse_trace_str("1 1 0 10\n2 1 300000 10\n", "t").unwrap();
+    let opts = ReplayOptions {
+        max_samples: 8,
+        ..ReplayOptions::default()
+    };
+    let r = replay(&trace, &ThreadPerRequest::new(), &opts);
+    assert_eq!(r.completed, 2);
+    // 300 ms at 1 ms is about 300 samples: at most 8 kept, so the interval grew
+    assert!(r.sample_interval_ms >= 2.0, "{}", r.sample_interval_ms);
+    assert!(r.size_series.len() <= 8, "{}", r.size_series.len());
+}

@@ -808,3 +808,35 @@ fn pool_and_tpr_are_executors() {
         assert!(ex.counts().threads_created >= 2);
     }
 }
+
+/// `Duration::MAX` means "no deadline": it used to panic with "overflow when
+/// adding duration to instant".
+#[test]
+fn timeouts_of_duration_max_wait_without_a_deadline() {
+    let pool = Pool::builder()
+        .threads(1)
+        .queue_capacity(1)
+        .build()
+        .unwrap();
+    let gate = Gate::default();
+    let g = gate.clone();
+    let busy = pool.submit(move || g.wait()).unwrap();
+    // Wait until the worker holds the gated task, then fill the queue.
+    eventually("the worker picks up the gated task", || {
+        pool.counts().queued == 0
+    });
+    let queued = pool.submit_timeout(|| 2, Duration::MAX).unwrap();
+    let opener = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            gate.open();
+        })
+    };
+    // The queue is full: this waits (no deadline) until the gate opens.
+    let third = pool.submit_timeout(|| 3, Duration::MAX).unwrap();
+    assert_eq!(third.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 3);
+    assert_eq!(queued.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 2);
+    busy.join().unwrap();
+    opener.join().unwrap();
+}

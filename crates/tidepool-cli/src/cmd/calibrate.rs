@@ -130,6 +130,9 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
     } else {
         print(&text(&c));
     }
+    if cancel::requested() {
+        return Err(crate::error::Interrupted.into());
+    }
     Ok(())
 }
 

@@ -363,6 +363,9 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
         )));
     }
     let settings = a.replay.settings(true)?;
+    if let Some(dir) = &a.out {
+        crate::output::check_out_dir(dir)?;
+    }
     let names = source::expand(&a.workload);
     if names.is_empty() {
         return Err(usage("no workload given"));

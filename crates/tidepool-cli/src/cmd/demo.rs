@@ -75,9 +75,10 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     if !(a.scale.is_finite() && a.scale > 0.0 && a.scale <= 2.0) {
         return Err(usage(format!(
             "--scale {} must be in (0, 2] (0.25 takes about 2-3 minutes)",
-            a.scale
+            tidepool_workload::limits::shown_f64(a.scale)
         )));
     }
+    crate::output::check_out_dir(&a.out)?;
     let workloads = SUITE
         .iter()
         .map(|name| {

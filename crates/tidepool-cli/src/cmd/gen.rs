@@ -37,6 +37,9 @@ pub struct GenArgs {
 
 /// Run `tidepool gen`.
 pub fn run(a: GenArgs) -> anyhow::Result<()> {
+    if let Some(path) = a.output.as_deref().filter(|p| p.as_os_str() != "-") {
+        crate::output::check_out_file(path)?;
+    }
     let w = source::load(&a.spec, a.scale)?;
     let s = w.trace.stats();
     match &a.output {

@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::error::usage;
 use crate::exec::Settings;
 use crate::repeats::MAX_REPEATS;
+use crate::source;
+use tidepool_workload::limits::shown_f64;
+use tidepool_workload::Limits;
 
 pub mod calibrate;
 pub mod compare;
@@ -34,6 +37,9 @@ format, .swf, Azure .csv).
 Policies: fixed:N, tpr, watermark[:MIN..MAX], xu-bode[:initial=N,stride=N], \
 hisdyn[:max=N,p=P], frequency, hill-climb, auto.
 
+Limits: a workload has at most --max-tasks tasks (default 1000000) and trace lines at \
+most 65536 bytes (docs/trace-format.md).
+
 Exit codes: 0 success, 1 runtime error, 2 usage error, 130 stopped by Ctrl-C (partial \
 results written).";
 
@@ -53,7 +59,20 @@ pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+    /// Most tasks a workload may have (traces, generator specs, suite scales),
+    /// 1 to 100000000; about 200 bytes of memory per task during a replay.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        default_value_t = Limits::DEFAULT_MAX_TASKS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_TASKS_CEILING)
+    )]
+    pub max_tasks: u64,
 }
+
+/// The highest `--max-tasks` (about 20 GB of replay state).
+pub const MAX_TASKS_CEILING: u64 = 100_000_000;
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -74,6 +93,7 @@ pub enum Command {
 
 /// Run the parsed command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    source::set_max_tasks(usize::try_from(cli.max_tasks).unwrap_or(usize::MAX));
     match cli.command {
         Command::Gen(a) => gen::run(a),
         Command::Run(a) => run::run(a),
@@ -98,6 +118,11 @@ pub struct RepeatArgs {
     pub repeats: u32,
 }
 
+/// Allowed `--speed`.
+pub const SPEED_RANGE: (f64, f64) = (1e-6, 1e6);
+/// Longest `--drain-timeout`, seconds (about 31.7 years).
+pub const MAX_DRAIN_TIMEOUT: f64 = 1e9;
+
 /// Replay and pool options shared by `run`, `sweep` and `compare`.
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
@@ -107,11 +132,12 @@ pub struct ReplayArgs {
     /// Lower bound of adaptive pools (a policy may raise it).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub min_threads: usize,
-    /// Replay speed: 2 halves every arrival gap (task bodies unchanged).
+    /// Replay speed: 2 halves every arrival gap (task bodies unchanged);
+    /// 1e-6 to 1e6.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub speed: f64,
     /// Stop waiting for unfinished tasks this many seconds after the last
-    /// submission (the run is then marked as stopped early).
+    /// submission (the run is then marked as stopped early); at most 1e9.
     #[arg(long, value_name = "SECS")]
     pub drain_timeout: Option<f64>,
     /// No progress output on stderr.
@@ -135,13 +161,23 @@ impl ReplayArgs {
                 tidepool::MAX_THREADS
             )));
         }
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(usage(format!("--speed {} must be > 0", self.speed)));
+        if !(self.speed >= SPEED_RANGE.0 && self.speed <= SPEED_RANGE.1) {
+            return Err(usage(format!(
+                "--speed {} is outside {:e}..={:e}",
+                shown_f64(self.speed),
+                SPEED_RANGE.0,
+                SPEED_RANGE.1
+            )));
         }
         let drain_timeout = match self.drain_timeout {
             None => None,
-            Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-            Some(s) => return Err(usage(format!("--drain-timeout {s} must be > 0"))),
+            Some(s) if s > 0.0 && s <= MAX_DRAIN_TIMEOUT => Some(Duration::from_secs_f64(s)),
+            Some(s) => {
+                return Err(usage(format!(
+                    "--drain-timeout {} must be > 0 and at most {MAX_DRAIN_TIMEOUT:e} seconds",
+                    shown_f64(s)
+                )))
+            }
         };
         Ok(Settings {
             min_threads: self.min_threads,

@@ -70,6 +70,9 @@ pub struct RunOutput<'a> {
 /// Run `tidepool run`.
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let settings = a.replay.settings(a.out.is_some())?;
+    if let Some(dir) = &a.out {
+        output::check_out_dir(dir)?;
+    }
     let w = match (&a.trace, &a.workload) {
         (Some(path), _) => source::load_file(path)?,
         (None, Some(w)) => source::load(w, a.scale)?,

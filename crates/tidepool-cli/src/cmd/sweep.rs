@@ -114,6 +114,9 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
         )));
     }
     let settings = a.replay.settings(false)?;
+    if let Some(dir) = &a.out {
+        output::check_out_dir(dir)?;
+    }
     let w = source::load(&a.workload, a.scale)?;
     let _ = cancel::flag();
     let mut rep = Reporter::new(a.replay.quiet, a.sizes.0.len());

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_free, check_positive, Imported};
+use super::{check_free, check_range, Imported, COMPRESS_RANGE};
 use crate::error::TraceError;
 use crate::generate::split_free;
+use crate::limits::{secs_to_duration, shown, shown_f64, Limits};
+use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
 
 /// Column names, in order.
@@ -68,58 +70,53 @@ impl AzureOptions {
     /// assert_eq!(o.service_time(500, 100), Duration::from_micros(1000 + 1000 + 2000));
     /// ```
     pub fn service_time(&self, context: u64, generated: u64) -> Duration {
-        let mul =
-            |d: Duration, n: u64| Duration::from_nanos((d.as_nanos() as u64).saturating_mul(n));
-        (self.base
-            + mul(self.per_context_token, context)
-            + mul(self.per_generated_token, generated))
-        .min(self.max_service)
+        let mul = |d: Duration, n: u64| Duration::from_nanos(nanos(d).saturating_mul(n));
+        self.base
+            .saturating_add(mul(self.per_context_token, context))
+            .saturating_add(mul(self.per_generated_token, generated))
+            .min(self.max_service)
     }
 }
 
-/// Import the Azure CSV from a reader; `source` names it in errors.
+/// Import the Azure CSV from a reader with the default [`Limits`]; `source`
+/// names it in errors.
 pub fn parse_azure<R: Read>(
     reader: R,
     source: &str,
     opts: &AzureOptions,
 ) -> Result<Imported, TraceError> {
-    check_positive("compress", opts.compress)?;
+    parse_azure_with(reader, source, opts, &Limits::default())
+}
+
+/// Import the Azure CSV from a reader within `limits`. Lines are read (and
+/// capped, and checked for UTF-8) before the CSV parser splits them: a record
+/// never spans lines in this format.
+pub fn parse_azure_with<R: Read>(
+    reader: R,
+    source: &str,
+    opts: &AzureOptions,
+    limits: &Limits,
+) -> Result<Imported, TraceError> {
+    check_range("compress", opts.compress, COMPRESS_RANGE)?;
     check_free(opts.free)?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(reader);
-    let headers = rdr.headers().map_err(|e| csv_error(source, e))?.clone();
-    for (i, want) in COLUMNS.iter().enumerate() {
-        match headers.get(i) {
-            Some(h) if h.eq_ignore_ascii_case(want) => {}
-            got => {
-                return Err(TraceError::parse(
-                    source,
-                    1,
-                    want,
-                    format!(
-                        "header has `{}` where `{want}` was expected (header must be {})",
-                        got.unwrap_or(""),
-                        COLUMNS.join(",")
-                    ),
-                ))
-            }
-        }
-    }
+    let mut lines = Lines::new(reader, source, limits.max_line_bytes);
     let mut trace = Trace::new(source);
-    let mut t0: Option<i64> = None;
+    let mut t0: Option<i128> = None;
     let mut prev = Duration::ZERO;
     let mut records = 0;
-    for rec in rdr.records() {
+    let mut header = true;
+    while let Some((line, text)) = lines.next_line()? {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let rec = csv_fields(text);
+        if header {
+            header = false;
+            check_header(&rec, source, line)?;
+            continue;
+        }
         if opts.limit.is_some_and(|l| trace.len() >= l) {
             break;
-        }
-        let rec = rec.map_err(|e| csv_error(source, e))?;
-        let line = rec.position().map(|p| p.line() as usize).unwrap_or(0);
-        if rec.len() == 1 && rec.get(0) == Some("") {
-            continue; // blank line
         }
         if rec.len() != COLUMNS.len() {
             let field = COLUMNS.get(rec.len()).copied().unwrap_or("#4");
@@ -130,16 +127,16 @@ pub fn parse_azure<R: Read>(
                 format!("line has {} fields, expected 3", rec.len()),
             ));
         }
+        if trace.len() >= limits.max_tasks {
+            return Err(TraceError::too_many_tasks(source, line, limits.max_tasks));
+        }
         records += 1;
-        let ts = parse_timestamp(&rec[0]).ok_or_else(|| {
+        let ts = parse_timestamp(&rec[0]).map_err(|m| {
             TraceError::parse(
                 source,
                 line,
                 COLUMNS[0],
-                format!(
-                    "`{}` is not a timestamp like 2023-11-16 18:15:46.6805900",
-                    &rec[0]
-                ),
+                format!("`{}` {m}", shown(&rec[0])),
             )
         })?;
         let tokens = |i: usize| -> Result<u64, TraceError> {
@@ -148,7 +145,11 @@ pub fn parse_azure<R: Read>(
                     source,
                     line,
                     COLUMNS[i],
-                    format!("`{}` is not a non-negative token count", &rec[i]),
+                    format!(
+                        "`{}` is not a token count (a whole number in 0..={})",
+                        shown(&rec[i]),
+                        u64::MAX
+                    ),
                 )
             })
         };
@@ -162,7 +163,18 @@ pub fn parse_azure<R: Read>(
                 "timestamp is before the first request's (the trace must be in arrival order)",
             ));
         }
-        let at = Duration::from_secs_f64((ts - base) as f64 / 1e9 / opts.compress);
+        let after = (ts - base) as f64 / 1e9;
+        let at = secs_to_duration(after / opts.compress).ok_or_else(|| {
+            TraceError::parse(
+                source,
+                line,
+                COLUMNS[0],
+                format!(
+                    "is {after:.0} s after the first request: divided by compress {} that is beyond 2^64 - 1 ns, about 584 years",
+                    shown_f64(opts.compress)
+                ),
+            )
+        })?;
         let at = at.max(prev);
         let (cpu, blocked) = split_free(opts.service_time(ctx, gen), opts.free);
         trace.push(TaskSpec {
@@ -174,6 +186,17 @@ pub fn parse_azure<R: Read>(
         });
         prev = at;
     }
+    if header {
+        return Err(TraceError::parse(
+            source,
+            1,
+            COLUMNS[0],
+            format!(
+                "missing header (the file must start with {})",
+                COLUMNS.join(",")
+            ),
+        ));
+    }
     Ok(Imported {
         trace,
         skipped_unknown: 0,
@@ -181,11 +204,39 @@ pub fn parse_azure<R: Read>(
     })
 }
 
-fn csv_error(source: &str, e: csv::Error) -> TraceError {
-    let line = e.position().map(|p| p.line() as usize).unwrap_or(0);
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => TraceError::io(source, io),
-        other => TraceError::parse(source, line, "record", format!("{other:?}")),
+fn check_header(rec: &[String], source: &str, line: usize) -> Result<(), TraceError> {
+    for (i, want) in COLUMNS.iter().enumerate() {
+        match rec.get(i) {
+            Some(h) if h.eq_ignore_ascii_case(want) => {}
+            got => {
+                return Err(TraceError::parse(
+                    source,
+                    line,
+                    want,
+                    format!(
+                        "header has `{}` where `{want}` was expected (header must be {})",
+                        shown(got.map_or("", |s| s.as_str())),
+                        COLUMNS.join(",")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The fields of one CSV line (quotes handled by the `csv` crate), trimmed.
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(line.as_bytes());
+    let mut rec = csv::StringRecord::new();
+    // One valid UTF-8 line held in memory: reading it cannot fail.
+    match rdr.read_record(&mut rec) {
+        Ok(true) => rec.iter().map(str::to_string).collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -198,61 +249,117 @@ pub fn parse_azure_str(
     parse_azure(text.as_bytes(), source, opts)
 }
 
-/// Import an Azure CSV file.
+/// Import an Azure CSV file with the default [`Limits`].
 pub fn read_azure_file(
     path: impl AsRef<Path>,
     opts: &AzureOptions,
 ) -> Result<Imported, TraceError> {
+    read_azure_file_with(path, opts, &Limits::default())
+}
+
+/// Import an Azure CSV file within `limits`.
+pub fn read_azure_file_with(
+    path: impl AsRef<Path>,
+    opts: &AzureOptions,
+    limits: &Limits,
+) -> Result<Imported, TraceError> {
     let path = path.as_ref();
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
-    parse_azure(file, &name, opts)
+    parse_azure_with(file, &name, opts, limits)
+}
+
+/// A duration in nanoseconds, saturating at `u64::MAX`.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Nanoseconds since 1970-01-01 of `YYYY-MM-DD HH:MM:SS[.fraction]` (UTC,
-/// fraction up to 9 digits; a `T` may separate date and time).
-pub fn parse_timestamp(s: &str) -> Option<i64> {
+/// years 1 to 9999, fraction up to 9 digits; a `T` may separate date and
+/// time). The error says what is wrong, to follow the quoted timestamp.
+///
+/// ```
+/// use tidepool_workload::import::azure::parse_timestamp;
+/// assert_eq!(parse_timestamp("1970-01-01 00:00:01.5"), Ok(1_500_000_000));
+/// assert_eq!(
+///     parse_timestamp("2023-02-31 00:00:00").unwrap_err(),
+///     "has day 31, but 2023-02 has 28 days"
+/// );
+/// ```
+pub fn parse_timestamp(s: &str) -> Result<i128, String> {
+    const FORM: &str = "is not a timestamp like 2023-11-16 18:15:46.6805900";
     let s = s.trim();
-    let (date, time) = s.split_once([' ', 'T'])?;
+    let (date, time) = s.split_once([' ', 'T']).ok_or(FORM)?;
+    let num = |t: &str, digits: std::ops::RangeInclusive<usize>| -> Result<i64, String> {
+        if digits.contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit()) {
+            t.parse().map_err(|_| FORM.to_string())
+        } else {
+            Err(FORM.to_string())
+        }
+    };
     let mut d = date.split('-');
-    let (y, m, day): (i64, i64, i64) = (
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
+    let (y, m, day) = (
+        num(d.next().ok_or(FORM)?, 1..=4)?,
+        num(d.next().ok_or(FORM)?, 1..=2)?,
+        num(d.next().ok_or(FORM)?, 1..=2)?,
     );
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
-        return None;
+    if d.next().is_some() {
+        return Err(FORM.into());
+    }
+    if y == 0 {
+        return Err("has year 0 (years run from 1 to 9999)".into());
+    }
+    if !(1..=12).contains(&m) {
+        return Err(format!("has month {m} (months run from 1 to 12)"));
+    }
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=month_days).contains(&day) {
+        return Err(format!(
+            "has day {day}, but {y:04}-{m:02} has {month_days} days"
+        ));
     }
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let mut t = hms.split(':');
-    let (hh, mm, ss): (i64, i64, i64) = (
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
+    let (hh, mm, ss) = (
+        num(t.next().ok_or(FORM)?, 1..=2)?,
+        num(t.next().ok_or(FORM)?, 1..=2)?,
+        num(t.next().ok_or(FORM)?, 1..=2)?,
     );
-    if t.next().is_some() || hh > 23 || mm > 59 || ss > 60 || hh < 0 || mm < 0 || ss < 0 {
-        return None;
+    if t.next().is_some() {
+        return Err(FORM.into());
     }
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+    if hh > 23 || mm > 59 || ss > 60 {
+        return Err(format!(
+            "has time {hh:02}:{mm:02}:{ss:02} (hours 0-23, minutes 0-59, seconds 0-60)"
+        ));
     }
-    let mut nanos: i64 = if frac.is_empty() {
+    if time.contains('.') && frac.is_empty() || frac.len() > 9 {
+        return Err(format!("{FORM} (the fraction has 1 to 9 digits)"));
+    }
+    let mut nanos = if frac.is_empty() {
         0
     } else {
-        frac.parse().ok()?
+        num(frac, 1..=9)?
     };
     for _ in frac.len()..9 {
         nanos *= 10;
     }
-    // days from civil (Howard Hinnant's algorithm)
+    // days from civil (Howard Hinnant's algorithm); i128 holds any year's ns
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let mp = (m + 9) % 12;
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000_000) + nanos)
+    let days = i128::from(era * 146_097 + doe - 719_468);
+    let secs = days * 86_400 + i128::from(hh * 3600 + mm * 60 + ss);
+    Ok(secs * 1_000_000_000 + i128::from(nanos))
 }
 
 #[cfg(test)]
@@ -266,13 +373,10 @@ mod tests {
 
     #[test]
     fn timestamps() {
-        assert_eq!(
-            parse_timestamp("1970-01-01 00:00:01.5"),
-            Some(1_500_000_000)
-        );
+        assert_eq!(parse_timestamp("1970-01-01 00:00:01.5"), Ok(1_500_000_000));
         assert_eq!(
             parse_timestamp("1970-01-02 00:00:00"),
-            Some(86_400_000_000_000)
+            Ok(86_400_000_000_000)
         );
         let a = parse_timestamp("2023-11-16 23:59:59.9").unwrap();
         let b = parse_timestamp("2023-11-17 00:00:00.1").unwrap();
@@ -281,8 +385,18 @@ mod tests {
             parse_timestamp("2000-03-01 00:00:00").unwrap() / 1_000_000_000,
             951_868_800
         );
-        assert!(parse_timestamp("2023-13-01 00:00:00").is_none());
-        assert!(parse_timestamp("yesterday").is_none());
+        assert!(parse_timestamp("2023-13-01 00:00:00").is_err());
+        assert!(parse_timestamp("yesterday").is_err());
+        assert!(parse_timestamp("2024-02-29 00:00:00").is_ok());
+        assert!(parse_timestamp("2100-02-29 00:00:00").is_err());
+        assert!(parse_timestamp("2000-02-29 00:00:00").is_ok());
+        assert!(parse_timestamp("2023-04-31 00:00:00").is_err());
+        assert!(parse_timestamp("+2023-04-01 00:00:00").is_err());
+        assert!(parse_timestamp("2023-04-01 00:00:00.").is_err());
+        // the whole range of years fits, at both ends
+        let first = parse_timestamp("0001-01-01 00:00:00").unwrap();
+        let last = parse_timestamp("9999-12-31 23:59:60.999999999").unwrap();
+        assert!(last - first > 0);
     }
 
     #[test]
@@ -312,7 +426,7 @@ mod tests {
         };
         assert_eq!(
             e("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,x\n"),
-            "az.csv:2: field `GeneratedTokens`: `x` is not a non-negative token count"
+            "az.csv:2: field `GeneratedTokens`: `x` is not a token count (a whole number in 0..=18446744073709551615)"
         );
         assert!(e(
             "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,1\nnope,1,1\n"

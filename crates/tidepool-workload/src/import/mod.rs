@@ -13,6 +13,7 @@ pub mod swf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::limits::shown_f64;
 use crate::trace::Trace;
 
 /// A trace read from a real log, plus what the importer left out and why.
@@ -27,13 +28,18 @@ pub struct Imported {
     pub records: usize,
 }
 
-pub(crate) fn check_positive(option: &str, v: f64) -> Result<(), TraceError> {
-    if v.is_finite() && v > 0.0 {
+/// Allowed `compress` (trace seconds per replay second).
+pub const COMPRESS_RANGE: (f64, f64) = (1e-6, 1e12);
+/// Allowed SWF `service_scale` (service seconds per run-time second).
+pub const SCALE_RANGE: (f64, f64) = (1e-12, 1e6);
+
+pub(crate) fn check_range(option: &str, v: f64, (lo, hi): (f64, f64)) -> Result<(), TraceError> {
+    if v >= lo && v <= hi {
         Ok(())
     } else {
         Err(TraceError::option(
             option,
-            format!("{v} must be finite and > 0"),
+            format!("{} is outside {lo:e}..={hi:e}", shown_f64(v)),
         ))
     }
 }
@@ -44,7 +50,7 @@ pub(crate) fn check_free(free: f64) -> Result<(), TraceError> {
     } else {
         Err(TraceError::option(
             "free",
-            format!("{free} is outside 0..=100"),
+            format!("{} is outside 0..=100", shown_f64(free)),
         ))
     }
 }

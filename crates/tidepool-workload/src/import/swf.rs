@@ -7,15 +7,18 @@
 //! time is `-1` are counted in [`Imported::skipped_unknown`], not imported.
 //! Any other malformed line is an error naming file, line and field.
 
-use std::io::{BufRead, BufReader, Read};
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_free, check_positive, Imported};
+use super::{check_free, check_range, Imported, COMPRESS_RANGE, SCALE_RANGE};
 use crate::error::TraceError;
 use crate::generate::split_free;
+use crate::limits::{secs_saturating, secs_to_duration, shown, shown_f64, Limits};
+use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
 
 /// SWF field names, in order (1-based field k is `FIELDS[k - 1]`).
@@ -80,21 +83,36 @@ impl Default for SwfOptions {
     }
 }
 
-/// Import an SWF log from a reader; `source` names it in errors.
+/// The largest SWF submit or run time accepted, in seconds (about 317
+/// years; SWF times are seconds since the start of the log).
+pub const MAX_SECONDS: f64 = 1e10;
+
+/// Import an SWF log from a reader with the default [`Limits`]; `source`
+/// names it in errors.
 pub fn parse_swf<R: Read>(
     reader: R,
     source: &str,
     opts: &SwfOptions,
 ) -> Result<Imported, TraceError> {
-    check_positive("compress", opts.compress)?;
-    check_positive("service_scale", opts.service_scale)?;
+    parse_swf_with(reader, source, opts, &Limits::default())
+}
+
+/// Import an SWF log from a reader within `limits`.
+pub fn parse_swf_with<R: Read>(
+    reader: R,
+    source: &str,
+    opts: &SwfOptions,
+    limits: &Limits,
+) -> Result<Imported, TraceError> {
+    check_range("compress", opts.compress, COMPRESS_RANGE)?;
+    check_range("service_scale", opts.service_scale, SCALE_RANGE)?;
     check_free(opts.free)?;
     let mut jobs: Vec<(f64, u64, u64, Duration)> = Vec::new(); // submit, id, app, service
+    let mut seen: HashMap<u64, usize> = HashMap::new();
     let mut skipped = 0;
     let mut records = 0;
-    for (idx, line) in BufReader::new(reader).lines().enumerate() {
-        let lineno = idx + 1;
-        let line = line.map_err(|e| TraceError::io(source, e))?;
+    let mut lines = Lines::new(reader, source, limits.max_line_bytes);
+    while let Some((lineno, line)) = lines.next_line()? {
         let content = line.trim();
         if content.is_empty() || content.starts_with(';') {
             continue;
@@ -118,7 +136,7 @@ pub fn parse_swf<R: Read>(
                 "#19",
                 format!(
                     "unexpected extra field `{}` (SWF has 18 fields)",
-                    fields[18]
+                    shown(fields[18])
                 ),
             ));
         }
@@ -129,19 +147,35 @@ pub fn parse_swf<R: Read>(
                 .ok()
                 .filter(|v| v.is_finite())
                 .ok_or_else(|| {
-                    TraceError::parse(source, lineno, FIELDS[i], format!("`{f}` is not a number"))
+                    TraceError::parse(
+                        source,
+                        lineno,
+                        FIELDS[i],
+                        format!("`{}` is not a number", shown(f)),
+                    )
                 })?;
         }
         records += 1;
-        let (job, submit, run, user) = (values[0], values[1], values[3], values[11]);
-        if job < 0.0 || job.fract() != 0.0 {
-            return Err(TraceError::parse(
-                source,
-                lineno,
-                FIELDS[0],
-                format!("`{}` is not a job number", fields[0]),
-            ));
-        }
+        let (submit, run, user) = (values[1], values[3], values[11]);
+        let whole = |i: usize| -> Result<u64, TraceError> {
+            let v = values[i];
+            if v >= 0.0 && v.fract() == 0.0 && v <= MAX_EXACT {
+                Ok(v as u64)
+            } else {
+                Err(TraceError::parse(
+                    source,
+                    lineno,
+                    FIELDS[i],
+                    format!(
+                        "`{}` is not a whole number in 0..={MAX_EXACT}",
+                        shown(fields[i])
+                    ),
+                ))
+            }
+        };
+        let job = whole(0)?;
+        // -1 (unknown) and other negative user ids become application 0.
+        let app = if user < 0.0 { 0 } else { whole(11)? };
         if submit == -1.0 || run == -1.0 {
             skipped += 1;
             continue;
@@ -152,13 +186,37 @@ pub fn parse_swf<R: Read>(
                     source,
                     lineno,
                     FIELDS[i],
-                    format!("`{}` is negative (only -1, unknown, may be)", fields[i]),
+                    format!(
+                        "`{}` is negative (only -1, unknown, may be)",
+                        shown(fields[i])
+                    ),
+                ));
+            }
+            if v > MAX_SECONDS {
+                return Err(TraceError::parse(
+                    source,
+                    lineno,
+                    FIELDS[i],
+                    format!(
+                        "`{}` is out of range (seconds, 0 to {MAX_SECONDS:e}, or -1 for unknown)",
+                        shown(fields[i])
+                    ),
                 ));
             }
         }
-        let service = Duration::from_secs_f64(run * opts.service_scale).min(opts.max_service);
-        let app = if user >= 0.0 { user as u64 } else { 0 };
-        jobs.push((submit, job as u64, app, service));
+        if let Some(prev) = seen.insert(job, lineno) {
+            return Err(TraceError::parse(
+                source,
+                lineno,
+                FIELDS[0],
+                format!("job number {job} already used on line {prev}"),
+            ));
+        }
+        if jobs.len() >= limits.max_tasks {
+            return Err(TraceError::too_many_tasks(source, lineno, limits.max_tasks));
+        }
+        let service = secs_saturating(run * opts.service_scale).min(opts.max_service);
+        jobs.push((submit, job, app, service));
     }
     // SWF logs are sorted by submit time; keep the order stable if one is not.
     jobs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -166,7 +224,15 @@ pub fn parse_swf<R: Read>(
     let t0 = jobs.first().map(|j| j.0).unwrap_or(0.0);
     let mut prev = Duration::ZERO;
     for (submit, id, app, service) in jobs {
-        let at = Duration::from_secs_f64((submit - t0) / opts.compress);
+        let at = secs_to_duration((submit - t0) / opts.compress).ok_or_else(|| {
+            TraceError::option(
+                "compress",
+                format!(
+                    "{} puts job {id} ({submit} s after the first) beyond 2^64 - 1 ns, about 584 years",
+                    shown_f64(opts.compress)
+                ),
+            )
+        })?;
         let (cpu, blocked) = split_free(service, opts.free);
         trace.push(TaskSpec {
             request_id: id,
@@ -184,17 +250,29 @@ pub fn parse_swf<R: Read>(
     })
 }
 
+/// Whole numbers up to 2^53 are exact in an `f64`, which SWF fields are read as.
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
 /// Import an SWF log held in a string.
 pub fn parse_swf_str(text: &str, source: &str, opts: &SwfOptions) -> Result<Imported, TraceError> {
     parse_swf(text.as_bytes(), source, opts)
 }
 
-/// Import an SWF file.
+/// Import an SWF file with the default [`Limits`].
 pub fn read_swf_file(path: impl AsRef<Path>, opts: &SwfOptions) -> Result<Imported, TraceError> {
+    read_swf_file_with(path, opts, &Limits::default())
+}
+
+/// Import an SWF file within `limits`.
+pub fn read_swf_file_with(
+    path: impl AsRef<Path>,
+    opts: &SwfOptions,
+    limits: &Limits,
+) -> Result<Imported, TraceError> {
     let path = path.as_ref();
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
-    parse_swf(file, &name, opts)
+    parse_swf_with(file, &name, opts, limits)
 }
 
 #[cfg(test)]

@@ -10,14 +10,16 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Auto, Fixed, Frequency, HillClimb, HisDyn, SizingPolicy, Watermark, XuBode};
+use crate::pool::MAX_THREADS;
 
-/// Every accepted form, for error messages and help texts.
+/// Every accepted form, for error messages and help texts. Thread counts
+/// (`N`, `MIN`, `MAX`) are at most [`MAX_THREADS`](crate::MAX_THREADS).
 pub const VALID_FORMS: &[&str] = &[
-    "fixed:N (N >= 1)",
+    "fixed:N (1 <= N <= 32768)",
     "tpr (thread per request)",
-    "watermark[:MIN..MAX] (default 3..100, MIN <= MAX, MAX >= 1)",
-    "xu-bode[:initial=N,stride=N] (defaults 4 and 2, both >= 1)",
-    "hisdyn[:max=N,p=P] (defaults 100 and 0.01; N >= 1, 0 < P < 1)",
+    "watermark[:MIN..MAX] (default 3..100, MIN <= MAX, 1 <= MAX <= 32768)",
+    "xu-bode[:initial=N,stride=N] (defaults 4 and 2, both 1..=32768)",
+    "hisdyn[:max=N,p=P] (defaults 100 and 0.01; 1 <= N <= 32768, 0 < P < 1)",
     "frequency",
     "hill-climb",
     "auto",
@@ -189,7 +191,7 @@ fn parse(spec: &str) -> Result<PolicySpec, String> {
             if n == 0 {
                 return Err("a fixed pool needs at least 1 thread".into());
             }
-            Ok(PolicySpec::Fixed(n))
+            Ok(PolicySpec::Fixed(threads(n, "the size of `fixed`")?))
         }
         "tpr" | "thread-per-request" => no_args(&name, args, PolicySpec::ThreadPerRequest),
         "frequency" => no_args(&name, args, PolicySpec::Frequency),
@@ -203,6 +205,7 @@ fn parse(spec: &str) -> Result<PolicySpec, String> {
                 if v == 0 {
                     return Err(format!("`{key}` must be at least 1"));
                 }
+                let v = threads(v, &format!("`{key}`"))?;
                 match key {
                     "initial" => initial = v,
                     _ => stride = v,
@@ -218,6 +221,7 @@ fn parse(spec: &str) -> Result<PolicySpec, String> {
                     if max == 0 {
                         return Err("`max` must be at least 1".into());
                     }
+                    threads(max, "`max`")?;
                 } else {
                     p = value
                         .parse::<f64>()
@@ -248,6 +252,16 @@ fn number(text: &str, what: &str) -> Result<usize, String> {
         .map_err(|_| format!("{what} must be a whole number, not `{text}`"))
 }
 
+/// A thread count no pool could have is a spec error, not a build failure later.
+fn threads(n: usize, what: &str) -> Result<usize, String> {
+    if n > MAX_THREADS {
+        return Err(format!(
+            "{what} is {n}, above the {MAX_THREADS} threads a pool may have"
+        ));
+    }
+    Ok(n)
+}
+
 fn watermark(args: Option<&str>) -> Result<PolicySpec, String> {
     let Some(args) = args else {
         return Ok(PolicySpec::Watermark {
@@ -263,6 +277,7 @@ fn watermark(args: Option<&str>) -> Result<PolicySpec, String> {
     if max == 0 {
         return Err("the upper watermark must be at least 1".into());
     }
+    threads(max, "the upper watermark")?;
     if min > max {
         return Err(format!("the range {min}..{max} is empty (MIN > MAX)"));
     }
@@ -385,6 +400,13 @@ mod tests {
             ("fixed:0", "at least 1"),
             ("fixed:eight", "whole number"),
             ("fixed:-3", "whole number"),
+            ("fixed:99999999", "above the 32768 threads"),
+            ("fixed:32769", "above the 32768 threads"),
+            ("fixed:99999999999999999999999", "whole number"),
+            ("watermark:1..40000", "above the 32768"),
+            ("xu-bode:initial=40000", "above the 32768"),
+            ("xu-bode:stride=40000", "above the 32768"),
+            ("hisdyn:max=40000", "above the 32768"),
             ("watermark:10..3", "empty"),
             ("watermark:3-100", "MIN..MAX"),
             ("watermark:0..0", "at least 1"),
@@ -405,6 +427,12 @@ mod tests {
                 assert!(text.contains(form), "{bad}: message lacks {form}");
             }
         }
+    }
+
+    #[test]
+    fn the_forms_state_the_thread_limit() {
+        let limit = MAX_THREADS.to_string();
+        assert_eq!(VALID_FORMS.iter().filter(|f| f.contains(&limit)).count(), 4);
     }
 
     #[test]

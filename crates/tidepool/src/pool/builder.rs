@@ -11,6 +11,9 @@ use crate::queue::QueueFlavor;
 
 pub use crate::control::MAX_THREADS;
 
+/// The longest keep-alive: the pool keeps it in nanoseconds in a `u64`.
+const MAX_KEEP_ALIVE: Duration = Duration::from_nanos(u64::MAX);
+
 /// What `submit` does when the queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnFull {
@@ -169,7 +172,7 @@ impl Builder {
     }
 
     /// How long a worker may stay idle before it retires, while the pool is
-    /// above `min` (default 10 s).
+    /// above `min` (default 10 s; at most 2^64 − 1 ns, about 584 years).
     pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -293,11 +296,11 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
             "must be at least 1 (leave it unset for an unbounded queue)",
         ));
     }
-    if b.keep_alive.is_zero() {
+    if b.keep_alive.is_zero() || b.keep_alive > MAX_KEEP_ALIVE {
         return Err(BuildError::new(
             "keep_alive",
-            "0s",
-            "must be longer than zero",
+            format!("{:?}", b.keep_alive),
+            "must be longer than zero and at most 2^64 - 1 ns (about 584 years)",
         ));
     }
     if let QueueFlavor::Hybrid { attempts: 0, .. } = b.flavor {
@@ -385,6 +388,13 @@ mod tests {
 
         let e = check(Builder::default().keep_alive(Duration::ZERO)).unwrap_err();
         assert_eq!(e.field, "keep_alive");
+        // Longer than u64 nanoseconds would wrap to a fraction of a second.
+        for long in [MAX_KEEP_ALIVE + Duration::from_nanos(1), Duration::MAX] {
+            let e = check(Builder::default().keep_alive(long)).unwrap_err();
+            assert_eq!(e.field, "keep_alive");
+            assert!(e.allowed.contains("584 years"), "{}", e.allowed);
+        }
+        assert!(check(Builder::default().keep_alive(MAX_KEEP_ALIVE)).is_ok());
 
         let e = check(Builder::default().queue(QueueFlavor::Hybrid {
             attempts: 0,

@@ -107,8 +107,11 @@ impl<T> JoinHandle<T> {
     }
 
     /// Wait at most `timeout`; gives the handle back if the task is not done.
+    /// A timeout too long to represent as an instant waits like [`join`](Self::join).
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, JoinError>, Self> {
-        let deadline = std::time::Instant::now() + timeout;
+        let Some(deadline) = std::time::Instant::now().checked_add(timeout) else {
+            return Ok(self.join());
+        };
         {
             let mut state = lock(&self.slot.state);
             loop {

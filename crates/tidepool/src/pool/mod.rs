@@ -244,7 +244,8 @@ impl Pool {
             shared.counters.rejected.fetch_add(1, Relaxed);
             return Err(SubmitError::Full);
         }
-        let deadline = wait.map(|w| Instant::now() + w);
+        // A wait too long to be an instant (`Duration::MAX`) waits without a deadline.
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         shared.blocked.fetch_add(1, SeqCst);
         let result = loop {
             // Make sure someone is draining the queue while we wait.
