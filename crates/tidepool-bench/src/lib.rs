@@ -11,7 +11,6 @@
 //!   list that builds them;
 //! - [`scenario`]: the measured scenarios (empty-task throughput with one or two
 //!   submitters, ~1 µs tasks, idle submit-to-start latency);
-//! - [`spin`]: the calibrated busy-wait the 1 µs tasks run;
 //! - [`harness`]: medians and ratios;
 //! - [`report`]: the JSON document and the readable table.
 //!
@@ -21,6 +20,5 @@
 pub mod harness;
 pub mod report;
 pub mod scenario;
-pub mod spin;
 pub mod subject;
 pub mod subjects;

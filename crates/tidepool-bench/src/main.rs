@@ -13,7 +13,6 @@ use clap::{Args, Parser, Subcommand};
 use tidepool_bench::harness::rotated;
 use tidepool_bench::report::{Report, Samples};
 use tidepool_bench::scenario::{self, Params, Sample, Scenario};
-use tidepool_bench::spin;
 use tidepool_bench::subject::{Subject, Visit};
 use tidepool_bench::subjects::Impl;
 
@@ -144,11 +143,7 @@ fn dispatch(args: DispatchArgs) {
         );
         return;
     }
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let threads = args.threads.unwrap_or_else(tidepool::sys::cores);
     let impls = if args.only.is_empty() {
         Impl::defaults()
     } else {
@@ -168,10 +163,11 @@ fn dispatch(args: DispatchArgs) {
         inner: args.inner.max(1),
     };
     let repeats = args.repeats.max(1);
-    let per_us = spin::calibrate();
+    // Calibrated here, outside any measurement.
+    let per_us = tidepool_workload::BusyLoop::global().iters_per_us();
     if !args.quiet {
         eprintln!(
-            "dispatch: {} impls × {} scenarios × {repeats} repeats, {threads} threads, spin {per_us} iters/µs",
+            "dispatch: {} impls × {} scenarios × {repeats} repeats, {threads} threads, spin {per_us:.0} iters/µs",
             impls.len(),
             scenarios.len()
         );

@@ -16,9 +16,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{
-    cost_percent, median, median_u64, ratio_higher_better, ratio_lower_better, spread,
-};
+use crate::harness::{cost_percent, median_u64, ratio_higher_better, ratio_lower_better, spread};
 use crate::scenario::{Sample, Scenario};
 use crate::subjects::Impl;
 
@@ -88,11 +86,11 @@ impl Report {
                         };
                         Some(ImplResult {
                             name: im.name().to_string(),
-                            tasks_per_sec: median(&tps)?,
+                            tasks_per_sec: tidepool_workload::median(tps.iter().copied())?,
                             p50_ns: median_u64(&p50),
                             p99_ns: median_u64(&p99),
                             spread: spread(&main),
-                            cpu_ns_per_task: median(&cpu),
+                            cpu_ns_per_task: tidepool_workload::median(cpu.iter().copied()),
                         })
                     })
                     .collect(),

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::spin;
-use crate::subject::{now_ns, process_cpu_ns, task_done, Subject, LATCH};
+use crate::subject::{now_ns, task_done, Subject, LATCH};
+use tidepool::sys::process_cpu_time;
+use tidepool_workload::BusyLoop;
 
 /// A scenario of the `dispatch` benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,7 +160,7 @@ fn submit_n<S: Subject>(s: &S, n: usize, zero_sized: bool, body: Body) {
             for i in 0..n as u64 {
                 s.spawn(move || {
                     black_box(i);
-                    spin::spin_us(1);
+                    BusyLoop::global().burn(Duration::from_micros(1));
                     task_done();
                 });
             }
@@ -167,7 +168,7 @@ fn submit_n<S: Subject>(s: &S, n: usize, zero_sized: bool, body: Body) {
         (Body::Work1us, true) => {
             for _ in 0..n {
                 s.spawn(|| {
-                    spin::spin_us(1);
+                    BusyLoop::global().burn(Duration::from_micros(1));
                     task_done();
                 });
             }
@@ -187,7 +188,7 @@ fn throughput<S: Subject>(
     let submitters = submitters.max(1);
     let tasks = tasks.max(submitters);
     LATCH.arm(tasks);
-    let cpu_start = process_cpu_ns();
+    let cpu_start = process_cpu_time().unwrap_or_default();
     let start;
     if submitters == 1 {
         start = now_ns();
@@ -210,7 +211,10 @@ fn throughput<S: Subject>(
         });
     }
     let end = LATCH.wait();
-    let cpu = process_cpu_ns().saturating_sub(cpu_start);
+    let cpu = process_cpu_time()
+        .unwrap_or_default()
+        .saturating_sub(cpu_start)
+        .as_nanos() as u64;
     let secs = end.saturating_sub(start).max(1) as f64 / 1e9;
     Sample {
         tasks_per_sec: tasks as f64 / secs,

@@ -44,29 +44,6 @@ pub fn now_ns() -> u64 {
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// CPU time consumed by the whole process so far (all threads), in
-/// nanoseconds: what a run cost in CPU, whatever else the machine was doing.
-pub fn process_cpu_ns() -> u64 {
-    cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-/// CPU time consumed by the calling thread so far, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; `clock` is a CPU-time clock id.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Counts outstanding tasks; the task that brings the count to zero records
 /// the time and unparks the waiting thread.
 #[derive(Debug)]

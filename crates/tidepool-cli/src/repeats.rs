@@ -9,6 +9,7 @@
 //! medians.
 
 use serde::{Deserialize, Serialize, Serializer};
+use tidepool_workload::median;
 
 use crate::comparison::{
     policy_cells, policy_table_header, summary_table_header, CompareJson, Headline, Ratio,
@@ -18,22 +19,6 @@ use crate::table::{fmt_ratio, Table};
 
 /// The most repeats `--repeats` accepts.
 pub const MAX_REPEATS: u32 = 20;
-
-/// The median of the finite values (the mean of the two middle ones for an
-/// even count); `None` when there is none.
-pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    })
-}
 
 /// Median, minimum and maximum of one quantity over repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -463,20 +448,6 @@ mod tests {
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-12)
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median([]), None);
-        assert_eq!(median([f64::NAN]), None);
-        assert_eq!(median([3.0]), Some(3.0));
-        assert_eq!(median([5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median([4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(
-            median([1.0, f64::INFINITY, 2.0]),
-            Some(1.5),
-            "non-finite left out"
-        );
     }
 
     #[test]

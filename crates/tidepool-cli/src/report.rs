@@ -395,8 +395,8 @@ pub fn markdown(
     files: &[WorkloadFiles],
     command: &str,
 ) -> String {
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let load = tidepool_workload::body::load_average().map_or("-".into(), |l| {
+    let cores = tidepool::sys::cores();
+    let load = tidepool::sys::load_average().map_or("-".into(), |l| {
         format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])
     });
     let mut md = String::new();

@@ -9,41 +9,19 @@
 //! in slices.
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::median::median;
 use crate::trace::TaskSpec;
 
-fn clock(id: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec and `id` a valid clock id.
-    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// CPU time consumed by the calling thread.
-pub fn thread_cpu_time() -> Duration {
-    clock(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// CPU time consumed by the whole process (all threads).
-pub fn process_cpu_time() -> Duration {
-    clock(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-/// The 1-, 5- and 15-minute load averages (`getloadavg`), if available.
-pub fn load_average() -> Option<[f64; 3]> {
-    let mut v = [0f64; 3];
-    // SAFETY: `v` has room for the 3 samples requested.
-    let n = unsafe { libc::getloadavg(v.as_mut_ptr(), 3) };
-    (n == 3).then_some(v)
+/// CPU time of the calling thread, or where the OS has no such clock (see
+/// [`tidepool::sys::SUPPORT`]) wall-clock time since the first call: the
+/// loop then calibrates against elapsed time, which preemption inflates.
+fn thread_cpu_time() -> Duration {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    tidepool::sys::thread_cpu_time().unwrap_or_else(|| EPOCH.get_or_init(Instant::now).elapsed())
 }
 
 #[inline(never)]
@@ -89,11 +67,6 @@ pub struct CalibrationReport {
     pub trials: usize,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 impl BusyLoop {
     /// A loop with a known rate (iterations per µs of CPU), e.g. one stored
     /// from an earlier calibration.
@@ -118,7 +91,7 @@ impl BusyLoop {
             }
             n *= 4;
         }
-        let mut rates: Vec<f64> = (0..7)
+        let rates: Vec<f64> = (0..7)
             .map(|_| {
                 let t0 = thread_cpu_time();
                 spin_iters(n);
@@ -127,7 +100,7 @@ impl BusyLoop {
             })
             .collect();
         BusyLoop {
-            iters_per_us: median(&mut rates),
+            iters_per_us: median(rates).unwrap_or(1.0),
         }
     }
 
@@ -156,7 +129,7 @@ impl BusyLoop {
     pub fn verify(&self, target: Duration, trials: usize) -> CalibrationReport {
         let trials = trials.max(1);
         let target_us = target.as_secs_f64() * 1e6;
-        let mut measured: Vec<f64> = (0..trials)
+        let measured: Vec<f64> = (0..trials)
             .map(|_| {
                 let t0 = thread_cpu_time();
                 self.burn(target);
@@ -165,7 +138,7 @@ impl BusyLoop {
             .collect();
         let err = |m: f64| (m - target_us) / target_us.max(1e-9) * 100.0;
         let worst = measured.iter().map(|&m| err(m).abs()).fold(0.0, f64::max);
-        let med = median(&mut measured);
+        let med = median(measured.iter().copied()).unwrap_or(0.0);
         CalibrationReport {
             iters_per_us: self.iters_per_us,
             target_us,
@@ -247,7 +220,6 @@ impl TaskBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     #[test]
     fn calibration_hits_thread_cpu_time() {
@@ -265,10 +237,6 @@ mod tests {
         let t0 = thread_cpu_time();
         BusyLoop::global().burn(Duration::from_millis(1));
         assert!(thread_cpu_time() > t0);
-        assert!(process_cpu_time() >= thread_cpu_time());
-        if let Some(l) = load_average() {
-            assert!(l.iter().all(|v| *v >= 0.0));
-        }
     }
 
     #[test]

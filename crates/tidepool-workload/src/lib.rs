@@ -14,7 +14,8 @@
 //! | [`generate`] | seeded generators and their spec strings ([`GenSpec`]) |
 //! | [`suite`] | the built-in workload suite (`cpu`, `io`, `mixed`, `steps`, `bursty`, `azure`) |
 //! | [`workload`] | resolve a `--workload` argument (suite name, spec or file) |
-//! | [`body`] | task bodies: calibrated busy loop + sleep; CPU clocks, load average |
+//! | [`body`] | task bodies: calibrated busy loop + sleep |
+//! | [`median`](mod@median) | the median of repeated measurements |
 //! | [`replay`](mod@replay) | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
@@ -44,6 +45,7 @@ pub mod generate;
 pub mod import;
 pub mod limits;
 mod lines;
+pub mod median;
 pub mod metrics;
 pub mod replay;
 pub mod result;
@@ -59,6 +61,7 @@ pub use error::{SpecError, TraceError};
 pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
 pub use generate::GenSpec;
 pub use limits::Limits;
+pub use median::median;
 pub use metrics::{LatencySummary, TaskRecord};
 pub use replay::{replay, replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
 pub use result::{DecisionEntry, RunResult};

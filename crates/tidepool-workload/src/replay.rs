@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tidepool::Executor;
 
-use crate::body::{load_average, process_cpu_time, BusyLoop, TaskBody};
+use tidepool::sys;
+
+use crate::body::{BusyLoop, TaskBody};
 use crate::limits::{secs_saturating, MAX_TIME};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
 use crate::result::{DecisionEntry, RunResult};
@@ -169,35 +171,6 @@ pub fn replay_pool(
     r
 }
 
-struct TimerSlack {
-    #[cfg(target_os = "linux")]
-    old: libc::c_int,
-}
-
-impl TimerSlack {
-    fn lower() -> TimerSlack {
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: PR_GET/SET_TIMERSLACK only read/set the calling thread's slack.
-            let old = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
-            TimerSlack { old }
-        }
-        #[cfg(not(target_os = "linux"))]
-        TimerSlack {}
-    }
-}
-
-impl Drop for TimerSlack {
-    fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        if self.old > 0 {
-            // SAFETY: as above.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, self.old as libc::c_ulong, 0, 0, 0) };
-        }
-    }
-}
-
 /// Replay `trace` against `executor` with hooks.
 pub fn replay_with(
     trace: &Trace,
@@ -221,10 +194,10 @@ pub fn replay_with(
     let completed = Arc::new(AtomicU64::new(0));
     let stop_sampler = AtomicBool::new(false);
     let counts0 = executor.counts();
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let _slack = TimerSlack::lower();
+    let cores = sys::cores();
+    let _slack = sys::TimerSlack::lower(Duration::from_micros(1));
 
-    let cpu0 = process_cpu_time();
+    let cpu0 = sys::process_cpu_time().unwrap_or_default();
     let epoch = Instant::now();
     let mut records: Vec<TaskRecord> = Vec::with_capacity(n);
     let mut was_cancelled = false;
@@ -359,7 +332,10 @@ pub fn replay_with(
     });
 
     let wall = epoch.elapsed().as_secs_f64();
-    let cpu = process_cpu_time().saturating_sub(cpu0).as_secs_f64();
+    let cpu = sys::process_cpu_time()
+        .unwrap_or_default()
+        .saturating_sub(cpu0)
+        .as_secs_f64();
     for (i, r) in records.iter_mut().enumerate() {
         let get = |a: &AtomicU64| match a.load(Ordering::Acquire) {
             0 => None,
@@ -400,7 +376,7 @@ pub fn replay_with(
             0.0
         },
         cores,
-        load_average: load_average(),
+        load_average: sys::load_average(),
         threads_created: counts1
             .threads_created
             .saturating_sub(counts0.threads_created),

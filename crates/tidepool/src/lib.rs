@@ -39,6 +39,7 @@ pub mod policy;
 mod pool;
 pub mod queue;
 mod sync;
+pub mod sys;
 mod task;
 
 pub use error::{BuildError, JoinError, SubmitError};

@@ -97,7 +97,7 @@ fn adaptive_policies_grow_under_io_bound_load() {
 
 #[test]
 fn auto_stays_near_the_core_count_under_cpu_bound_load() {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = tidepool::sys::cores();
     let pool = pool("auto", 1, 64);
     // Offer more CPU work than the cores can do: a backlog builds up.
     let gap = Duration::from_micros(1000 / cores as u64 * 8 / 10);

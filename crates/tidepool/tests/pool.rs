@@ -691,10 +691,8 @@ fn per_task_cpu_sample_tells_compute_from_blocking() {
 
     for _ in 0..20 {
         pool.execute(|| {
-            let start = tidepool::metrics::os::thread_cpu_time().unwrap();
-            while tidepool::metrics::os::thread_cpu_time().unwrap() - start
-                < Duration::from_millis(1)
-            {}
+            let start = tidepool::sys::thread_cpu_time().unwrap();
+            while tidepool::sys::thread_cpu_time().unwrap() - start < Duration::from_millis(1) {}
         })
         .unwrap();
     }

@@ -87,7 +87,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         keep_records: false,
         ..Settings::default()
     };
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let cores = tidepool::sys::cores();
     let mut pacing = Vec::new();
     for spec in [
         "periodic:rate=1000,n=1000,service=const:20us,seed=1",
@@ -123,7 +123,7 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<()> {
         pacing,
         bodies,
         cores,
-        load_average: tidepool_workload::body::load_average(),
+        load_average: tidepool::sys::load_average(),
     };
     if a.json {
         print(&format!("{}\n", serde_json::to_string(&c)?));

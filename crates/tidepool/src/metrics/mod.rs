@@ -4,7 +4,6 @@
 pub(crate) mod clock;
 mod histogram;
 mod latency;
-pub mod os;
 pub(crate) mod record;
 pub(crate) mod sampling;
 mod series;

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::metrics::clock::Clock;
 use crate::metrics::histogram::{bump, AtomicLatency};
 use crate::metrics::latency::Latency;
-use crate::metrics::os;
 use crate::sync::{lock, Arc, Mutex};
+use crate::sys::{SchedStat, ThreadClock};
 
 /// Everything counted per task, summed over some workers.
 #[derive(Debug, Clone, Default)]
@@ -50,9 +50,9 @@ impl TaskTotals {
 #[derive(Debug)]
 pub(crate) struct WorkerRecord {
     /// The worker thread's CPU clock (readable by the controller).
-    cpu_clock: Option<libc::clockid_t>,
+    cpu_clock: Option<ThreadClock>,
     /// The worker's scheduler statistics (its run delay).
-    sched: os::SchedStat,
+    sched: SchedStat,
     /// CPU time and run delay at exit (read by the worker itself).
     final_cpu: std::sync::Mutex<Option<(std::time::Duration, std::time::Duration)>>,
     started: AtomicU64,
@@ -74,8 +74,8 @@ impl WorkerRecord {
     /// A record for the calling (worker) thread.
     fn for_current_thread() -> Self {
         WorkerRecord {
-            cpu_clock: os::current_thread_cpu_clock(),
-            sched: os::SchedStat::of(os::current_thread_id()),
+            cpu_clock: ThreadClock::current(),
+            sched: SchedStat::current(),
             final_cpu: std::sync::Mutex::new(None),
             started: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -110,7 +110,9 @@ impl WorkerRecord {
 
     fn read_cpu(&self) -> (std::time::Duration, std::time::Duration) {
         (
-            self.cpu_clock.and_then(os::cpu_clock).unwrap_or_default(),
+            self.cpu_clock
+                .and_then(ThreadClock::read)
+                .unwrap_or_default(),
             self.run_delay().unwrap_or_default(),
         )
     }

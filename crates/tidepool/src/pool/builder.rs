@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::Pool;
 use crate::error::BuildError;
-use crate::metrics::os;
 use crate::policy::{Auto, Fixed, SizingPolicy};
 use crate::queue::QueueFlavor;
+use crate::sys as os;
 
 pub use crate::control::MAX_THREADS;
 

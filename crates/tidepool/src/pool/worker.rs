@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::shared::{Shared, NO_SLICE};
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
-use crate::metrics::os;
 use crate::metrics::record::WorkerRecord;
 use crate::sync::{lock, Arc};
+use crate::sys as os;
 use crate::task::Task;
 
 /// Start one worker thread. The caller has already reserved its slot in `live`.
