@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+echo "== minimum Rust version (rust-version against Cargo.lock)"
+python3 scripts/msrv.py
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -22,3 +25,6 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
   cargo clippy -p tidepool --lib --locked -- -D warnings
+
+echo "== cargo doc (no warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

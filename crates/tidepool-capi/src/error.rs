@@ -124,7 +124,7 @@ pub(crate) fn last_code() -> c_int {
 /// The calling thread's last error message; valid until its next call.
 pub(crate) fn last_message() -> *const c_char {
     LAST.try_with(|last| last.borrow().1.as_ptr())
-        .unwrap_or(b"\0".as_ptr().cast())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// The code's name (`"TIDEPOOL_ERR_FULL"`), or None for an unknown code.
@@ -150,7 +150,7 @@ pub extern "C" fn tidepool_last_error_code() -> c_int {
 /// A static string; never NULL.
 #[no_mangle]
 pub extern "C" fn tidepool_error_name(code: c_int) -> *const c_char {
-    name_c(code).unwrap_or(b"unknown error code\0".as_ptr().cast())
+    name_c(code).unwrap_or(c"unknown error code".as_ptr())
 }
 
 #[cfg(test)]

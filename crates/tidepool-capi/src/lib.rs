@@ -17,7 +17,7 @@
 //!
 //! The boundary's rules (no panic crosses into C; stale handles are detected;
 //! calls back into a pool from its own tasks never deadlock) are in
-//! `docs/capi.md` and in the module notes of [`boundary`], [`handle`],
+//! `docs/capi.md` and in the module notes of `boundary`, `handle`,
 //! [`task`] and [`pool`].
 #![allow(non_camel_case_types)]
 

@@ -462,7 +462,7 @@ fn builder_errors_name_the_setting() {
             (tidepool_builder_on_full(b, 7), "on_full mode 7"),
             (tidepool_builder_name(b, std::ptr::null()), "name is NULL"),
             (
-                tidepool_builder_policy(b, b"\xff\0".as_ptr().cast()),
+                tidepool_builder_policy(b, c"\xff".as_ptr()),
                 "not valid UTF-8",
             ),
         ];

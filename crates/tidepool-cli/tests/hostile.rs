@@ -145,7 +145,7 @@ fn hostile_files_are_clear_errors() {
         &["utf.trace:2:", "not valid UTF-8"],
     );
     let mut big = b"1 1 0 ".to_vec();
-    big.extend(std::iter::repeat(b'9').take(10_000_000));
+    big.extend(std::iter::repeat_n(b'9', 10_000_000));
     let tok = write(d, "tok.trace", &big);
     fails(
         &["gen", &tok],

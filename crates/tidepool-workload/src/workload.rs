@@ -31,9 +31,9 @@ pub enum WorkloadError {
 ///    at `scale`;
 /// 2. a generator spec (`KIND:key=value,...`, see [`crate::generate`]);
 ///    `scale` is not applied (the spec says exactly what it wants);
-/// 3. a file: `*.swf` → [`read_swf_file`] with default options, `*.csv` →
-///    [`read_azure_file`] with default options, anything else → the thesis
-///    trace format ([`read_trace_file`]).
+/// 3. a file: `*.swf` → [`read_swf_file`](crate::import::swf::read_swf_file) with default options, `*.csv` →
+///    [`read_azure_file`](crate::import::azure::read_azure_file) with default options, anything else → the thesis
+///    trace format ([`read_trace_file`](crate::format::read_trace_file)).
 ///
 /// ```
 /// use tidepool_workload::workload::load_workload;

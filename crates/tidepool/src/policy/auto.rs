@@ -314,7 +314,7 @@ impl Auto {
 
     /// The useful-concurrency ceiling: the fewest workers that, all busy,
     /// keep every core busy 99% of the time when each is runnable with
-    /// probability φ (a binomial count: see [`cores_busy_workers`]), within
+    /// probability φ (a binomial count: see `cores_busy_workers`), within
     /// the user's bounds. About `cores / φ` plus a margin that grows as φ
     /// falls; exactly `cores` for CPU-bound work.
     pub fn ceiling(&self) -> usize {
