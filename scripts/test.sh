@@ -18,6 +18,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test (workspace)"
 cargo test --workspace --locked
 
+echo "== the library's optional features (serde, metrics, tracing)"
+cargo clippy -p tidepool --all-targets --all-features --locked -- -D warnings
+cargo test -p tidepool --all-features --locked --lib --test export --test serde --test tracing_events --test errors
+cargo test -p tidepool --all-features --locked --doc MetricsExporter
+
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p tidepool --lib --release --locked loom

@@ -89,6 +89,8 @@ impl From<tidepool::SubmitError> for Error {
             S::Timeout(_) => TIDEPOOL_ERR_TIMEOUT,
             // Only the thread-per-request executor spawns per task.
             S::Spawn(_) => TIDEPOOL_ERR_INVALID_ARGUMENT,
+            // A kind newer than this mapping: the message says which.
+            _ => TIDEPOOL_ERR_INVALID_ARGUMENT,
         };
         Error::new(code, e.to_string())
     }

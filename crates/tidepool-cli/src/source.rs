@@ -85,7 +85,7 @@ pub fn load(arg: &str, scale: f64) -> anyhow::Result<Workload> {
             )));
         }
         // The error names the file (and line and field).
-        Err(e @ WorkloadError::Trace(_)) => return Err(anyhow::Error::new(e)),
+        Err(e) => return Err(anyhow::Error::new(e)),
     };
     finish(label_of(arg), trace)
 }

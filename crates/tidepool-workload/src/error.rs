@@ -16,6 +16,7 @@ use thiserror::Error;
 /// );
 /// ```
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum TraceError {
     /// A line could not be parsed.
     #[error("{file}:{line}: field `{field}`: {message}")]
@@ -114,6 +115,7 @@ impl TraceError {
 /// assert!(err.to_string().contains("rate"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SpecError {
     /// The spec has no `kind:` prefix or the kind is unknown.
     #[error("unknown workload kind `{0}` (expected one of: poisson, periodic, normal, lognormal, steps, onoff)")]

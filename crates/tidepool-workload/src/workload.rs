@@ -16,6 +16,7 @@ use crate::trace::Trace;
 
 /// Loading a workload failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum WorkloadError {
     /// Bad suite name or generator spec.
     #[error(transparent)]

@@ -25,11 +25,7 @@ impl Executor for Inline {
         Ok(())
     }
     fn counts(&self) -> ExecutorCounts {
-        ExecutorCounts {
-            live_threads: 1,
-            threads_created: 0,
-            queued: 0,
-        }
+        ExecutorCounts::new(1, 0, 0)
     }
     fn wait_idle(&self) {}
 }
@@ -72,11 +68,7 @@ impl Executor for Hoard {
         Ok(())
     }
     fn counts(&self) -> ExecutorCounts {
-        ExecutorCounts {
-            live_threads: 0,
-            threads_created: 0,
-            queued: self.jobs.lock().unwrap().len(),
-        }
+        ExecutorCounts::new(0, 0, self.jobs.lock().unwrap().len())
     }
     fn wait_idle(&self) {}
 }

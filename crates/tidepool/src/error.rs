@@ -6,6 +6,7 @@ use std::time::Duration;
 /// An invalid pool configuration: names the field, the value and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid pool setting `{field}` = {value}: {allowed}")]
+#[non_exhaustive]
 pub struct BuildError {
     /// The builder field at fault (`min_threads`, `queue_capacity`, …).
     pub field: &'static str,
@@ -32,6 +33,7 @@ impl BuildError {
 /// Why a task was not accepted. The task itself is dropped (its `JoinHandle`,
 /// if any, was never created).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// The pool is shutting down or shut down.
     #[error("the pool is shut down")]
@@ -49,6 +51,7 @@ pub enum SubmitError {
 
 /// Why a [`JoinHandle`](crate::JoinHandle) has no value.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum JoinError {
     /// The task panicked; the payload is the panic's.
     #[error("the task panicked: {}", panic_message(&**.0))]

@@ -12,6 +12,8 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// Thread counts an executor reports, for the papers' "threads created" and
 /// "threads kept" metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ExecutorCounts {
     /// Threads alive now.
     pub live_threads: usize,
@@ -19,6 +21,18 @@ pub struct ExecutorCounts {
     pub threads_created: u64,
     /// Jobs accepted but not yet started.
     pub queued: usize,
+}
+
+impl ExecutorCounts {
+    /// Counts from an [`Executor`] implementation (the struct is
+    /// `#[non_exhaustive]`: fields added later start at zero).
+    pub fn new(live_threads: usize, threads_created: u64, queued: usize) -> Self {
+        ExecutorCounts {
+            live_threads,
+            threads_created,
+            queued,
+        }
+    }
 }
 
 /// Something that runs jobs on other threads.

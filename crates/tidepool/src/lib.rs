@@ -33,7 +33,9 @@
 
 pub mod control;
 pub mod error;
+mod events;
 pub mod executor;
+pub mod export;
 pub mod metrics;
 pub mod policy;
 mod pool;

@@ -251,12 +251,10 @@ impl SizingPolicy for GrowOnDemand {
         "grow-on-demand"
     }
     fn decide(&mut self, _obs: &Observation) -> Decision {
-        Decision {
-            grow_on_demand: Some(true),
-            max: Some(self.0),
-            reason: "test".into(),
-            ..Decision::default()
-        }
+        Decision::hold()
+            .with_grow_on_demand(true)
+            .with_max(self.0)
+            .with_reason("test")
     }
 }
 
@@ -303,22 +301,15 @@ impl SizingPolicy for GrowAtMax {
         "grow-at-max"
     }
     fn schedule(&self) -> Schedule {
-        Schedule {
-            on_at_max: self.0 < 4,
-            ..Schedule::default()
-        }
+        Schedule::default().with_on_at_max(self.0 < 4)
     }
     fn decide(&mut self, obs: &Observation) -> Decision {
         if obs.trigger == Trigger::AtMax {
             self.0 += 1;
         }
-        Decision {
-            grow_on_demand: Some(true),
-            target: Some(self.0),
-            max: Some(self.0),
-            reason: format!("max {}", self.0).into(),
-            ..Decision::default()
-        }
+        Decision::resize(self.0, format!("max {}", self.0))
+            .with_grow_on_demand(true)
+            .with_max(self.0)
     }
 }
 
@@ -365,11 +356,9 @@ impl SizingPolicy for AskSlice {
         "ask-slice"
     }
     fn decide(&mut self, _obs: &Observation) -> Decision {
-        Decision {
-            worker_slice: Some(self.0),
-            reason: "test".into(),
-            ..Decision::default()
-        }
+        Decision::hold()
+            .with_worker_slice(self.0)
+            .with_reason("test")
     }
 }
 
@@ -715,10 +704,7 @@ impl SizingPolicy for Script {
         "script"
     }
     fn schedule(&self) -> Schedule {
-        Schedule {
-            every: Some(Duration::from_millis(5)),
-            ..Schedule::default()
-        }
+        Schedule::default().with_every(Duration::from_millis(5))
     }
     fn decide(&mut self, _obs: &Observation) -> Decision {
         match self.0.pop() {

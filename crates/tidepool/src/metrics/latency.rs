@@ -1,10 +1,26 @@
-//! A latency distribution: an hdrhistogram plus the exact sum, so means are exact.
+//! A latency distribution: a histogram plus the exact sum, so means are exact.
+//!
+//! The histogram is an hdrhistogram inside; the public face is tidepool's own
+//! (count, mean, quantiles, extremes, buckets), so the histogram crate can
+//! change without changing this API.
 
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
 /// Nanosecond latencies: count, exact mean, and quantiles (2 significant digits).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = tidepool::Pool::builder().threads(2).build()?;
+/// pool.submit(|| std::thread::sleep(std::time::Duration::from_millis(1)))?.join()?;
+/// let service = pool.stats().service;
+/// assert_eq!(service.count(), 1);
+/// assert!(service.quantile(0.99) >= Some(std::time::Duration::from_millis(1)));
+/// let tasks: u64 = service.buckets().map(|b| b.count).sum();
+/// assert_eq!(tasks, 1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Latency {
     hist: Histogram<u64>,
@@ -81,10 +97,39 @@ impl Latency {
             .then(|| Duration::from_nanos(self.hist.value_at_quantile(q.clamp(0.0, 1.0))))
     }
 
-    /// The underlying histogram (nanoseconds).
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.hist
+    /// The smallest sample (to the histogram's precision), or `None`
+    /// without samples.
+    pub fn min(&self) -> Option<Duration> {
+        (self.count() > 0).then(|| Duration::from_nanos(self.hist.min()))
     }
+
+    /// The largest sample (to the histogram's precision), or `None`
+    /// without samples.
+    pub fn max(&self) -> Option<Duration> {
+        (self.count() > 0).then(|| Duration::from_nanos(self.hist.max()))
+    }
+
+    /// The non-empty buckets, smallest first: every sample falls in exactly
+    /// one, so their counts add up to [`count`](Self::count). Use them to
+    /// feed another histogram (a metrics exporter's) without losing shape.
+    pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
+        self.hist.iter_recorded().map(|v| Bucket {
+            upper: Duration::from_nanos(self.hist.highest_equivalent(v.value_iterated_to())),
+            count: v.count_at_value(),
+        })
+    }
+}
+
+/// One bucket of a [`Latency`]: `count` samples no longer than `upper` (and
+/// longer than the previous bucket's `upper`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct Bucket {
+    /// The longest latency the bucket holds.
+    pub upper: Duration,
+    /// How many samples fell in it.
+    pub count: u64,
 }
 
 #[cfg(test)]
@@ -114,5 +159,26 @@ mod tests {
         assert_eq!(w.count(), 2);
         assert_eq!(w.mean(), Some(Duration::from_nanos(1_000)));
         assert_eq!(Latency::default().mean(), None);
+    }
+
+    #[test]
+    fn buckets_cover_every_sample_in_order() {
+        let mut l = Latency::default();
+        for ns in [5u64, 5, 900, 1_000_000, 1_000_000, 1_000_000] {
+            l.record(ns);
+        }
+        let buckets: Vec<Bucket> = l.buckets().collect();
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), 6);
+        assert!(buckets.windows(2).all(|w| w[0].upper < w[1].upper));
+        assert_eq!(buckets[0].count, 2);
+        assert_eq!(buckets.last().unwrap().count, 3);
+        // Each bucket's bound is within the histogram's 1% of its samples.
+        let top = buckets.last().unwrap().upper.as_nanos() as f64;
+        assert!((top - 1e6).abs() / 1e6 < 0.01, "{top}");
+        assert_eq!(l.min(), Some(Duration::from_nanos(5)));
+        let max = l.max().unwrap().as_nanos() as f64;
+        assert!((max - 1e6).abs() / 1e6 < 0.01);
+        assert_eq!(Latency::default().buckets().count(), 0);
+        assert_eq!(Latency::default().max(), None);
     }
 }

@@ -4,11 +4,13 @@
 pub(crate) mod clock;
 mod histogram;
 mod latency;
+#[cfg(feature = "serde")]
+mod latency_serde;
 pub(crate) mod record;
 pub(crate) mod sampling;
 mod series;
 mod stats;
 
-pub use latency::Latency;
+pub use latency::{Bucket, Latency};
 pub use series::{DecisionRecord, SizeSample};
 pub use stats::PoolStats;

@@ -6,6 +6,8 @@ use crate::policy::{Observation, Trigger};
 
 /// The pool's size at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct SizeSample {
     /// Time since the pool started.
     pub at: Duration,
@@ -17,6 +19,8 @@ pub struct SizeSample {
 
 /// One call of the sizing policy that changed something.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct DecisionRecord {
     /// Time since the pool started.
     pub at: Duration,

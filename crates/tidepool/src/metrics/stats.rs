@@ -17,6 +17,8 @@ use super::latency::Latency;
 /// exact. With statistics off, counters of tasks and latencies stay empty;
 /// thread counters and gauges are always kept.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Time since the pool started (or the window's length).
     pub elapsed: Duration,

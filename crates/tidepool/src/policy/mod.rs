@@ -31,6 +31,8 @@ pub use xu_bode::{XuBode, XuBodeBranch};
 
 /// Why the controller is calling the policy now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub enum Trigger {
     /// The first call, right after the pool starts (lets a policy set its initial size).
     #[default]
@@ -59,6 +61,8 @@ pub enum Trigger {
 /// `max` is a guess). A policy whose schedule is empty after
 /// [`Trigger::Start`] is never called again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Schedule {
     /// Call every time this much time has passed since the last call.
     pub every: Option<Duration>,
@@ -74,12 +78,48 @@ pub struct Schedule {
     pub on_at_max: bool,
 }
 
+/// Builders (the struct is `#[non_exhaustive]`, so code outside tidepool
+/// starts from `Schedule::default()`).
+impl Schedule {
+    /// Also call every time `d` has passed.
+    pub const fn with_every(mut self, d: Duration) -> Self {
+        self.every = Some(d);
+        self
+    }
+
+    /// Also call every time `n` more tasks have completed.
+    pub const fn with_every_completions(mut self, n: u64) -> Self {
+        self.every_completions = Some(n);
+        self
+    }
+
+    /// Whether to call on [`Trigger::Starved`].
+    pub const fn with_on_starved(mut self, on: bool) -> Self {
+        self.on_starved = on;
+        self
+    }
+
+    /// Whether to call on [`Trigger::Retired`].
+    pub const fn with_on_retired(mut self, on: bool) -> Self {
+        self.on_retired = on;
+        self
+    }
+
+    /// Whether to call on [`Trigger::AtMax`].
+    pub const fn with_on_at_max(mut self, on: bool) -> Self {
+        self.on_at_max = on;
+        self
+    }
+}
+
 /// What the pool looked like over the window since the policy's previous call.
 ///
 /// Durations are `None` when the window holds no sample to average (no task
 /// completed, no two arrivals). All times are measured by the pool; a policy
 /// must not read a clock of its own.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Observation {
     /// Why the policy is being called.
     pub trigger: Trigger,
@@ -177,6 +217,8 @@ impl Observation {
 /// What a policy wants the pool to do. Every field is optional: `None` leaves the
 /// pool's current setting as it is.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Decision {
     /// New target size (clamped by the pool into `min..=max`).
     pub target: Option<usize>,
@@ -214,6 +256,48 @@ impl Decision {
         }
     }
 
+    /// Also set the target size.
+    pub fn with_target(mut self, n: usize) -> Self {
+        self.target = Some(n);
+        self
+    }
+
+    /// Also set the lower bound.
+    pub fn with_min(mut self, n: usize) -> Self {
+        self.min = Some(n);
+        self
+    }
+
+    /// Also set the upper bound.
+    pub fn with_max(mut self, n: usize) -> Self {
+        self.max = Some(n);
+        self
+    }
+
+    /// Also set the keep-alive.
+    pub fn with_keep_alive(mut self, d: Duration) -> Self {
+        self.keep_alive = Some(d);
+        self
+    }
+
+    /// Also turn on-demand growth on or off.
+    pub fn with_grow_on_demand(mut self, on: bool) -> Self {
+        self.grow_on_demand = Some(on);
+        self
+    }
+
+    /// Also ask for a scheduler slice per worker.
+    pub fn with_worker_slice(mut self, d: Duration) -> Self {
+        self.worker_slice = Some(d);
+        self
+    }
+
+    /// Replace the reason.
+    pub fn with_reason(mut self, reason: impl Into<Cow<'static, str>>) -> Self {
+        self.reason = reason.into();
+        self
+    }
+
     /// True when the decision changes nothing.
     pub fn is_hold(&self) -> bool {
         self.target.is_none()
@@ -240,7 +324,7 @@ impl Decision {
 /// impl SizingPolicy for GrowWhenQueued {
 ///     fn name(&self) -> &str { "grow-when-queued" }
 ///     fn schedule(&self) -> Schedule {
-///         Schedule { every: Some(Duration::from_millis(100)), ..Schedule::default() }
+///         Schedule::default().with_every(Duration::from_millis(100))
 ///     }
 ///     fn decide(&mut self, obs: &Observation) -> Decision {
 ///         if obs.queue_len > 0 {
@@ -252,7 +336,8 @@ impl Decision {
 /// }
 ///
 /// let mut p = GrowWhenQueued;
-/// let obs = Observation { queue_len: 3, target: 2, ..Observation::default() };
+/// let mut obs = Observation::default();
+/// (obs.queue_len, obs.target) = (3, 2);
 /// assert_eq!(p.decide(&obs).target, Some(3));
 /// ```
 pub trait SizingPolicy: Send {

@@ -38,6 +38,7 @@ pub const VALID_FORMS: &[&str] = &[
 /// assert!("watermark:9..3".parse::<PolicySpec>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub enum PolicySpec {
     /// `fixed:N` — a static pool of `N` threads.
     Fixed(usize),
@@ -79,6 +80,7 @@ pub enum PolicySpec {
     "invalid policy spec `{spec}`: {problem}; valid forms: {}",
     VALID_FORMS.join(", ")
 )]
+#[non_exhaustive]
 pub struct SpecError {
     /// The spec as given.
     pub spec: String,

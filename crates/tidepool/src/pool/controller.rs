@@ -107,14 +107,16 @@ impl Controller {
         }
         let old_target = self.shared.target();
         let new_target = apply(&self.shared, &decision);
-        lock(&self.shared.decisions).push(DecisionRecord {
+        let record = DecisionRecord {
             at: obs.now,
             trigger,
             old_target,
             new_target,
             reason: decision.reason.to_string(),
             observation: obs,
-        });
+        };
+        crate::events::decided(&self.shared.config.name, &record);
+        lock(&self.shared.decisions).push(record);
     }
 }
 

@@ -36,6 +36,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
             drop(threads);
             shared.counters.created.fetch_add(1, Relaxed);
             shared.sample_size();
+            crate::events::spawned(&shared.config.name, id);
             Ok(())
         }
         Err(e) => {
@@ -287,6 +288,7 @@ impl Worker {
         let shared = &*self.shared;
         shared.counters.retired.fetch_add(1, Relaxed);
         shared.sample_size();
+        crate::events::retired(&shared.config.name, self.id, keep_alive_expired);
         if keep_alive_expired && shared.control.want_retired.load(Relaxed) {
             shared.control.raise(|f| f.events.retired = true);
         }

@@ -82,6 +82,7 @@ pub use timer_slack::TimerSlack;
 
 /// Which of the operating system's numbers and knobs this build can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Support {
     /// [`process_cpu_time`] and [`thread_cpu_time`] read real clocks.
