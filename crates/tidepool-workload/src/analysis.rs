@@ -71,6 +71,7 @@ pub struct SweepRow {
 
 /// Result of [`analyze_sweep`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SweepAnalysis {
     /// Rows sorted by size.
     pub rows: Vec<SweepRow>,

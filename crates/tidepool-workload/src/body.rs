@@ -52,6 +52,7 @@ pub struct BusyLoop {
 
 /// How well a [`BusyLoop`] hits its target, measured in thread CPU time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CalibrationReport {
     /// The loop's calibrated rate.
     pub iters_per_us: f64,

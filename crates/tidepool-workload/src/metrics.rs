@@ -69,6 +69,7 @@ impl TaskRecord {
 
 /// Distribution summary of one latency, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LatencySummary {
     /// Number of samples.
     pub count: u64,
@@ -132,6 +133,7 @@ impl LatencySummary {
 
 /// The task-level metrics of a run.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TaskMetrics {
     /// Tasks the driver submitted.
     pub submitted: u64,
@@ -224,6 +226,7 @@ pub struct SizePoint {
 
 /// Thread metrics from 1 ms samples.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ThreadMetrics {
     /// Mean live threads over the samples (Oh & Kim's "threads kept").
     pub avg_threads: f64,

@@ -9,6 +9,7 @@ use crate::metrics::{LatencySummary, SizePoint, TaskRecord};
 /// fills these in; with another executor, build them with
 /// [`DecisionEntry::from_record`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DecisionEntry {
     /// Milliseconds since the start of the replay (negative: before it).
     pub t_ms: f64,

@@ -81,6 +81,7 @@ pub struct Trace {
 
 /// Summary numbers of a trace, for reports and sanity checks.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TraceStats {
     /// Number of tasks.
     pub tasks: usize,

@@ -25,10 +25,30 @@
 //! ```
 //!
 //! The pool's parts: the queue flavours ([`queue`]), the statistics
-//! ([`metrics`]), the sizing policies ([`policy`]), the clock-free control
-//! rules that the pool and a simulator share ([`control`]) and the [`Executor`] trait
-//! that the thread-per-request baseline ([`ThreadPerRequest`]) shares with
-//! the pool, so that benchmarks measure both the same way.
+//! ([`metrics`]) and how to get them out ([`export`]), the sizing policies
+//! ([`policy`]), the clock-free control rules that the pool and a simulator
+//! share ([`control`]), every operating-system call ([`sys`]), and the
+//! [`Executor`] trait that the thread-per-request baseline
+//! ([`ThreadPerRequest`]) shares with the pool, so that benchmarks measure
+//! both the same way.
+//!
+//! ## Optional features
+//!
+//! All off by default:
+//!
+//! - `serde`: `Serialize`/`Deserialize` on [`PoolStats`], [`Latency`],
+//!   [`SizeSample`], [`DecisionRecord`] and the policy types;
+//! - `metrics`: `export::MetricsExporter`, the pool's gauges, counters and
+//!   histograms through the `metrics` facade (see the `prometheus` example);
+//! - `tracing`: an event for every policy decision, worker spawn and
+//!   retirement (target `tidepool`).
+//!
+//! ## Platforms
+//!
+//! Linux gives every statistic. Other Unixes and Windows build and run with
+//! fewer (no per-worker CPU time or run delay; on Windows no CPU time or load
+//! average either): [`sys`] says what each platform loses, and
+//! [`sys::SUPPORT`] what this build has.
 #![warn(missing_docs)]
 
 pub mod control;

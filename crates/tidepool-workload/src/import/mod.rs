@@ -18,6 +18,7 @@ use crate::trace::Trace;
 
 /// A trace read from a real log, plus what the importer left out and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Imported {
     /// The imported trace.
     pub trace: Trace,

@@ -34,7 +34,9 @@
 //! let now = Duration::ZERO;
 //!
 //! // The first call, then grow to the target it set.
-//! let decision = policy.decide(&Observation { trigger: Trigger::Start, ..Observation::default() });
+//! let mut start = Observation::default();
+//! start.trigger = Trigger::Start;
+//! let decision = policy.decide(&start);
 //! let applied = apply(&decision, &limits, sizes.target);
 //! limits = applied.limits;
 //! sizes = sizes.with_target(applied.target);

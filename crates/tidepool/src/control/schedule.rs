@@ -74,7 +74,7 @@ pub enum Next {
 /// use tidepool::policy::{Schedule, Trigger};
 ///
 /// let ms = Duration::from_millis;
-/// let schedule = Schedule { every: Some(ms(10)), on_starved: true, ..Schedule::default() };
+/// let schedule = Schedule::default().with_every(ms(10)).with_on_starved(true);
 /// let mut scheduler = Scheduler::new(schedule, ms(0));
 /// let mut events = Events::default();
 /// assert_eq!(scheduler.next(&mut events, ms(3)), Next::At(ms(10)));
