@@ -33,3 +33,4 @@ RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
 
 echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool --all-features --no-deps --locked --quiet

@@ -1,6 +1,6 @@
 //! Sending a pool's statistics elsewhere.
 //!
-//! With the `metrics` feature, [`MetricsExporter`] publishes a
+//! With the `metrics` feature, `MetricsExporter` publishes a
 //! [`PoolStats`](crate::PoolStats) snapshot through the
 //! [`metrics`](https://docs.rs/metrics) facade, so any of its exporters
 //! (Prometheus, StatsD, OpenTelemetry, …) serves the pool's gauges, counters
