@@ -42,7 +42,7 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 /// MetricsExporter::describe();
 /// pool.submit(|| ())?.join()?;
 /// exporter.publish(&pool.stats()); // to whichever recorder is installed
-/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct MetricsExporter {
