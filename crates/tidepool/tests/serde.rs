@@ -70,6 +70,17 @@ fn decisions_round_trip_through_json() {
     );
 }
 
+#[test]
+fn policy_specs_are_their_spec_strings() {
+    let spec = tidepool::policy::PolicySpec::parse("watermark:3..100").unwrap();
+    let json = serde_json::to_string(&spec).unwrap();
+    assert_eq!(json, format!("\"{spec}\""));
+    let back: tidepool::policy::PolicySpec = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, spec);
+    let err = serde_json::from_str::<tidepool::policy::PolicySpec>("\"nope:1\"").unwrap_err();
+    assert!(err.to_string().contains("valid forms"), "{err}");
+}
+
 /// Sets the size to 3 at start.
 struct Fixed3;
 

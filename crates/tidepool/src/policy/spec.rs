@@ -135,6 +135,24 @@ impl FromStr for PolicySpec {
     }
 }
 
+/// As its spec string (feature `serde`): `"watermark:3..100"`.
+#[cfg(feature = "serde")]
+impl serde::Serialize for PolicySpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// From a spec string (feature `serde`); a bad one is refused with the
+/// [`SpecError`] message (every valid form).
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for PolicySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spec = String::deserialize(d)?;
+        PolicySpec::parse(&spec).map_err(serde::de::Error::custom)
+    }
+}
+
 impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())?;

@@ -7,7 +7,7 @@
 //! | platform | what works | what is missing |
 //! |---|---|---|
 //! | Linux | everything | — |
-//! | macOS, iOS, FreeBSD, DragonFly, OpenBSD | calling thread's and process's CPU time, load average, core count | a worker's CPU time read by the controller, run delay, slices, kernel thread names, timer slack |
+//! | macOS, iOS, FreeBSD, DragonFly, OpenBSD | calling thread's and process's CPU time, load average, core count | a worker's CPU time read by the controller, run delay, slices, kernel thread ids and names, timer slack |
 //! | anything else (Windows, …) | core count | all the rest: the functions return `None` or do nothing |
 //!
 //! Where a number is missing the pool still runs: statistics that need it
