@@ -6,8 +6,8 @@ use metrics::{SharedString, Unit};
 use crate::metrics::Latency;
 use crate::PoolStats;
 
-/// Histogram samples one [`MetricsExporter::publish`] records per latency at
-/// most, unless [`MetricsExporter::max_samples`] says otherwise.
+/// The sample budget of one [`MetricsExporter::publish`] per latency, unless
+/// [`MetricsExporter::max_samples`] says otherwise.
 pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 
 /// Publishes a pool's statistics through the `metrics` facade, labelled
@@ -27,10 +27,12 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 /// | `tidepool_task_service_seconds` | histogram | run time (started → finished) |
 /// | `tidepool_task_response_seconds` | histogram | time a submitter was blocked |
 ///
-/// Histograms get the tasks finished since the previous `publish`, as at
-/// most [`DEFAULT_MAX_SAMPLES`] samples spread over the latency's buckets
-/// in proportion (a busy pool finishes millions of tasks between two
-/// scrapes, and a recorder keeps every sample until it aggregates them):
+/// Histograms get the tasks finished since the previous `publish`. Past
+/// [`DEFAULT_MAX_SAMPLES`] of them, that many samples are spread over the
+/// latency's buckets in proportion, each non-empty bucket keeping at least
+/// one (so at most the budget plus the number of buckets: a busy pool
+/// finishes millions of tasks between two scrapes, and a recorder keeps
+/// every sample until it aggregates them):
 /// their quantiles keep the distribution's shape; the exact counts are the
 /// counters.
 ///
@@ -61,7 +63,8 @@ impl MetricsExporter {
         }
     }
 
-    /// At most `n` histogram samples per latency per `publish` (at least 1).
+    /// A budget of `n` histogram samples per latency per `publish` (at
+    /// least 1; plus at most one per non-empty bucket, see above).
     pub fn max_samples(mut self, n: usize) -> Self {
         self.max_samples = n.max(1);
         self
@@ -169,8 +172,8 @@ const HISTOGRAMS: &[(&str, &str)] = &[
 ];
 
 /// `(seconds, samples)` per bucket of `latency`, scaled down in proportion
-/// so that they add up to at most about `max` (a bucket keeps at least one
-/// sample, so small tails stay visible).
+/// so that they add up to `max`, give or take rounding, plus at most one per
+/// bucket (a bucket keeps at least one sample, so small tails stay visible).
 fn thinned(latency: &Latency, max: usize) -> impl Iterator<Item = (f64, usize)> + '_ {
     let total = latency.count();
     let scale = if total as usize > max {
