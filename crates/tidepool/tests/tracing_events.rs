@@ -100,7 +100,9 @@ fn decisions_spawns_and_retirements_are_traced() {
         .policy(Three)
         .build()
         .unwrap();
-    eventually(|| pool.size() == 3);
+    // A worker's event comes just after it counts in `size()`.
+    eventually(|| events("worker spawned").len() == 3);
+    assert_eq!(pool.size(), 3);
 
     let decisions = events("policy decision");
     assert_eq!(decisions.len(), 1, "{decisions:?}");
