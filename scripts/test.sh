@@ -30,6 +30,8 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
   cargo clippy -p tidepool --lib --locked -- -D warnings
+RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
+  cargo test -p tidepool --lib --tests --locked
 
 echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

@@ -47,8 +47,9 @@
 //!
 //! Linux gives every statistic. Other Unixes and Windows build and run with
 //! fewer (no per-worker CPU time or run delay; on Windows no CPU time or load
-//! average either): [`sys`] says what each platform loses, and
-//! [`sys::SUPPORT`] what this build has.
+//! average either, so `auto` cannot tell blocking tasks from computing ones
+//! and stays near the core count): [`sys`] says what each platform loses,
+//! and [`sys::SUPPORT`] what this build has.
 #![warn(missing_docs)]
 
 pub mod control;

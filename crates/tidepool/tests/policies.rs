@@ -88,6 +88,11 @@ fn adaptive_policies_grow_under_io_bound_load() {
     .collect();
     for h in handles {
         let (spec, growth, start, biggest, decisions) = h.join().unwrap();
+        if spec == "auto" && !tidepool::sys::SUPPORT.cpu_time {
+            // No CPU clock: `auto` cannot tell blocking from compute and
+            // stays near the core count (README, "Platforms").
+            continue;
+        }
         assert!(
             biggest >= start + growth,
             "{spec}: grew only from {start} to {biggest} ({decisions} decisions)"

@@ -56,10 +56,11 @@ pub struct PoolStats {
     pub response: Latency,
     /// CPU time used by the whole process (since it started, or in the window).
     pub cpu_time: Option<Duration>,
-    /// CPU time used by this pool's worker threads (with statistics on).
+    /// CPU time used by this pool's worker threads (with statistics on;
+    /// `None` where the OS cannot tell, see [`crate::sys::SUPPORT`]).
     pub worker_cpu_time: Option<Duration>,
     /// Time this pool's workers were runnable but waiting for a CPU (Linux
-    /// scheduler statistics; with statistics on).
+    /// scheduler statistics; with statistics on; `None` elsewhere).
     pub worker_run_delay: Option<Duration>,
     /// The system's 1/5/15-minute load averages when the snapshot was taken.
     pub load_average: Option<[f64; 3]>,

@@ -496,8 +496,9 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     if let Some(records) = &shared.records {
         let totals = records.totals();
         stats.completed = totals.completed;
-        stats.worker_cpu_time = Some(totals.cpu);
-        stats.worker_run_delay = Some(totals.run_delay);
+        // `None` where the OS cannot tell: zero would read as "never computes".
+        stats.worker_cpu_time = os::SUPPORT.worker_cpu_time.then_some(totals.cpu);
+        stats.worker_run_delay = os::SUPPORT.run_delay.then_some(totals.run_delay);
         stats.sampled_task_cpu = totals.sampled_cpu;
         stats.sampled_task_time = totals.sampled_service;
         stats.sampled_tasks = totals.sampled_tasks;

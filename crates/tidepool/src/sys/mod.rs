@@ -11,8 +11,11 @@
 //! | anything else (Windows, …) | core count | all the rest: the functions return `None` or do nothing |
 //!
 //! Where a number is missing the pool still runs: statistics that need it
-//! read zero or `None`, and `auto` sizes without the compute share
-//! (see the README's platform table). Building with
+//! read `None` (never a zero that would look like a measurement). On the
+//! middle row `auto` still learns the tasks' compute share from per-task
+//! samples of the thread CPU clock; on the last it has none, assumes the
+//! tasks compute and stays near the core count (see the README's platform
+//! table). Building with
 //! `RUSTFLAGS="--cfg tidepool_no_os"` forces the last row on any platform,
 //! which is how CI proves that fallback compiles.
 //!
