@@ -393,10 +393,29 @@ fn workers_ask_for_the_slice_their_policy_wants() {
         .policy(AskSlice(Duration::from_micros(300)))
         .build()
         .unwrap();
-    let slices: Vec<_> = (0..4)
-        .map(|_| pool.submit(own_slice_ns).unwrap())
-        .map(|h| h.join().unwrap())
-        .collect();
+    // Both workers at once (a barrier of two), twice: a worker that parked
+    // before the policy's first decision follows it from its next turn, so
+    // the first round may still run on the default slice; the second, on
+    // each worker, must not.
+    let both = |f: fn() -> Option<u64>| {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let b = barrier.clone();
+                pool.submit(move || {
+                    b.wait();
+                    f()
+                })
+                .unwrap()
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    };
+    both(|| None);
+    let slices = both(own_slice_ns);
     assert!(
         slices.iter().all(|s| *s == Some(300_000)),
         "worker slices {slices:?}"
