@@ -76,9 +76,9 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 struct Worker {
     state: State,
+    /// The task it runs (a thread per request: from its creation, not yet
+    /// started while `state` is `Starting`).
     run: Option<Running>,
-    /// A thread per request: the task it was created for.
-    own: Option<Task>,
     /// When the current park's keep-alive runs out.
     deadline: u64,
     /// The earliest keep-alive event pending for this worker (at most a few
@@ -396,7 +396,7 @@ impl Sim {
         match e {
             Event::Ready(w) => {
                 if self.per_request {
-                    let task = self.workers[w as usize].own.take();
+                    let task = self.workers[w as usize].run.take().map(|r| r.task);
                     if let Some(task) = task {
                         if !self.start_task(w, task) {
                             self.leave(w);
@@ -499,8 +499,12 @@ impl Sim {
     fn spawn_worker(&mut self, own: Option<Task>) {
         let worker = Worker {
             state: State::Starting,
-            run: None,
-            own,
+            run: own.map(|task| Running {
+                task,
+                started: 0,
+                slices: 1,
+                done: 0,
+            }),
             deadline: 0,
             timer: u64::MAX,
         };
