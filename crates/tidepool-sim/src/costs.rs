@@ -29,11 +29,12 @@ impl Costs {
     };
 
     /// Medians measured on the project's 2-core machine by
-    /// `tidepool sim --measure-costs` (docs/sim.md): the default.
+    /// `tidepool sim --measure-costs` (load average 48, docs/sim.md): the
+    /// default.
     pub const CALIBRATED: Costs = Costs {
-        spawn: Duration::from_micros(60),
-        wake: Duration::from_micros(30),
-        oversleep: Duration::from_micros(65),
+        spawn: Duration::from_micros(42),
+        wake: Duration::from_micros(18),
+        oversleep: Duration::from_micros(89),
     };
 
     /// Time the three costs here, `rounds` times each, and take medians
