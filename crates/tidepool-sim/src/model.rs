@@ -704,10 +704,8 @@ impl Sim {
     }
 
     fn slice_done(&mut self, w: u32) {
-        if self.next_slice(w) {
-            if self.begin_slice(w) {
-                return;
-            }
+        if self.next_slice(w) && self.begin_slice(w) {
+            return;
         }
         if self.per_request {
             self.leave(w);
