@@ -195,22 +195,12 @@ impl GenSpec {
 
     /// `None` when the arrivals exceed `cap` tasks.
     fn generate_at_most(&self, cap: usize) -> Option<Trace> {
-        let mut arr_rng = StdRng::seed_from_u64(self.seed);
-        let mut svc_rng = StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
-        let offsets = self.arrival_offsets(&mut arr_rng, cap)?;
-        let mut tasks = Vec::with_capacity(offsets.len());
-        let mut prev = Duration::ZERO;
-        for (i, at) in offsets.into_iter().enumerate() {
-            let exec = self.service.sample(&mut svc_rng);
-            let (cpu, blocked) = split_free(exec, self.free);
-            tasks.push(TaskSpec {
-                request_id: i as u64 + 1,
-                app_id: (i as u64 % self.apps.max(1)) + 1,
-                start_delay: at.saturating_sub(prev),
-                cpu,
-                blocked,
-            });
-            prev = at;
+        let mut tasks = Vec::with_capacity(self.n.min(cap).min(1 << 20));
+        for task in self.stream() {
+            if tasks.len() >= cap {
+                return None;
+            }
+            tasks.push(task);
         }
         Some(Trace::from_tasks(self.to_string(), tasks))
     }
@@ -350,93 +340,23 @@ impl GenSpec {
             }
         }
     }
-
-    /// The arrival offsets, or `None` past `cap` tasks.
-    fn arrival_offsets(&self, rng: &mut StdRng, cap: usize) -> Option<Vec<Duration>> {
-        let exp_gap = |rate: f64, rng: &mut StdRng| -> f64 {
-            Dist::exp(secs_saturating(1.0 / rate))
-                .sample(rng)
-                .as_secs_f64()
-        };
-        let mut out = Vec::with_capacity(self.n.min(cap).min(1 << 20));
-        match self.arrivals {
-            Arrivals::Renewal { name, rate, cv } => {
-                if self.n > cap {
-                    return None;
-                }
-                let mean = secs_saturating(1.0 / rate);
-                let sd = secs_saturating(cv / rate);
-                let gap = match name {
-                    RenewalKind::Poisson => Dist::Exp { mean },
-                    RenewalKind::Periodic => Dist::Const { value: mean },
-                    RenewalKind::Normal => Dist::Normal { mean, sd },
-                    RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
-                };
-                let mut at = Duration::ZERO;
-                for i in 0..self.n {
-                    if i > 0 {
-                        at = at.saturating_add(gap.sample(rng)).min(MAX_TIME);
-                    }
-                    out.push(at);
-                }
-            }
-            Arrivals::Steps {
-                rate,
-                step_pct,
-                steps,
-                step_time,
-            } => {
-                let len = step_time.as_secs_f64();
-                for k in 0..steps {
-                    let r = rate * (1.0 + f64::from(k) * step_pct / 100.0);
-                    if r.is_nan() || r <= 0.0 {
-                        continue;
-                    }
-                    let (start, end) = (f64::from(k) * len, f64::from(k + 1) * len);
-                    let mut t = start + if k == 0 { 0.0 } else { exp_gap(r, rng) };
-                    while t < end {
-                        if out.len() >= cap {
-                            return None;
-                        }
-                        out.push(secs_saturating(t));
-                        t += exp_gap(r, rng);
-                    }
-                }
-            }
-            Arrivals::OnOff {
-                rate,
-                off_rate,
-                on,
-                off,
-            } => {
-                if self.n > cap {
-                    return None;
-                }
-                let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
-                if !(rate > 0.0 && on > 0.0 || off_rate > 0.0 && off > 0.0) {
-                    return Some(out); // no phase ever holds a task
-                }
-                let mut phase_start = 0.0;
-                let mut first = true;
-                while out.len() < self.n {
-                    for (r, len) in [(rate, on), (off_rate, off)] {
-                        if r <= 0.0 || len <= 0.0 {
-                            phase_start += len;
-                            continue;
-                        }
-                        let end = phase_start + len;
-                        let mut t = phase_start + if first { 0.0 } else { exp_gap(r, rng) };
-                        first = false;
-                        while t < end && out.len() < self.n {
-                            out.push(secs_saturating(t));
-                            t += exp_gap(r, rng);
-                        }
-                        phase_start = end;
-                    }
-                }
-            }
+    /// The same tasks as [`generate`](Self::generate), one at a time: memory
+    /// stays constant however many tasks the spec asks for (the simulator
+    /// runs ten million this way).
+    ///
+    /// ```
+    /// use tidepool_workload::GenSpec;
+    /// let spec: GenSpec = "onoff:rate=3000,off_rate=50,n=500,free=20,seed=4".parse().unwrap();
+    /// assert_eq!(spec.stream().collect::<Vec<_>>(), spec.generate().tasks);
+    /// ```
+    pub fn stream(&self) -> TaskStream {
+        TaskStream {
+            spec: self.clone(),
+            arrivals: ArrivalStream::new(&self.arrivals, self.n, self.seed),
+            svc_rng: StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15),
+            prev: Duration::ZERO,
+            index: 0,
         }
-        Some(out)
     }
 
     fn kind_name(&self) -> &'static str {
@@ -449,6 +369,195 @@ impl GenSpec {
             },
             Arrivals::Steps { .. } => "steps",
             Arrivals::OnOff { .. } => "onoff",
+        }
+    }
+}
+
+/// The tasks of a [`GenSpec`], generated lazily ([`GenSpec::stream`]).
+#[derive(Debug)]
+pub struct TaskStream {
+    spec: GenSpec,
+    arrivals: ArrivalStream,
+    svc_rng: StdRng,
+    prev: Duration,
+    index: u64,
+}
+
+impl Iterator for TaskStream {
+    type Item = TaskSpec;
+
+    fn next(&mut self) -> Option<TaskSpec> {
+        let at = self.arrivals.next()?;
+        let exec = self.spec.service.sample(&mut self.svc_rng);
+        let (cpu, blocked) = split_free(exec, self.spec.free);
+        let i = self.index;
+        self.index += 1;
+        let task = TaskSpec {
+            request_id: i + 1,
+            app_id: (i % self.spec.apps.max(1)) + 1,
+            start_delay: at.saturating_sub(self.prev),
+            cpu,
+            blocked,
+        };
+        self.prev = at;
+        Some(task)
+    }
+}
+
+/// Arrival offsets, drawn one at a time from the arrivals' own random stream.
+#[derive(Debug)]
+struct ArrivalStream {
+    arrivals: Arrivals,
+    rng: StdRng,
+    /// Tasks still to give (renewal and on/off; unbounded for steps).
+    left: usize,
+    /// Renewal: the last offset; `None` before the first.
+    at: Option<Duration>,
+    /// Steps: the current step and the next arrival in seconds.
+    step: u32,
+    t: Option<f64>,
+    /// On/off: which phase (even: on, odd: off), where it starts, and
+    /// whether the very first arrival is still to come.
+    phase: u64,
+    phase_start: f64,
+    first: bool,
+}
+
+fn exp_gap(rate: f64, rng: &mut StdRng) -> f64 {
+    Dist::exp(secs_saturating(1.0 / rate))
+        .sample(rng)
+        .as_secs_f64()
+}
+
+impl ArrivalStream {
+    fn new(arrivals: &Arrivals, n: usize, seed: u64) -> ArrivalStream {
+        ArrivalStream {
+            arrivals: *arrivals,
+            rng: StdRng::seed_from_u64(seed),
+            left: n,
+            at: None,
+            step: 0,
+            t: None,
+            phase: 0,
+            phase_start: 0.0,
+            first: true,
+        }
+    }
+
+    fn next(&mut self) -> Option<Duration> {
+        match self.arrivals {
+            Arrivals::Renewal { name, rate, cv } => {
+                if self.left == 0 {
+                    return None;
+                }
+                self.left -= 1;
+                let at = match self.at {
+                    None => Duration::ZERO,
+                    Some(prev) => {
+                        let mean = secs_saturating(1.0 / rate);
+                        let sd = secs_saturating(cv / rate);
+                        let gap = match name {
+                            RenewalKind::Poisson => Dist::Exp { mean },
+                            RenewalKind::Periodic => Dist::Const { value: mean },
+                            RenewalKind::Normal => Dist::Normal { mean, sd },
+                            RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
+                        };
+                        prev.saturating_add(gap.sample(&mut self.rng)).min(MAX_TIME)
+                    }
+                };
+                self.at = Some(at);
+                Some(at)
+            }
+            Arrivals::Steps {
+                rate,
+                step_pct,
+                steps,
+                step_time,
+            } => {
+                let len = step_time.as_secs_f64();
+                while self.step < steps {
+                    let k = self.step;
+                    let r = rate * (1.0 + k as f64 * step_pct / 100.0);
+                    if r.is_nan() || r <= 0.0 {
+                        // A step whose rate fell to zero holds no task.
+                        self.step += 1;
+                        continue;
+                    }
+                    let end = (k + 1) as f64 * len;
+                    let t = match self.t {
+                        Some(t) => t,
+                        None => {
+                            k as f64 * len
+                                + if k == 0 {
+                                    0.0
+                                } else {
+                                    exp_gap(r, &mut self.rng)
+                                }
+                        }
+                    };
+                    if t < end {
+                        self.t = Some(t + exp_gap(r, &mut self.rng));
+                        return Some(secs_saturating(t));
+                    }
+                    self.step += 1;
+                    self.t = None;
+                }
+                None
+            }
+            Arrivals::OnOff {
+                rate,
+                off_rate,
+                on,
+                off,
+            } => {
+                if self.left == 0 {
+                    return None;
+                }
+                let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
+                if !(rate > 0.0 && on > 0.0 || off_rate > 0.0 && off > 0.0) {
+                    return None; // no phase ever holds a task
+                }
+                loop {
+                    let (r, len) = if self.phase % 2 == 0 {
+                        (rate, on)
+                    } else {
+                        (off_rate, off)
+                    };
+                    if r <= 0.0 || len <= 0.0 {
+                        self.phase_start += len;
+                        self.phase += 1;
+                        self.t = None;
+                        continue;
+                    }
+                    let end = self.phase_start + len;
+                    let t = match self.t {
+                        Some(t) => t,
+                        None => {
+                            let first = std::mem::replace(&mut self.first, false);
+                            self.phase_start
+                                + if first {
+                                    0.0
+                                } else {
+                                    exp_gap(r, &mut self.rng)
+                                }
+                        }
+                    };
+                    if t < end {
+                        self.left -= 1;
+                        // The generator drew the next gap only while tasks
+                        // were still wanted: so does the stream.
+                        self.t = if self.left > 0 {
+                            Some(t + exp_gap(r, &mut self.rng))
+                        } else {
+                            None
+                        };
+                        return Some(secs_saturating(t));
+                    }
+                    self.phase_start = end;
+                    self.phase += 1;
+                    self.t = None;
+                }
+            }
         }
     }
 }

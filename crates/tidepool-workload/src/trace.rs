@@ -98,6 +98,39 @@ pub struct TraceStats {
     pub offered_cores: f64,
 }
 
+impl TraceStats {
+    /// The summary of a stream of tasks in arrival order, in one pass and
+    /// constant memory.
+    ///
+    /// ```
+    /// use tidepool_workload::{GenSpec, TraceStats};
+    /// let spec: GenSpec = "poisson:rate=100,n=50".parse().unwrap();
+    /// assert_eq!(TraceStats::of(spec.stream()), spec.generate().stats());
+    /// ```
+    pub fn of(tasks: impl IntoIterator<Item = TaskSpec>) -> TraceStats {
+        let (mut n, mut span, mut cpu, mut blocked) = (0usize, Duration::ZERO, 0.0, 0.0);
+        for t in tasks {
+            n += 1;
+            span += t.start_delay;
+            cpu += t.cpu.as_secs_f64();
+            blocked += t.blocked.as_secs_f64();
+        }
+        if n == 0 {
+            return TraceStats::default();
+        }
+        let span_s = span.as_secs_f64();
+        TraceStats {
+            tasks: n,
+            span_s,
+            arrival_rate: if span_s > 0.0 { n as f64 / span_s } else { 0.0 },
+            mean_exec_us: (cpu + blocked) * 1e6 / n as f64,
+            mean_cpu_us: cpu * 1e6 / n as f64,
+            mean_blocked_us: blocked * 1e6 / n as f64,
+            offered_cores: if span_s > 0.0 { cpu / span_s } else { 0.0 },
+        }
+    }
+}
+
 impl Trace {
     /// An empty trace named `name`.
     pub fn new(name: impl Into<String>) -> Self {
@@ -152,22 +185,7 @@ impl Trace {
 
     /// Summary numbers.
     pub fn stats(&self) -> TraceStats {
-        let n = self.tasks.len();
-        if n == 0 {
-            return TraceStats::default();
-        }
-        let span_s = self.span().as_secs_f64();
-        let cpu: f64 = self.tasks.iter().map(|t| t.cpu.as_secs_f64()).sum();
-        let blocked: f64 = self.tasks.iter().map(|t| t.blocked.as_secs_f64()).sum();
-        TraceStats {
-            tasks: n,
-            span_s,
-            arrival_rate: if span_s > 0.0 { n as f64 / span_s } else { 0.0 },
-            mean_exec_us: (cpu + blocked) * 1e6 / n as f64,
-            mean_cpu_us: cpu * 1e6 / n as f64,
-            mean_blocked_us: blocked * 1e6 / n as f64,
-            offered_cores: if span_s > 0.0 { cpu / span_s } else { 0.0 },
-        }
+        TraceStats::of(self.tasks.iter().copied())
     }
 
     /// The same trace with every time (delays, compute, blocked) divided by

@@ -17,6 +17,7 @@ pub mod compare;
 pub mod demo;
 pub mod gen;
 pub mod run;
+pub mod sim;
 pub mod sweep;
 
 const ABOUT: &str =
@@ -89,6 +90,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the busy-loop calibration error and the replay pacing error.
     Calibrate(calibrate::CalibrateArgs),
+    /// The comparison of `compare` in virtual time, at any core count; --validate, --bench.
+    Sim(sim::SimArgs),
 }
 
 /// Run the parsed command.
@@ -101,6 +104,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Sim(a) => sim::run(a),
     }
 }
 
