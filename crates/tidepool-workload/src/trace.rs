@@ -75,6 +75,13 @@ pub struct Trace {
     pub name: String,
     /// The tasks, in arrival order.
     pub tasks: Vec<TaskSpec>,
+    /// `Some(n)`: a closed loop of `n` clients. Task `i` belongs to client
+    /// `i mod n`, and its start delay is the think time between the answer
+    /// to the client's previous task and this task's submission (the first
+    /// task of each client: from the start of the replay). `None`: an open
+    /// loop, start delays are arrival gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
 }
 
 /// Summary numbers of a trace, for reports and sanity checks.
@@ -102,6 +109,7 @@ impl Trace {
         Self {
             name: name.into(),
             tasks: Vec::new(),
+            clients: None,
         }
     }
 
@@ -110,6 +118,7 @@ impl Trace {
         Self {
             name: name.into(),
             tasks,
+            clients: None,
         }
     }
 
@@ -141,9 +150,20 @@ impl Trace {
             .collect()
     }
 
-    /// Arrival time of the last task.
+    /// Arrival time of the last task. For a closed loop, the time the
+    /// busiest client takes when no task ever waits (its think times plus
+    /// its service times): the shortest its replay can be.
     pub fn span(&self) -> Duration {
-        self.tasks.iter().map(|t| t.start_delay).sum()
+        match self.clients {
+            Some(c) if c > 0 => {
+                let mut per_client = vec![Duration::ZERO; c];
+                for (i, t) in self.tasks.iter().enumerate() {
+                    per_client[i % c] += t.start_delay + t.exec();
+                }
+                per_client.into_iter().max().unwrap_or_default()
+            }
+            _ => self.tasks.iter().map(|t| t.start_delay).sum(),
+        }
     }
 
     /// Summary numbers.
@@ -189,6 +209,7 @@ impl Trace {
                     ..*t
                 })
                 .collect(),
+            clients: self.clients,
         }
     }
 
@@ -197,6 +218,7 @@ impl Trace {
         Trace {
             name: self.name.clone(),
             tasks: self.tasks.iter().take(n).copied().collect(),
+            clients: self.clients,
         }
     }
 }
@@ -226,5 +248,17 @@ mod tests {
         assert_eq!(f.tasks[1].blocked, us(150));
         assert_eq!(t.truncated(1).len(), 1);
         assert_eq!(Trace::new("e").stats(), TraceStats::default());
+    }
+
+    #[test]
+    fn closed_loop_span_is_the_busiest_clients_time() {
+        let mut t = Trace::new("c");
+        for i in 0..4 {
+            t.push(TaskSpec::new(i + 1, 1, us(100), us(50 * (i + 1))));
+        }
+        t.clients = Some(2);
+        // client 0: tasks 0 and 2 (150 + 250), client 1: tasks 1 and 3 (200 + 300)
+        assert_eq!(t.span(), us(500));
+        assert_eq!(t.truncated(2).clients, Some(2));
     }
 }
