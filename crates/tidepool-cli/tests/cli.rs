@@ -108,7 +108,7 @@ fn run_out_writes_csv_svg_and_json() {
         "xu-bode decides every 5 tasks"
     );
     assert_svg(&out.join("size.svg"));
-    assert_svg(&out.join("wait-cdf.svg"));
+    assert_svg(&out.join("wait-ccdf.svg"));
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
     assert_eq!(r["completed"], 150);
@@ -246,7 +246,7 @@ fn compare_several_workloads_has_a_summary_and_report() {
     for entry in std::fs::read_dir(&out).unwrap() {
         let p = entry.unwrap().path();
         if p.is_dir() {
-            for f in ["throughput.svg", "rait.svg", "size.svg", "wait-cdf.svg"] {
+            for f in ["throughput.svg", "rait.svg", "size.svg", "wait-ccdf.svg"] {
                 assert_svg(&p.join(f));
             }
         }

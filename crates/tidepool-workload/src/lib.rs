@@ -19,6 +19,7 @@
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
 //! | [`sweep`] | run a trace on static pools of several sizes |
 //! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
+//! | [`compare`] | policies against the oracle: ratios, geometric means, medians over repeats, the bar, the verdict |
 //!
 //! ```
 //! use tidepool::ThreadPerRequest;
@@ -36,6 +37,7 @@
 
 pub mod analysis;
 pub mod body;
+pub mod compare;
 pub mod dist;
 pub mod error;
 pub mod format;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
+use tidepool_workload::suite::sweep_sizes;
 
 use super::sweep::run_sweep;
 use super::{RepeatArgs, ReplayArgs};
@@ -29,11 +30,13 @@ const EXAMPLES: &str = "\
 Examples:
   tidepool compare --workload cpu
   tidepool compare --workload io --scale 0.25 --policies auto,xu-bode,hisdyn --sizes 4..64:x2
-  tidepool compare --workload suite --scale 0.25 --out report/     # all six, with a summary
+  tidepool compare --workload suite --scale 0.25 --out report/     # all twelve, with a summary
   tidepool compare -w mixed -w 'poisson:rate=3000,service=exp:300us,n=3000,free=80' --json
   tidepool compare -w cpu,io --scale 0.25 --repeats 3    # medians (min–max) over 3 runs
 
-Each workload is first swept over --sizes on static pools; the oracle is the best static
+Each workload is first swept over --sizes on static pools (by default each suite
+workload's own sizes, reaching past the policies' max of 100 where the workload can use
+that many threads, and 1,2,4,...,128 otherwise); the oracle is the best static
 size (the in-band size with the lowest mean turnaround, see `tidepool sweep --help`).
 Then every policy runs the same trace. `vs oracle` is throughput / oracle throughput
 (higher is better), p99 wait / oracle p99 wait (both floored at 1 µs) and mean
@@ -57,9 +60,11 @@ pub struct CompareArgs {
     /// Policy specs, comma-separated (repeatable).
     #[arg(long, short, value_name = "SPECS", default_value = DEFAULT_POLICIES, value_parser = lists::parse_policy_list)]
     pub policies: Vec<PolicyList>,
-    /// Static pool sizes swept to find the oracle.
-    #[arg(long, short, value_name = "SIZES", default_value = "1,2,4,8,16,32", value_parser = lists::parse_sizes)]
-    pub sizes: Sizes,
+    /// Static pool sizes swept to find the oracle [default: each suite
+    /// workload's own sizes, up to 128 where it can use that many threads;
+    /// 1,2,4,...,128 for other workloads]
+    #[arg(long, short, value_name = "SIZES", value_parser = lists::parse_sizes)]
+    pub sizes: Option<Sizes>,
     /// Throughput band of the sweep's safe zone (fraction of the best).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
     pub tolerance: f64,
@@ -369,7 +374,13 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     }
     let workloads = names
         .iter()
-        .map(|n| source::load(n, a.scale).map(|w| (w, a.sizes.0.clone())))
+        .map(|n| {
+            let sizes = a
+                .sizes
+                .as_ref()
+                .map_or_else(|| sweep_sizes(n).to_vec(), |s| s.0.clone());
+            source::load(n, a.scale).map(|w| (w, sizes))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let plan = Plan {
         workloads,

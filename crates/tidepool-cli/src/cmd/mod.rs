@@ -26,10 +26,11 @@ against thread pools sized by different policies, measures the papers' metrics \
 static pool sizes to find the best one (the oracle), and compares policies against it, \
 with tables, JSON, CSV and SVG plots.
 
-Workloads: a suite name (cpu, io, mixed, steps, bursty, azure; `suite` = all six), a \
+Workloads: a suite name (cpu, io, mixed, steps, bursty, azure, and where size decides \
+throughput sat100, sat50, sat10, closed, overload, shift; `suite` = all twelve), a \
 generator spec such as `poisson:rate=2000,service=exp:200us,n=5000,free=50,seed=1` \
-(kinds: poisson, periodic, normal, lognormal, steps, onoff), or a trace file (thesis \
-format, .swf, Azure .csv).
+(kinds: poisson, periodic, normal, lognormal, steps, onoff, closed), or a trace file \
+(thesis format, .swf, Azure .csv).
 
 Policies: fixed:N, tpr, watermark[:MIN..MAX], xu-bode[:initial=N,stride=N], \
 hisdyn[:max=N,p=P], frequency, hill-climb, auto.
