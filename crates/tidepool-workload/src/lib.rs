@@ -17,6 +17,8 @@
 //! | [`replay`](mod@replay) | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
+//! | [`run`] | run a trace against the executor a policy spec names |
+//! | [`reproduce`] | the papers' headline experiments and their claims, side by side with ours |
 //! | [`sweep`] | run a trace on static pools of several sizes |
 //! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
 //! | [`compare`] | policies against the oracle: ratios, geometric means, medians over repeats, the bar, the verdict |
@@ -45,7 +47,9 @@ pub mod generate;
 pub mod import;
 pub mod metrics;
 pub mod replay;
+pub mod reproduce;
 pub mod result;
+pub mod run;
 pub mod suite;
 pub mod sweep;
 pub mod trace;

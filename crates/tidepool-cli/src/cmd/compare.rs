@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
+use tidepool_workload::compare::verdict::verdict;
+use tidepool_workload::compare::BarGrid;
 use tidepool_workload::suite::sweep_sizes;
 
 use super::sweep::run_sweep;
@@ -287,19 +289,28 @@ pub fn text_report(s: &SuiteComparison) -> String {
             ));
         }
         out.push_str(" ==\n");
-        out.push_str(&policy_table(c).render());
+        out.push_str(&policy_table(c).render_for_stdout());
         out.push('\n');
     }
     if s.workloads.len() > 1 {
         out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n");
-        out.push_str(&summary_table(&s.summary).render());
+        out.push_str(&summary_table(&s.summary).render_for_stdout());
         out.push_str("\n== mean turnaround vs oracle, per workload ==\n");
-        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render());
+        out.push_str(
+            &matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render_for_stdout(),
+        );
         out.push('\n');
     }
     if !s.workloads.is_empty() {
         out.push_str("== p99 turnaround vs oracle, per workload (both floored at 1 µs) ==\n");
-        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::P99Turnaround).render());
+        out.push_str(
+            &matrix_table(&s.workloads, &s.summary, Ratio::P99Turnaround).render_for_stdout(),
+        );
+    }
+    if !s.workloads.is_empty() {
+        out.push_str("\n== verdict ==\n");
+        out.push_str(&verdict(&BarGrid::of_run(&s.workloads)));
+        out.push('\n');
     }
     if s.cancelled {
         out.push_str("\n(stopped by Ctrl-C: partial results)\n");
@@ -320,7 +331,7 @@ pub fn repeated_text_report(r: &RepeatedComparison) -> String {
             fmt_oracle_sizes(w.oracle.as_ref()),
             fmt_repeats(m.repeats)
         ));
-        out.push_str(&median_policy_table(w).render());
+        out.push_str(&median_policy_table(w).render_for_stdout());
         out.push('\n');
     }
     if m.workloads.len() > 1 {
@@ -328,14 +339,19 @@ pub fn repeated_text_report(r: &RepeatedComparison) -> String {
             "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n",
             fmt_repeats(m.repeats)
         ));
-        out.push_str(&median_summary_table(&m.summary).render());
+        out.push_str(&median_summary_table(&m.summary).render_for_stdout());
         out.push_str("\n== mean turnaround vs oracle, per workload, median over repeats ==\n");
-        out.push_str(&median_matrix_table(m, Ratio::Turnaround).render());
+        out.push_str(&median_matrix_table(m, Ratio::Turnaround).render_for_stdout());
         out.push('\n');
     }
     if !m.workloads.is_empty() {
         out.push_str("== p99 turnaround vs oracle, per workload, median over repeats (both floored at 1 µs) ==\n");
-        out.push_str(&median_matrix_table(m, Ratio::P99Turnaround).render());
+        out.push_str(&median_matrix_table(m, Ratio::P99Turnaround).render_for_stdout());
+    }
+    if !m.workloads.is_empty() {
+        out.push_str("\n== verdict ==\n");
+        out.push_str(&verdict(&BarGrid::of_medians(m)));
+        out.push('\n');
     }
     if let Some(note) = r.stop_note() {
         out.push_str(&format!("\n({note})\n"));

@@ -13,6 +13,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod demo;
 pub mod gen;
+pub mod reproduce;
 pub mod run;
 pub mod sweep;
 
@@ -45,7 +46,8 @@ Examples:
   tidepool sweep --workload io --sizes 1..64:x2   # throughput/RAIT vs static size, safe zone
   tidepool compare --workload mixed --policies auto,xu-bode,hisdyn,tpr --out report/
   tidepool gen poisson:rate=2000,n=5000 -o my.trace
-  tidepool calibrate";
+  tidepool calibrate
+  tidepool reproduce all --json                   # the papers' claims beside ours";
 
 /// `tidepool`: the command line.
 #[derive(Debug, Parser)]
@@ -71,6 +73,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the busy-loop calibration error and the replay pacing error.
     Calibrate(calibrate::CalibrateArgs),
+    /// Run the papers' headline experiments here; each claim beside ours, with a verdict.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 /// Run the parsed command.
@@ -82,6 +86,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
     }
 }
 
