@@ -427,8 +427,11 @@ pub fn run_oh_kim(setup: &Setup, on_run: OnRun<'_>) -> OhKimRuns {
     out
 }
 
+/// One number of a run.
+type Metric = fn(&RunResult) -> f64;
+
 /// `(a − b) / b` of the medians, as a signed percentage.
-fn change(a: &[RunResult], b: &[RunResult], f: fn(&RunResult) -> f64) -> Option<f64> {
+fn change(a: &[RunResult], b: &[RunResult], f: Metric) -> Option<f64> {
     let (a, b) = (median(a.iter().map(f))?, median(b.iter().map(f))?);
     (b > 0.0).then(|| (a - b) / b * 100.0)
 }
@@ -448,7 +451,7 @@ pub fn oh_kim_claims(runs: &OhKimRuns) -> Vec<Claim> {
          times scaled so a step lasts under a second); watermark 3..100 and HisDyn max 100, p 1%, as in the paper"
     );
     let mut out = Vec::new();
-    let rows: [(&str, &str, f64, fn(&RunResult) -> f64); 2] = [
+    let rows: [(&str, &str, f64, Metric); 2] = [
         (
             "HisDyn creates fewer threads than watermark (fig. 4)",
             "−62% threads created",

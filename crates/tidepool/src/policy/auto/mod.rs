@@ -44,7 +44,6 @@
 //! 7. **Short scheduler slices for blocking work.** Once φ is settled below
 //!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
 //!    a woken worker starts its task sooner; above 0.85, the default again.
-
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
