@@ -91,7 +91,7 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<()> {
     let mut on_run = |label: &str, r: &tidepool_workload::RunResult| {
         if !quiet {
             eprintln!(
-                "  {label}: {} tasks/s, mean turnaround {}, {} threads created ({:.0} s)",
+                "  {label}: {}, mean turnaround {}, {} threads created ({:.0} s)",
                 fmt_rate(r.throughput),
                 fmt_us(r.mean_turnaround_us),
                 r.threads_created,
