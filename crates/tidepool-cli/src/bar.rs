@@ -7,7 +7,7 @@ pub use tidepool_workload::compare::bar::{
 
 use crate::table::{fmt_ratio, Table};
 
-/// `✓ 1.000 · ✗ 2.45`: each part's mark and ratio, throughput first, then
+/// `✓ 1.00 · ✗ 2.45`: each part's mark and ratio, throughput first, then
 /// p99 turnaround.
 pub fn render_cell(c: &BarCell) -> String {
     let part = |met: Option<bool>, r: Option<f64>| match met {
@@ -72,8 +72,8 @@ mod tests {
         let t = bar_table(&g).render();
         let auto = t.lines().nth(2).unwrap();
         assert!(auto.starts_with("auto"), "{t}");
-        assert!(auto.contains("✓ 0.990 · ✓ 1.150"), "{t}");
-        assert!(auto.contains("✓ 0.990 · ✗ 4.000"), "{t}");
+        assert!(auto.contains("✓ 0.99 · ✓ 1.15"), "{t}");
+        assert!(auto.contains("✓ 0.99 · ✗ 4.00"), "{t}");
         assert!(auto.ends_with("1/2"), "{t}");
     }
 }

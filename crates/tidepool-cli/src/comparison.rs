@@ -61,9 +61,9 @@ impl RatioCells {
     /// The oracle's own row: 1.000 everywhere.
     pub fn oracle() -> RatioCells {
         RatioCells {
-            throughput: "1.000".into(),
-            p99_wait: "1.000".into(),
-            turnaround: "1.000".into(),
+            throughput: "1.00".into(),
+            p99_wait: "1.00".into(),
+            turnaround: "1.00".into(),
         }
     }
 }
@@ -230,15 +230,15 @@ mod tests {
                 .contains("turnaround vs oracle  p99 turnaround vs oracle  p99 wait vs oracle"),
             "{st}"
         );
-        assert!(st.lines().nth(3).unwrap().contains("4.000"), "{st}");
+        assert!(st.lines().nth(3).unwrap().contains("4.00"), "{st}");
         let m = matrix_table(&comps, &s, Ratio::P99Turnaround).render();
-        assert!(m.contains("2.000") && m.contains("4.000"), "{m}");
+        assert!(m.contains("2.00") && m.contains("4.00"), "{m}");
         let t = policy_table(&comps[0]).render();
         assert!(t.contains("oracle (fixed:4)") && t.contains("tpr"), "{t}");
         let m = matrix_table(&comps, &s, Ratio::Turnaround).render();
-        assert!(m.contains("4.000"), "{m}");
+        assert!(m.contains("4.00"), "{m}");
         let m = matrix_table(&comps, &s, Ratio::Throughput).render();
-        assert!(m.contains("0.250"), "{m}");
+        assert!(m.contains("0.25"), "{m}");
         assert!(m.lines().nth(2).unwrap().starts_with("w "), "{m}");
         let j = serde_json::to_value(&comps[0]).unwrap();
         assert_eq!(j["oracle"]["size"], 4);
@@ -287,7 +287,7 @@ mod tests {
             sweep: None,
         })
         .render();
-        assert!(t.lines().nth(3).unwrap().contains("1.500"), "{t}");
+        assert!(t.lines().nth(3).unwrap().contains("1.50"), "{t}");
     }
 
     #[test]
@@ -318,7 +318,7 @@ mod tests {
         };
         let s = summarize(std::slice::from_ref(&c));
         let m = matrix_table(&[c], &s, Ratio::P99Turnaround).render();
-        assert!(m.lines().nth(2).unwrap().contains("1.500"), "{m}");
+        assert!(m.lines().nth(2).unwrap().contains("1.50"), "{m}");
     }
 
     #[test]

@@ -23,10 +23,15 @@ use crate::table::{fmt_ratio, Table};
 /// The most repeats `--repeats` accepts.
 pub const MAX_REPEATS: u32 = 20;
 
-/// A ratio's spread as `median (min–max)`, e.g. `1.033 (1.020–1.079)`;
-/// `-` when absent.
+/// A ratio's spread as `median (min–max)`, e.g. `1.03 (1.02–1.08)`, with
+/// the precision the spread allows (`1.5 (1.0–2.0)` when the repeats
+/// disagree by more than a fifth); `-` when absent.
 pub fn fmt_spread(s: Option<Spread>) -> String {
     match s {
+        // Repeats that disagree by more than a fifth earn one decimal, no more.
+        Some(s) if s.median > 0.0 && (s.max - s.min) > 0.2 * s.median && s.max < 100.0 => {
+            format!("{:.1} ({:.1}–{:.1})", s.median, s.min, s.max)
+        }
         Some(s) => format!(
             "{} ({}–{})",
             fmt_ratio(Some(s.median)),
@@ -241,7 +246,7 @@ mod tests {
             })
         );
         let s = Spread::of([1.02, 1.079, 1.033]);
-        assert_eq!(fmt_spread(s), "1.033 (1.020–1.079)");
+        assert_eq!(fmt_spread(s), "1.03 (1.02–1.08)");
         assert_eq!(fmt_spread(None), "-");
         assert_eq!(
             fmt_count_spread(Spread::of([76.0, 83.0, 80.0])),
@@ -363,7 +368,7 @@ mod tests {
             0.45
         ));
         let table = median_summary_table(&s).render();
-        assert!(table.contains("0.500 (0.400–0.800)"), "{table}");
+        assert!(table.contains("0.5 (0.4–0.8)"), "{table}");
         let header: Vec<&str> = table
             .lines()
             .next()
@@ -422,12 +427,12 @@ mod tests {
         let m = MedianComparison::of(&reps);
         let t = median_policy_table(&m.workloads[0]).render();
         assert!(t.contains("oracle (median)"), "{t}");
-        assert!(t.contains("0.950 (0.900–1.000)"), "{t}");
-        assert!(t.contains("1.500 (1.000–2.000)"), "{t}");
+        assert!(t.contains("0.95 (0.90–1.00)"), "{t}");
+        assert!(t.contains("1.5 (1.0–2.0)"), "{t}");
         let mx = median_matrix_table(&m, Ratio::Throughput).render();
-        assert!(mx.contains("fixed:2, 4") && mx.contains("0.950"), "{mx}");
+        assert!(mx.contains("fixed:2, 4") && mx.contains("0.95"), "{mx}");
         let mx = median_matrix_table(&m, Ratio::P99Turnaround).render();
-        assert!(mx.lines().nth(2).unwrap().contains("1.000"), "{mx}");
+        assert!(mx.lines().nth(2).unwrap().contains("1.00"), "{mx}");
     }
 
     #[test]
@@ -450,7 +455,7 @@ mod tests {
         );
         // auto: p99 turnaround 60 then 20 against 20 → median 2.0; tpr 1.0.
         assert!(
-            lines[2].contains("2.000") && lines[2].contains("1.000"),
+            lines[2].contains("2.00") && lines[2].contains("1.00"),
             "{mx}"
         );
     }

@@ -179,11 +179,13 @@ pub fn fmt_rate(per_s: f64) -> String {
     }
 }
 
-/// A ratio: three decimals below 10, fewer above; `-` when absent.
+/// A ratio: two decimals below 10 (single runs on a shared machine vary by
+/// a few percent: a third decimal would be noise), fewer above; `-` when
+/// absent.
 pub fn fmt_ratio(r: Option<f64>) -> String {
     match r {
-        Some(r) if r.is_finite() && r.abs() < 10.0 => format!("{r:.3}"),
-        Some(r) if r.is_finite() && r.abs() < 100.0 => format!("{r:.2}"),
+        Some(r) if r.is_finite() && r.abs() < 10.0 => format!("{r:.2}"),
+        Some(r) if r.is_finite() && r.abs() < 100.0 => format!("{r:.1}"),
         Some(r) if r.is_finite() => format!("{r:.0}"),
         _ => "-".into(),
     }
@@ -254,10 +256,10 @@ mod tests {
         assert_eq!(fmt_us(f64::NAN), "-");
         assert_eq!(fmt_rate(1234.4), "1234/s");
         assert_eq!(fmt_rate(12.46), "12.5/s");
-        assert_eq!(fmt_ratio(Some(0.98765)), "0.988");
+        assert_eq!(fmt_ratio(Some(0.98765)), "0.99");
         assert_eq!(fmt_ratio(None), "-");
         assert_eq!(fmt_ratio(Some(1403.6)), "1404");
-        assert_eq!(fmt_ratio(Some(12.345)), "12.35");
+        assert_eq!(fmt_ratio(Some(12.345)), "12.3");
         assert_eq!(fmt_pct(0.125), "12.5%");
     }
 }

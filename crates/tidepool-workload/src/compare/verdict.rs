@@ -82,6 +82,14 @@ pub fn verdict(grid: &BarGrid) -> String {
     out
 }
 
+/// The subject's turnaround against the rival's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Speed {
+    Faster,
+    Mixed,
+    Slower,
+}
+
 /// How the subject fares on its goals, in words.
 fn goals_sentence(grid: &BarGrid, g: &Goals) -> String {
     let (p, r) = (&g.policy, &g.rival);
@@ -135,20 +143,30 @@ fn goals_sentence(grid: &BarGrid, g: &Goals) -> String {
         )),
         None => s.push('.'),
     }
-    let trade = match (
-        g.turnaround_better() && g.p99_turnaround_better(),
-        g.threads_met(),
-    ) {
-        (true, true) => format!(" `{}` wins on both counts.", p.policy),
-        (false, true) => format!(
+    let speed = match (g.turnaround_better(), g.p99_turnaround_better()) {
+        (true, true) => Speed::Faster,
+        (false, false) => Speed::Slower,
+        _ => Speed::Mixed,
+    };
+    let trade = match (speed, g.threads_met()) {
+        (Speed::Faster, true) => format!(" `{}` wins on both counts.", p.policy),
+        (Speed::Faster, false) => format!(
+            " `{}` answers faster but creates more threads than the goal allows.",
+            p.policy
+        ),
+        (Speed::Mixed, true) => format!(
+            " `{}` saves threads; on turnaround the two split (mean vs p99).",
+            p.policy
+        ),
+        (Speed::Mixed, false) => format!(
+            " The two split on turnaround (mean vs p99), and `{}` creates more threads than the goal allows.",
+            p.policy
+        ),
+        (Speed::Slower, true) => format!(
             " The trade-off: `{}` saves threads, `{}` answers faster.",
             p.policy, r.policy
         ),
-        (true, false) => format!(
-            " `{}` answers faster but creates more than the goal allows.",
-            p.policy
-        ),
-        (false, false) => format!(" `{}` loses on both counts here.", p.policy),
+        (Speed::Slower, false) => format!(" `{}` loses on both counts here.", p.policy),
     };
     s.push_str(&trade);
     if grid.repeats > 1 {
@@ -227,5 +245,20 @@ mod tests {
             "{v}"
         );
         assert!(v.contains("ranged 1.35–1.95"), "{v}");
+        // auto better on p99 only, and too many threads
+        let mixed = BarGrid {
+            rows: vec![
+                ("auto".into(), vec![cell(1.0, 1.2, 0.9, 500.0)]),
+                ("watermark".into(), vec![cell(1.0, 1.0, 1.0, 1000.0)]),
+            ],
+            workloads: vec!["io".into()],
+            repeats: 1,
+        };
+        let v = verdict(&mixed);
+        assert!(
+            v.contains("split on turnaround (mean vs p99), and `auto` creates more"),
+            "{v}"
+        );
+        assert!(v.contains("one run each"), "{v}");
     }
 }
