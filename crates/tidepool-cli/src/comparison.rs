@@ -58,7 +58,7 @@ pub struct RatioCells {
 }
 
 impl RatioCells {
-    /// The oracle's own row: 1.000 everywhere.
+    /// The oracle's own row: 1.00 everywhere.
     pub fn oracle() -> RatioCells {
         RatioCells {
             throughput: "1.00".into(),

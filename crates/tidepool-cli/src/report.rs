@@ -445,7 +445,7 @@ pub fn markdown(
          **oracle** is the best static size (within {:.0}% of the best throughput, lowest mean \
          turnaround). Then every policy replayed the same trace. Ratios: throughput / oracle \
          throughput (higher is better), mean turnaround / oracle's, p99 turnaround / oracle's \
-         and p99 wait / oracle's (lower is better; p99s floored at 1 µs); 1.000 is as good as \
+         and p99 wait / oracle's (lower is better; p99s floored at 1 µs); 1.00 is as good as \
          the oracle. p99 wait alone rewards a pool that starts tasks early but then runs them \
          slower (oversubscribed); the p99 turnaround is what a user waits for. Field definitions: \
          `docs/metrics.md` and `docs/cli.md` in the tidepool repository.\n\n",

@@ -293,7 +293,7 @@ pub fn text_report(s: &SuiteComparison) -> String {
         out.push('\n');
     }
     if s.workloads.len() > 1 {
-        out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n");
+        out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.00 = the oracle) ==\n");
         out.push_str(&summary_table(&s.summary).render_for_stdout());
         out.push_str("\n== mean turnaround vs oracle, per workload ==\n");
         out.push_str(
@@ -336,7 +336,7 @@ pub fn repeated_text_report(r: &RepeatedComparison) -> String {
     }
     if m.workloads.len() > 1 {
         out.push_str(&format!(
-            "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n",
+            "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.00 = the oracle) ==\n",
             fmt_repeats(m.repeats)
         ));
         out.push_str(&median_summary_table(&m.summary).render_for_stdout());
