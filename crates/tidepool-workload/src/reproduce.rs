@@ -124,7 +124,7 @@ impl Default for Setup {
         Setup {
             scale: 0.1,
             replay: ReplayOptions::default(),
-            repeats: 3,
+            repeats: 5,
         }
     }
 }

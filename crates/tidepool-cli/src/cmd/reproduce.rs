@@ -28,7 +28,7 @@ Xu & Bode: static sweeps of the suite's sat100, sat50 and sat10 (free_workload 1
 10) over sizes 1..64: threshold (stable point), RAIT against throughput (Spearman's rank
 correlation), degradation point; xu-bode starting from 1 thread against fixed:1.
 Oh & Kim: hisdyn against watermark:3..100 on the load-step workload, medians of
---repeats interleaved runs: threads created, threads kept, throughput. Bahadur et al.:
+--repeats (default 5) interleaved runs: threads created, threads kept, throughput. Bahadur et al.:
 a 32-thread pool with a mutex queue against the hybrid (spin 3 times, sleep 10 ms)
 queue on Poisson 200/s of 100 ms tasks, and the frequency tuner's pool size against the
 request rate. Verdicts: reproduced, not reproduced, or not comparable, each with why.";
@@ -51,7 +51,7 @@ pub struct ReproduceArgs {
     #[arg(long, value_name = "X", default_value_t = 0.1)]
     pub scale: f64,
     /// Interleaved runs per policy in the Oh & Kim comparison (1 to 9).
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=9))]
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub repeats: u32,
     /// No progress output on stderr.
     #[arg(long, short)]
@@ -125,7 +125,7 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<()> {
 
 /// One row per claim; with `why`, the reasons too (for the Markdown page).
 pub fn claims_table(claims: &[Claim], why: bool) -> Table {
-    let mut headers = vec!["paper", "claim", "paper", "ours", "verdict"];
+    let mut headers = vec!["paper", "claim", "paper's value", "ours", "verdict"];
     if why {
         headers.push("why");
     }
