@@ -1,19 +1,10 @@
 //! Harness arithmetic: medians of repeated runs and ratios between results.
 
 /// The median of `values` (the mean of the two middle values for an even
-/// count); `None` when `values` is empty. NaNs sort last.
+/// count); `None` when no value is finite. The same arithmetic as the
+/// policy comparisons (`tidepool_workload::compare::median`).
 pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    })
+    tidepool_workload::compare::median(values.iter().copied())
 }
 
 /// The median of integer samples (rounded to the nearest integer).

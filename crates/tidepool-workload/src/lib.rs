@@ -18,8 +18,11 @@
 //! | [`replay`](mod@replay) | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
+//! | [`run`] | run a trace against the executor a policy spec names |
+//! | [`reproduce`] | the papers' headline experiments and their claims, side by side with ours |
 //! | [`sweep`] | run a trace on static pools of several sizes |
 //! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
+//! | [`compare`] | policies against the oracle: ratios, geometric means, medians over repeats, the bar, the verdict |
 //!
 //! ```
 //! use tidepool::ThreadPerRequest;
@@ -37,6 +40,7 @@
 
 pub mod analysis;
 pub mod body;
+pub mod compare;
 pub mod dist;
 pub mod error;
 pub mod format;
@@ -46,7 +50,9 @@ pub mod limits;
 mod lines;
 pub mod metrics;
 pub mod replay;
+pub mod reproduce;
 pub mod result;
+pub mod run;
 pub mod suite;
 pub mod sweep;
 pub mod trace;
