@@ -1,0 +1,1 @@
+//! Replay a tidepool workload across the cluster.
