@@ -32,7 +32,12 @@ fn queue(s: &str) -> Result<QueueFlavor, String> {
 #[derive(Debug, Clone, Args)]
 pub struct BrokerArgs {
     /// Broker URL(s), comma-separated for a cluster (nats://HOST:PORT).
-    #[arg(long = "nats", value_name = "URL", env = "TIDEPOOL_NATS", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long = "nats",
+        value_name = "URL",
+        env = "TIDEPOOL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     pub url: String,
     /// How long a node may hold a request without an ack or a progress
     /// heartbeat before it goes to another node (1s..3600s; used when the
@@ -111,7 +116,10 @@ impl NodeArgs {
             ));
         }
         if self.slack > 10_000 {
-            return Err(format!("--slack {} must be between 0 and 10000", self.slack));
+            return Err(format!(
+                "--slack {} must be between 0 and 10000",
+                self.slack
+            ));
         }
         let name = self
             .name

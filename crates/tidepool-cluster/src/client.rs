@@ -103,37 +103,22 @@ const SUBMIT_PATIENCE: Duration = Duration::from_secs(120);
 impl Client {
     /// Connect (retrying while the broker is down, up to `patience`), create
     /// the streams if missing, and start reading results.
-    pub async fn connect(url: &str, settings: &Settings, patience: Duration) -> anyhow::Result<Client> {
+    pub async fn connect(
+        url: &str,
+        settings: &Settings,
+        patience: Duration,
+    ) -> anyhow::Result<Client> {
         settings.validate().map_err(|e| anyhow::anyhow!(e))?;
-        let id = format!("c{:x}{:x}", std::process::id(), unix_ns() & 0xffff_ffff_ffff);
+        let id = format!(
+            "c{:x}{:x}",
+            std::process::id(),
+            unix_ns() & 0xffff_ffff_ffff
+        );
         let nats = protocol::connect(url, &format!("tidepool-client-{id}"), Some(patience)).await?;
         let js = jetstream::new(nats);
         protocol::retry(patience, || ensure_streams(&js, settings)).await?;
-        let stream = js
-            .get_stream(RESULTS)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot open stream {RESULTS}: {e}"))?;
-        let mut results = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: format!("{RES_PREFIX}{id}.>"),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot read results: {e}"))?
-            .messages()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot read results: {e}"))?;
         let waiting = Arc::new(Mutex::new(Waiting::default()));
-        let w = waiting.clone();
-        let reader = tokio::spawn(async move {
-            while let Some(m) = results.next().await {
-                match m {
-                    Ok(m) => deliver(&w, parse_result(&m)),
-                    // The ordered consumer recreates itself; keep reading.
-                    Err(e) => eprintln!("client: result stream: {e}"),
-                }
-            }
-        });
+        let reader = tokio::spawn(read_results(js.clone(), id.clone(), waiting.clone()));
         Ok(Client {
             id,
             js,
@@ -176,7 +161,11 @@ impl Client {
         rx
     }
 
-    fn request(&self, task: &str, payload: Bytes) -> anyhow::Result<(String, String, PublishMessage)> {
+    fn request(
+        &self,
+        task: &str,
+        payload: Bytes,
+    ) -> anyhow::Result<(String, String, PublishMessage)> {
         if !valid_task_name(task) {
             anyhow::bail!("task name `{task}` is not allowed: use 1 to 64 of A-Z a-z 0-9 - _");
         }
@@ -285,6 +274,72 @@ impl Drop for Client {
         }
     }
 }
+
+/// Read this client's results into the waiting futures, for as long as the
+/// client lives. The consumer is an ordered one, started again after the
+/// last sequence seen whenever it fails or goes quiet while results are
+/// awaited (a broker restart can leave it so).
+async fn read_results(js: jetstream::Context, id: String, waiting: Arc<Mutex<Waiting>>) {
+    let mut next_seq = 0u64; // 0: from the start
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let messages = async {
+            let stream = js.get_stream(RESULTS).await?;
+            let deliver_policy = if next_seq == 0 {
+                consumer::DeliverPolicy::All
+            } else {
+                consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: next_seq,
+                }
+            };
+            let consumer = stream
+                .create_consumer(consumer::pull::OrderedConfig {
+                    filter_subject: format!("{RES_PREFIX}{id}.>"),
+                    deliver_policy,
+                    ..Default::default()
+                })
+                .await?;
+            anyhow::Ok(consumer.messages().await?)
+        }
+        .await;
+        let mut messages = match messages {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("client {id}: cannot read results ({e}); retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        loop {
+            match tokio::time::timeout(QUIET, messages.next()).await {
+                Ok(Some(Ok(m))) => {
+                    backoff = Duration::from_millis(100);
+                    if let Ok(info) = m.info() {
+                        next_seq = info.stream_sequence + 1;
+                    }
+                    deliver(&waiting, parse_result(&m));
+                }
+                Ok(Some(Err(e))) => {
+                    eprintln!("client {id}: result stream: {e}; reopening");
+                    break;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let awaited = waiting.lock().map_or(0, |w| w.senders.len());
+                    if awaited > 0 {
+                        break; // quiet while results are awaited: reopen
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How long the result reader may hear nothing while results are awaited
+/// before it reopens its consumer.
+const QUIET: Duration = Duration::from_secs(3);
 
 fn deliver(waiting: &Mutex<Waiting>, r: TaskResult) {
     let Ok(mut w) = waiting.lock() else { return };

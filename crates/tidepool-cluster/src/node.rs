@@ -19,7 +19,8 @@
 //!    it again after `ack_wait`, another node runs it again, and its result
 //!    publish is dropped as a duplicate by the broker if the first one was
 //!    stored. So **every request runs at least once and its result is
-//!    recorded once** (within the duplicate window, 2 h by default).
+//!    recorded once** (within the duplicate window, 2 h by default). A
+//!    redelivery whose result is already stored is acked without running.
 //! 3. **Heartbeats.** Every `ack_wait / 3` the node sends a progress ack
 //!    (`+WPI`) for each request it holds, so long tasks are not redelivered
 //!    while they run. A node that stalls (stopped, swapping, wedged) sends
@@ -73,7 +74,7 @@ pub struct NodeConfig {
     pub slack: usize,
     /// Stream and consumer settings (used if this node creates them).
     pub settings: Settings,
-    /// Append `REQUEST DELIVERY` to this file as each task starts (an audit
+    /// Append `REQUEST DELIVERY UNIX_MS` to this file as each task starts (an audit
     /// that survives SIGKILL: each line is one `write` to an `O_APPEND` file).
     pub journal: Option<PathBuf>,
     /// How long a graceful stop waits for running tasks.
@@ -124,6 +125,9 @@ pub struct NodeStatus {
     pub dead_lettered: u64,
     /// Result publishes the broker dropped as duplicates.
     pub duplicate_results_dropped: u64,
+    /// Redeliveries acked without running because their result was already
+    /// recorded (the first run's ack was lost, or its node died after recording).
+    pub already_recorded: u64,
     /// Draining for a graceful stop.
     pub draining: bool,
     /// When this status was taken (Unix ns).
@@ -173,6 +177,7 @@ struct State {
     pool: Pool,
     slack: usize,
     js: jetstream::Context,
+    results: jetstream::stream::Stream,
     held: Mutex<HashMap<u64, Arc<Held>>>,
     next_key: AtomicU64,
     running: AtomicUsize,
@@ -182,6 +187,7 @@ struct State {
     redelivered: AtomicU64,
     dead_lettered: AtomicU64,
     duplicates: AtomicU64,
+    already_recorded: AtomicU64,
     draining: AtomicBool,
 }
 
@@ -210,6 +216,7 @@ impl State {
             redelivered: self.redelivered.load(Relaxed),
             dead_lettered: self.dead_lettered.load(Relaxed),
             duplicate_results_dropped: self.duplicates.load(Relaxed),
+            already_recorded: self.already_recorded.load(Relaxed),
             draining: self.draining.load(Relaxed),
             at_unix_ns: unix_ns(),
         }
@@ -239,9 +246,7 @@ impl Node {
         F: Fn(&[u8]) -> Outcome + Send + Sync + 'static,
     {
         if !valid_task_name(name) {
-            anyhow::bail!(
-                "task name `{name}` is not allowed: use 1 to 64 of A-Z a-z 0-9 - _"
-            );
+            anyhow::bail!("task name `{name}` is not allowed: use 1 to 64 of A-Z a-z 0-9 - _");
         }
         self.handlers.insert(name.to_string(), Arc::new(handler));
         Ok(())
@@ -290,10 +295,11 @@ impl Node {
         let client = protocol::connect(&c.url, &c.name, None).await?;
         eprintln!("{}: connected to {}", c.name, c.url);
         let js = jetstream::new(client.clone());
-        let consumer = protocol::retry(Duration::from_secs(60), || {
-            ensure_streams(&js, &c.settings)
-        })
-        .await?;
+        let consumer =
+            protocol::retry(Duration::from_secs(60), || ensure_streams(&js, &c.settings)).await?;
+        let results = protocol::retry(Duration::from_secs(60), || js.get_stream(RESULTS))
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open stream {RESULTS}: {e}"))?;
         let state = Arc::new(State {
             name: c.name.clone(),
             policy: c.policy.to_string(),
@@ -301,6 +307,7 @@ impl Node {
             pool,
             slack: c.slack,
             js: js.clone(),
+            results,
             held: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(0),
             running: AtomicUsize::new(0),
@@ -310,6 +317,7 @@ impl Node {
             redelivered: AtomicU64::new(0),
             dead_lettered: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
+            already_recorded: AtomicU64::new(0),
             draining: AtomicBool::new(false),
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
@@ -373,7 +381,9 @@ impl Node {
                         None => break,
                         Some(Ok(message)) => {
                             backoff = Duration::from_millis(50);
-                            start(&state, &handlers, &journal, &done_tx, message);
+                            if !already_recorded(&state, &message).await {
+                                start(&state, &handlers, &journal, &done_tx, message);
+                            }
                         }
                         Some(Err(e)) => {
                             if !is_benign_pull_end(&*e) {
@@ -451,6 +461,33 @@ fn header(m: &async_nats::Message, name: &str) -> Option<String> {
         .map(|v| v.as_str().to_string())
 }
 
+/// A redelivered request whose result is already in the results stream (its
+/// first run recorded it, and then the ack was lost — a broker restart — or
+/// the node died before acking) is acked without running again.
+async fn already_recorded(state: &State, message: &jetstream::Message) -> bool {
+    let delivered = message.info().map_or(1, |i| i.delivered);
+    if delivered <= 1 {
+        return false;
+    }
+    let (Some(request), Some(client)) = (header(message, H_REQUEST), header(message, H_CLIENT))
+    else {
+        return false;
+    };
+    let subject = format!("{RES_PREFIX}{client}.{request}");
+    if state
+        .results
+        .get_last_raw_message_by_subject(&subject)
+        .await
+        .is_err()
+    {
+        return false; // none (or cannot tell): run it
+    }
+    state.redelivered.fetch_add(1, Relaxed);
+    state.already_recorded.fetch_add(1, Relaxed);
+    let _ = protocol::retry(Duration::from_secs(30), || message.double_ack()).await;
+    true
+}
+
 /// Hand one delivered request to the pool.
 fn start(
     state: &Arc<State>,
@@ -493,7 +530,8 @@ fn start(
     let st = state.clone();
     let job = move || {
         if let Some(file) = &journal {
-            let _ = (&**file).write_all(format!("{request} {delivered}\n").as_bytes());
+            let line = format!("{request} {delivered} {}\n", unix_ns() / 1_000_000);
+            let _ = (&**file).write_all(line.as_bytes());
         }
         let started_ns = unix_ns();
         let outcome = match handler {
@@ -576,7 +614,12 @@ fn one_line(s: &str) -> String {
 
 /// Record one finished task (step 2 and 4 of the protocol).
 async fn record(state: Arc<State>, done: Done) {
-    let Some(held) = state.held.lock().ok().and_then(|h| h.get(&done.key).cloned()) else {
+    let Some(held) = state
+        .held
+        .lock()
+        .ok()
+        .and_then(|h| h.get(&done.key).cloned())
+    else {
         return; // released at shutdown
     };
     let times = (done.started_ns, done.finished_ns);
@@ -592,7 +635,16 @@ async fn record(state: Arc<State>, done: Done) {
                 state.name, held.request, held.delivered
             );
             let error = format!("dead-lettered after {} deliveries: {e}", held.delivered);
-            match dead_letter(&state.js, &held.task, &held.request, held.delivered, &error, held.message.payload.clone()).await {
+            match dead_letter(
+                &state.js,
+                &held.task,
+                &held.request,
+                held.delivered,
+                &error,
+                held.message.payload.clone(),
+            )
+            .await
+            {
                 Ok(()) => {
                     state.dead_lettered.fetch_add(1, Relaxed);
                     record_result(&state, &held, &Err(error), times).await
@@ -716,7 +768,10 @@ async fn dead_letter_advisories(state: Arc<State>, client: async_nats::Client) {
         deliveries: i64,
     }
     let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{REQUESTS}.{CONSUMER}");
-    let Ok(mut sub) = client.queue_subscribe(subject, "tidepool-dead".into()).await else {
+    let Ok(mut sub) = client
+        .queue_subscribe(subject, "tidepool-dead".into())
+        .await
+    else {
         return;
     };
     while let Some(m) = sub.next().await {
@@ -732,14 +787,26 @@ async fn dead_letter_advisories(state: Arc<State>, client: async_nats::Client) {
         let get = |n: &str| raw.headers.get(n).map(|v| v.as_str().to_string());
         let request = get(H_REQUEST).unwrap_or_else(|| format!("seq{}", adv.stream_seq));
         let client_id = get(H_CLIENT).unwrap_or_else(|| "_".into());
-        let task = raw.subject.as_str().strip_prefix(REQ_PREFIX).unwrap_or("_").to_string();
+        let task = raw
+            .subject
+            .as_str()
+            .strip_prefix(REQ_PREFIX)
+            .unwrap_or("_")
+            .to_string();
         let error = format!(
             "dead-lettered after {} deliveries: no ack within the ack wait ({:?}) on any of them",
             adv.deliveries, state.settings.ack_wait
         );
-        if dead_letter(&state.js, &task, &request, adv.deliveries, &error, raw.payload.clone())
-            .await
-            .is_ok()
+        if dead_letter(
+            &state.js,
+            &task,
+            &request,
+            adv.deliveries,
+            &error,
+            raw.payload.clone(),
+        )
+        .await
+        .is_ok()
         {
             state.dead_lettered.fetch_add(1, Relaxed);
             let _ = publish_result(

@@ -68,7 +68,10 @@ impl NodeCommand {
             cmd.stderr(std::fs::File::create(path)?);
         }
         let child = cmd.spawn().map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot run {}: {e}", self.program.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cannot run {}: {e}", self.program.display()),
+            )
         })?;
         Ok(NodeProcess { child: Some(child) })
     }

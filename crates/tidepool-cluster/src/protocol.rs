@@ -185,7 +185,9 @@ pub fn check_url(url: &str) -> Result<(), String> {
         }
         let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
         if host.is_empty() {
-            return Err(format!("broker URL `{part}` has no host: give nats://HOST:PORT"));
+            return Err(format!(
+                "broker URL `{part}` has no host: give nats://HOST:PORT"
+            ));
         }
     }
     Ok(())
@@ -208,7 +210,11 @@ pub async fn connect(
             .connection_timeout(Duration::from_secs(5))
             // After the first connection the client reconnects by itself,
             // forever, with its own backoff.
-            .max_reconnects(None);
+            .max_reconnects(None)
+            // Come back soon after a broker restart (the default backs off to 4 s).
+            .reconnect_delay_callback(|attempts| {
+                Duration::from_millis((attempts as u64 * 100).min(1000))
+            });
         match options.connect(url).await {
             Ok(client) => return Ok(client),
             Err(e) => {
@@ -266,7 +272,9 @@ mod tests {
         assert!(check_url("nats://user:pw@host:4222").is_ok());
         assert!(check_url("").unwrap_err().contains("empty"));
         assert!(check_url("http://x:1").unwrap_err().contains("scheme"));
-        assert!(check_url("nats://x:99999").unwrap_err().contains("1..=65535"));
+        assert!(check_url("nats://x:99999")
+            .unwrap_err()
+            .contains("1..=65535"));
         assert!(check_url("nats://x:abc").unwrap_err().contains("port"));
         assert!(check_url("nats://:4222").unwrap_err().contains("no host"));
     }

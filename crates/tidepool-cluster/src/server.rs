@@ -58,11 +58,8 @@ impl NatsServer {
     /// Start a server on a free loopback port with a fresh temporary store
     /// directory (removed when the guard is dropped).
     pub fn start() -> io::Result<NatsServer> {
-        let dir = std::env::temp_dir().join(format!(
-            "tidepool-nats-{}-{}",
-            std::process::id(),
-            unique()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("tidepool-nats-{}-{}", std::process::id(), unique()));
         std::fs::create_dir_all(&dir)?;
         let mut server = NatsServer::start_in(&dir, free_port()?)?;
         server.owns_dir = true;
@@ -108,7 +105,10 @@ impl NatsServer {
             .stderr(log)
             .spawn()
             .map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot run {}: {e}", self.binary.display()))
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot run {}: {e}", self.binary.display()),
+                )
             })?;
         self.child = Some(child);
         self.wait_ready()
@@ -119,7 +119,11 @@ impl NatsServer {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
                 return Err(io::Error::other(format!(
                     "nats-server exited at start ({status}); its log: {}",

@@ -100,7 +100,10 @@ mod tests {
         };
         assert_eq!(trace(&t.encode()), Ok(Vec::new()));
         assert!(trace(b"{}").unwrap_err().contains("cpu_us"));
-        assert_eq!(sleep(&sleep_payload(Duration::from_micros(5))), Ok(Vec::new()));
+        assert_eq!(
+            sleep(&sleep_payload(Duration::from_micros(5))),
+            Ok(Vec::new())
+        );
         assert!(sleep(b"five").unwrap_err().contains("microseconds"));
         assert!(sleep(b"99999999999").unwrap_err().contains("1 h"));
         let echo = &builtins()[2].1;
