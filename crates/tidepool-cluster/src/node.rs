@@ -295,15 +295,31 @@ impl Node {
         let client = protocol::connect(&c.url, &c.name, None).await?;
         eprintln!("{}: connected to {}", c.name, c.url);
         let js = jetstream::new(client.clone());
-        let consumer =
+        let mut consumer =
             protocol::retry(Duration::from_secs(60), || ensure_streams(&js, &c.settings)).await?;
+        // The consumer's settings are the cluster's (the first participant
+        // created it): heartbeats and the last-delivery check follow them.
+        let settings = match consumer.info().await {
+            Ok(info) => Settings {
+                ack_wait: info.config.ack_wait,
+                max_deliver: info.config.max_deliver.clamp(1, i64::from(u32::MAX)) as u32,
+                ..c.settings
+            },
+            Err(e) => anyhow::bail!("cannot read consumer {CONSUMER}: {e}"),
+        };
+        if settings != c.settings {
+            eprintln!(
+                "{}: using the cluster's ack wait {:?} and max deliver {}",
+                c.name, settings.ack_wait, settings.max_deliver
+            );
+        }
         let results = protocol::retry(Duration::from_secs(60), || js.get_stream(RESULTS))
             .await
             .map_err(|e| anyhow::anyhow!("cannot open stream {RESULTS}: {e}"))?;
         let state = Arc::new(State {
             name: c.name.clone(),
             policy: c.policy.to_string(),
-            settings: c.settings,
+            settings,
             pool,
             slack: c.slack,
             js: js.clone(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use tidepool_cluster::audit::audit;
+use tidepool_cluster::chaos::read_journal;
 use tidepool_cluster::tasks::sleep_payload;
 use tidepool_cluster::NatsServer;
 
@@ -45,4 +46,210 @@ async fn requests_run_on_nodes_and_results_come_back() {
     assert_eq!(a.distinct_results, 201);
     assert_eq!(a.duplicate_results, 0);
     assert_eq!(a.requests_queued, 0, "every request acked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_task_is_dead_lettered_and_does_not_block_the_others() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(10), 3);
+    let client = client(&server, &s).await;
+    let _a = start_node(dir.path(), &server.url(), "a", &["--max-threads", "4"]);
+    let poison = client.submit("poison", &b"x"[..]).await.unwrap();
+    let good = client
+        .submit_batch(
+            "sleep",
+            (0..50).map(|_| sleep_payload(Duration::from_millis(2))),
+        )
+        .await
+        .unwrap();
+    let results = client.wait_all(good, LONG).await.unwrap();
+    assert!(results.iter().all(|r| r.output.is_ok()));
+    let r = tokio::time::timeout(LONG, poison.result())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = r.output.unwrap_err();
+    assert!(err.contains("dead-lettered after 3 deliveries"), "{err}");
+    assert!(err.contains("poison task: always panics"), "{err}");
+    assert_eq!(r.delivered, 3);
+    let a = audit(client.jetstream(), client.id()).await.unwrap();
+    assert_eq!(a.dead_lettered, 1);
+    assert_eq!(a.distinct_results, 51);
+    assert_eq!(a.requests_queued, 0);
+    // The dead letter carries the payload and the error.
+    let dead = client
+        .jetstream()
+        .get_stream("TIDEPOOL_DEAD")
+        .await
+        .unwrap();
+    let m = dead
+        .get_last_raw_message_by_subject("tidepool.dead.poison")
+        .await
+        .unwrap();
+    assert_eq!(&m.payload[..], b"x");
+    let e = m
+        .headers
+        .get("Tidepool-Error")
+        .unwrap()
+        .as_str()
+        .to_string();
+    assert!(e.contains("panicked"), "{e}");
+    // An unknown task name is a failure too, dead-lettered the same way.
+    let unknown = client.submit("no-such-task", &b""[..]).await.unwrap();
+    let r = tokio::time::timeout(LONG, unknown.result())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r
+        .output
+        .unwrap_err()
+        .contains("no handler for task `no-such-task`"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_node_loses_its_requests_to_another_after_the_ack_wait() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(2), 5);
+    let client = client(&server, &s).await;
+    let stalled = start_node(
+        dir.path(),
+        &server.url(),
+        "stalled",
+        &["--policy", "fixed:4", "--slack", "0"],
+    );
+    let pending = client
+        .submit_batch(
+            "sleep",
+            (0..4).map(|_| sleep_payload(Duration::from_millis(1500))),
+        )
+        .await
+        .unwrap();
+    // Once it started all four, freeze it (SIGSTOP): no result, no heartbeat.
+    let j = journal(dir.path(), "stalled");
+    assert!(wait_until(LONG, || std::fs::read_to_string(&j)
+        .map_or(0, |t| t.lines().count())
+        == 4));
+    stalled.signal(libc::SIGSTOP);
+    let _healthy = start_node(dir.path(), &server.url(), "healthy", &[]);
+    let results = client.wait_all(pending, LONG).await.unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.node == "healthy" && r.delivered >= 2),
+        "{results:?}"
+    );
+    stalled.signal(libc::SIGCONT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_tasks_are_kept_alive_by_heartbeats_not_redelivered() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Tasks run 3.5 s, the ack wait is 1 s: only progress acks keep them.
+    let s = settings(Duration::from_secs(1), 5);
+    let client = client(&server, &s).await;
+    let _a = start_node(dir.path(), &server.url(), "a", &[]);
+    let _b = start_node(dir.path(), &server.url(), "b", &[]);
+    let pending = client
+        .submit_batch(
+            "sleep",
+            (0..3).map(|_| sleep_payload(Duration::from_millis(3500))),
+        )
+        .await
+        .unwrap();
+    let results = client.wait_all(pending, LONG).await.unwrap();
+    assert!(results.iter().all(|r| r.delivered == 1), "{results:?}");
+    let runs: usize = ["a", "b"]
+        .iter()
+        .map(|n| read_journal(&journal(dir.path(), n)).unwrap().len())
+        .sum();
+    assert_eq!(runs, 3, "a long task ran twice");
+}
+
+#[test]
+fn bad_broker_urls_are_usage_errors_not_panics() {
+    for (url, why) in [
+        ("http://127.0.0.1:4222", "scheme"),
+        ("nats://127.0.0.1:99999", "1..=65535"),
+        ("nats://:4222", "no host"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tidepool-node"))
+            .args(["--nats", url])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains(why), "{url}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_node_waits_for_a_broker_that_is_down_and_connects_when_it_comes_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tidepool_cluster::server::free_port().unwrap();
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut node = start_node(dir.path(), &url, "waiting", &[]);
+    assert!(wait_until(LONG, || log(dir.path(), "waiting")
+        .matches("retrying in")
+        .count()
+        >= 3));
+    let text = log(dir.path(), "waiting");
+    assert!(
+        text.contains(&format!("cannot reach the broker at {url}")),
+        "{text}"
+    );
+    assert!(
+        node.wait_timeout(Duration::ZERO).is_none(),
+        "the node gave up: {text}"
+    );
+    let server_dir = dir.path().join("broker");
+    let _server = NatsServer::start_in(&server_dir, port).unwrap();
+    assert!(wait_until(LONG, || log(dir.path(), "waiting").contains("connected to")));
+    assert!(!log(dir.path(), "waiting").contains("panicked"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_running_tasks_finish_and_record_then_exits() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(30), 5);
+    let client = client(&server, &s).await;
+    let mut node = start_node(
+        dir.path(),
+        &server.url(),
+        "a",
+        &["--policy", "fixed:3", "--slack", "0"],
+    );
+    let pending = client
+        .submit_batch(
+            "sleep",
+            (0..3).map(|_| sleep_payload(Duration::from_millis(1500))),
+        )
+        .await
+        .unwrap();
+    let j = journal(dir.path(), "a");
+    assert!(wait_until(LONG, || read_journal(&j).unwrap().len() == 3));
+    node.signal(libc::SIGTERM);
+    let status = node
+        .wait_timeout(LONG)
+        .expect("the node exits after SIGTERM");
+    assert!(status.success(), "{status:?}: {}", log(dir.path(), "a"));
+    // Their results were recorded before it exited; nothing ran twice, and
+    // a request submitted after the stop waits for another node.
+    let results = client
+        .wait_all(pending, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| r.node == "a" && r.delivered == 1));
+    let late = client.submit("echo", &b"late"[..]).await.unwrap();
+    let _b = start_node(dir.path(), &server.url(), "b", &[]);
+    let r = tokio::time::timeout(LONG, late.result())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.node, "b");
+    assert_eq!(read_journal(&j).unwrap().len(), 3);
 }
