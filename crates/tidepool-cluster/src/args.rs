@@ -145,20 +145,32 @@ impl NodeArgs {
     }
 }
 
-/// Run a node until SIGTERM or SIGINT (Ctrl-C), then stop gracefully.
-pub fn run_node(config: NodeConfig) -> anyhow::Result<NodeStatus> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let stop = async move {
+/// Resolves on SIGTERM or SIGINT (Ctrl-C).
+pub async fn stop_signal() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
             tokio::select! {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
-        };
-        Node::new(config).run(stop).await
-    })
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Run `f` to completion on a fresh multi-threaded runtime (two workers:
+/// the broker I/O is light; the pool's own threads do the work).
+pub fn block_on<F: std::future::Future>(f: F) -> std::io::Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(f))
+}
+
+/// Run a node until SIGTERM or SIGINT (Ctrl-C), then stop gracefully.
+pub fn run_node(config: NodeConfig) -> anyhow::Result<NodeStatus> {
+    block_on(Node::new(config).run(stop_signal()))?
 }

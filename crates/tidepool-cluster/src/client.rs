@@ -82,6 +82,7 @@ struct Waiting {
 #[derive(Debug, Clone)]
 pub struct Client {
     id: String,
+    nats: async_nats::Client,
     js: jetstream::Context,
     next: Arc<AtomicU64>,
     waiting: Arc<Mutex<Waiting>>,
@@ -115,12 +116,13 @@ impl Client {
             unix_ns() & 0xffff_ffff_ffff
         );
         let nats = protocol::connect(url, &format!("tidepool-client-{id}"), Some(patience)).await?;
-        let js = jetstream::new(nats);
+        let js = jetstream::new(nats.clone());
         protocol::retry(patience, || ensure_streams(&js, settings)).await?;
         let waiting = Arc::new(Mutex::new(Waiting::default()));
         let reader = tokio::spawn(read_results(js.clone(), id.clone(), waiting.clone()));
         Ok(Client {
             id,
+            nats,
             js,
             next: Arc::new(AtomicU64::new(0)),
             waiting,
@@ -139,6 +141,11 @@ impl Client {
         self.waiting
             .lock()
             .map_or((0, 0), |w| (w.received, w.duplicates))
+    }
+
+    /// The core NATS connection (for node status reports).
+    pub fn nats(&self) -> &async_nats::Client {
+        &self.nats
     }
 
     /// The JetStream context (for audits of the streams).

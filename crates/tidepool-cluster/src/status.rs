@@ -59,3 +59,22 @@ impl Recorder {
         self.samples.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
+
+/// Wait until `n` nodes report (or `timeout` passes; then an error naming
+/// how many did).
+pub async fn wait_for_nodes(
+    client: &async_nats::Client,
+    n: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let heard = collect(client, Duration::from_millis(600)).await?.len();
+        if heard >= n {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!("only {heard} of {n} nodes reported within {timeout:?}");
+        }
+    }
+}

@@ -10,9 +10,11 @@ use crate::exec::Settings;
 use crate::repeats::MAX_REPEATS;
 
 pub mod calibrate;
+pub mod cluster;
 pub mod compare;
 pub mod demo;
 pub mod gen;
+pub mod node;
 pub mod run;
 pub mod sweep;
 
@@ -44,7 +46,8 @@ Examples:
   tidepool sweep --workload io --sizes 1..64:x2   # throughput/RAIT vs static size, safe zone
   tidepool compare --workload mixed --policies auto,xu-bode,hisdyn,tpr --out report/
   tidepool gen poisson:rate=2000,n=5000 -o my.trace
-  tidepool calibrate";
+  tidepool calibrate
+  tidepool cluster up --nodes 3                   # a distributed pool on NATS JetStream";
 
 /// `tidepool`: the command line.
 #[derive(Debug, Parser)]
@@ -70,6 +73,10 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the busy-loop calibration error and the replay pacing error.
     Calibrate(calibrate::CalibrateArgs),
+    /// A distributed pool on NATS JetStream: up, replay, status, chaos.
+    Cluster(cluster::ClusterArgs),
+    /// Run one node of a cluster (a self-sizing pool fed by NATS JetStream).
+    Node(node::NodeCmdArgs),
 }
 
 /// Run the parsed command.
@@ -81,6 +88,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Cluster(a) => cluster::run(a),
+        Command::Node(a) => node::run(a),
     }
 }
 
