@@ -47,6 +47,9 @@ pub struct BrokerArgs {
     /// Deliveries of a request before it is dead-lettered (1..1000).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub max_deliver: u32,
+    /// Copies of each stream (1..5): 3 on a three-server NATS cluster.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub replicas: usize,
 }
 
 impl BrokerArgs {
@@ -55,6 +58,7 @@ impl BrokerArgs {
         let s = Settings {
             ack_wait: self.ack_wait,
             max_deliver: self.max_deliver,
+            replicas: self.replicas,
             ..Settings::default()
         };
         s.validate()?;

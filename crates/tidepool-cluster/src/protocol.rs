@@ -61,6 +61,9 @@ pub struct Settings {
     /// longer than any run (a result recorded later than this after a first
     /// one of the same request would be stored twice).
     pub duplicate_window: Duration,
+    /// Copies of each stream in a NATS cluster (1 on a single server; 3 on a
+    /// three-server cluster survives the loss of any one server).
+    pub replicas: usize,
 }
 
 impl Default for Settings {
@@ -69,6 +72,7 @@ impl Default for Settings {
             ack_wait: Duration::from_secs(30),
             max_deliver: 5,
             duplicate_window: Duration::from_secs(2 * 3600),
+            replicas: 1,
         }
     }
 }
@@ -87,6 +91,12 @@ impl Settings {
             return Err(format!(
                 "max deliver {} is out of range: allowed 1..=1000",
                 self.max_deliver
+            ));
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err(format!(
+                "replicas {} is out of range: allowed 1..=5 (NATS's limit)",
+                self.replicas
             ));
         }
         if self.duplicate_window < self.ack_wait * self.max_deliver {
@@ -122,6 +132,7 @@ pub async fn ensure_streams(
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
             duplicate_window: settings.duplicate_window,
+            num_replicas: settings.replicas,
             ..Default::default()
         })
         .await
@@ -133,6 +144,7 @@ pub async fn ensure_streams(
             retention: stream::RetentionPolicy::Limits,
             storage: stream::StorageType::File,
             duplicate_window: settings.duplicate_window,
+            num_replicas: settings.replicas,
             ..Default::default()
         })
         .await
@@ -297,6 +309,11 @@ mod tests {
             ..Settings::default()
         };
         assert!(bad.validate().unwrap_err().contains("duplicate window"));
+        let bad = Settings {
+            replicas: 7,
+            ..Settings::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("1..=5"));
     }
 
     #[test]

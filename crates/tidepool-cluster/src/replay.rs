@@ -41,6 +41,9 @@ pub struct ClusterRun {
     pub per_node: BTreeMap<String, u64>,
     /// Each node's pool size over time: `[seconds since start, size]`.
     pub pool_sizes: BTreeMap<String, Vec<[f64; 2]>>,
+    /// The broker's CPU time per request, µs (known when the run started
+    /// its own broker).
+    pub broker_cpu_us_per_request: Option<f64>,
 }
 
 /// Replay `trace` through `client` (arrival gaps divided by `speed`), wait
@@ -122,5 +125,6 @@ pub async fn replay(
         end_to_end,
         per_node,
         pool_sizes,
+        broker_cpu_us_per_request: None,
     })
 }

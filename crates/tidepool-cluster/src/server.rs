@@ -159,6 +159,20 @@ impl NatsServer {
         self.child.as_ref().map(Child::id)
     }
 
+    /// CPU time the server process has used (Linux `/proc`; `None` elsewhere
+    /// or when it is not running).
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?)).ok()?;
+        // Fields after the parenthesised command name; utime and stime are
+        // the 14th and 15th fields of the line.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    }
+
     /// Where the server writes its log.
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("nats-server.log")

@@ -299,7 +299,8 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     let url = local
         .as_ref()
         .map_or(a.broker.url.clone(), |c| c.broker.url());
-    let run = block_on(async {
+    let cpu0 = local.as_ref().and_then(|c| c.broker.cpu_time());
+    let mut run = block_on(async {
         let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
         if let Some(n) = a.local {
             // Let the local nodes connect before the clock starts.
@@ -307,6 +308,10 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
         }
         replay(&client, &w.trace, a.speed, a.timeout).await
     })??;
+    if let (Some(c0), Some(c1)) = (cpu0, local.as_ref().and_then(|c| c.broker.cpu_time())) {
+        run.broker_cpu_us_per_request =
+            Some((c1 - c0).as_secs_f64() * 1e6 / run.requests.max(1) as f64);
+    }
     drop(local);
     if a.json {
         print(&format!("{}\n", serde_json::to_string_pretty(&run)?));
@@ -367,8 +372,11 @@ fn render(r: &ClusterRun) -> String {
             format!("{last:.0}"),
         ]);
     }
+    let cpu = r
+        .broker_cpu_us_per_request
+        .map_or(String::new(), |c| format!("broker CPU: {c:.0} µs per request\n"));
     format!(
-        "{}: {} requests, {} failed, {:.0} results/s over {:.2} s\n\n{}\n{}",
+        "{}: {} requests, {} failed, {:.0} results/s over {:.2} s\n{cpu}\n{}\n{}",
         r.workload,
         r.requests,
         r.failed,
