@@ -223,10 +223,11 @@ impl Client {
                 let (request, subject, publish) = self.request(task, p.clone())?;
                 let rx = self.register(&request);
                 let submitted_ns = unix_ns();
-                let ack = match self.js.send_publish(subject.clone(), publish.clone()).await {
-                    Ok(f) => Some(f),
-                    Err(_) => None,
-                };
+                let ack = self
+                    .js
+                    .send_publish(subject.clone(), publish.clone())
+                    .await
+                    .ok();
                 acks.push((request, subject, publish, rx, submitted_ns, ack));
             }
             for (request, subject, publish, rx, submitted_ns, ack) in acks {

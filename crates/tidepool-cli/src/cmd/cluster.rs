@@ -372,9 +372,9 @@ fn render(r: &ClusterRun) -> String {
             format!("{last:.0}"),
         ]);
     }
-    let cpu = r
-        .broker_cpu_us_per_request
-        .map_or(String::new(), |c| format!("broker CPU: {c:.0} µs per request\n"));
+    let cpu = r.broker_cpu_us_per_request.map_or(String::new(), |c| {
+        format!("broker CPU: {c:.0} µs per request\n")
+    });
     format!(
         "{}: {} requests, {} failed, {:.0} results/s over {:.2} s\n{cpu}\n{}\n{}",
         r.workload,
