@@ -314,7 +314,7 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     }
     drop(local);
     if a.json {
-        print(&format!("{}\n", serde_json::to_string_pretty(&run)?));
+        print(&format!("{}\n", serde_json::to_string(&run)?));
     } else {
         print(&render(&run));
     }
@@ -400,7 +400,7 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
     })??;
     if a.json {
         let list: Vec<_> = nodes.values().collect();
-        print(&format!("{}\n", serde_json::to_string_pretty(&list)?));
+        print(&format!("{}\n", serde_json::to_string(&list)?));
         return Ok(());
     }
     if nodes.is_empty() {
