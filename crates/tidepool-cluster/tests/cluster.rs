@@ -253,3 +253,79 @@ async fn sigterm_lets_running_tasks_finish_and_record_then_exits() {
     assert_eq!(r.node, "b");
     assert_eq!(read_journal(&j).unwrap().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_pulls_only_what_its_pool_can_start() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(30), 5);
+    let client = client(&server, &s).await;
+    let _a = start_node(
+        dir.path(),
+        &server.url(),
+        "a",
+        &["--policy", "fixed:2", "--slack", "1"],
+    );
+    tidepool_cluster::status::wait_for_nodes(client.nats(), 1, LONG)
+        .await
+        .unwrap();
+    let reports = tidepool_cluster::status::Recorder::start(client.nats())
+        .await
+        .unwrap();
+    let pending = client
+        .submit_batch(
+            "sleep",
+            (0..12).map(|_| sleep_payload(Duration::from_millis(250))),
+        )
+        .await
+        .unwrap();
+    let stream = client
+        .jetstream()
+        .get_stream("TIDEPOOL_REQUESTS")
+        .await
+        .unwrap();
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("nodes").await.unwrap();
+    // Broker side: requests delivered and not yet acked. Besides the pool's
+    // 2 + 1 slack this counts finished requests whose result is being
+    // recorded, but it must stay far from the whole backlog of 12.
+    let mut most_unacked = 0;
+    let mut polls = 0;
+    while client.received().0 < 12 && polls < 2000 {
+        let info = consumer.info().await.unwrap();
+        most_unacked = most_unacked.max(info.num_ack_pending);
+        polls += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.wait_all(pending, LONG).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let reports = reports.stop();
+    // Node side: requests handed to the pool and not finished.
+    let most_running = reports.iter().map(|r| r.running).max().unwrap_or(0);
+    assert!(most_unacked >= 1, "never saw a request in flight");
+    assert!(
+        most_unacked <= 6,
+        "a fixed:2 node took {most_unacked} of 12 requests at once"
+    );
+    assert!(
+        most_running <= 3,
+        "a fixed:2 node with slack 1 ran or queued {most_running}"
+    );
+    assert!(reports.iter().any(|r| r.running >= 2), "{reports:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gives_up_on_a_broker_that_stays_down_with_a_clear_error() {
+    let port = tidepool_cluster::server::free_port().unwrap();
+    let url = format!("nats://127.0.0.1:{port}");
+    let s = settings(Duration::from_secs(5), 3);
+    let err = tidepool_cluster::Client::connect(&url, &s, Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("cannot reach the broker at {url}")),
+        "{err}"
+    );
+    assert!(err.contains("gave up after"), "{err}");
+}
