@@ -9,11 +9,15 @@ use tidepool_cluster::chaos::{run, ChaosOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_and_a_broker_restart_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = if std::env::var_os("KEEP").is_some() {
-        Box::leak(Box::new(dir)).path().to_path_buf()
-    } else {
-        dir.path().to_path_buf()
+    // TIDEPOOL_KEEP_CHAOS=1 keeps the node logs, journals and broker store.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let _guard = match std::env::var_os("TIDEPOOL_KEEP_CHAOS") {
+        Some(_) => {
+            eprintln!("keeping {}", tmp.keep().display());
+            None
+        }
+        None => Some(tmp),
     };
     let mut opts = ChaosOptions::new(common::node_command());
     opts.requests = 1500;
