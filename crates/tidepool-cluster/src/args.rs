@@ -100,6 +100,10 @@ pub struct NodeArgs {
     /// On SIGTERM, how long to let running tasks finish before releasing them.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
+    /// Stop heartbeats for a task running longer than this (a hung handler),
+    /// so that its request goes to another node after the ack wait.
+    #[arg(long, value_name = "DURATION", default_value = "3600s", value_parser = duration)]
+    pub max_task_time: Duration,
 }
 
 impl NodeArgs {
@@ -145,6 +149,7 @@ impl NodeArgs {
             settings,
             journal: self.journal.clone(),
             drain_timeout: self.drain_timeout,
+            max_task_time: self.max_task_time,
         })
     }
 }

@@ -24,7 +24,9 @@
 //! 3. **Heartbeats.** Every `ack_wait / 3` the node sends a progress ack
 //!    (`+WPI`) for each request it holds, so long tasks are not redelivered
 //!    while they run. A node that stalls (stopped, swapping, wedged) sends
-//!    none, so its requests go to other nodes after `ack_wait`.
+//!    none, so its requests go to other nodes after `ack_wait`. Nor does a
+//!    task that runs past `max_task_time` (a hung handler) get heartbeats:
+//!    its request goes to another node too.
 //! 4. **Failures.** A failed delivery is nak'ed with a growing delay, so
 //!    another attempt (often on another node) follows. The delivery that
 //!    reaches `max_deliver` publishes the request, with its error, to the
@@ -79,6 +81,9 @@ pub struct NodeConfig {
     pub journal: Option<PathBuf>,
     /// How long a graceful stop waits for running tasks.
     pub drain_timeout: Duration,
+    /// Heartbeats for a request stop after this long, so a task that hangs
+    /// gives its request back to the broker (redelivered after `ack_wait`).
+    pub max_task_time: Duration,
 }
 
 impl Default for NodeConfig {
@@ -94,6 +99,7 @@ impl Default for NodeConfig {
             settings: Settings::default(),
             journal: None,
             drain_timeout: Duration::from_secs(30),
+            max_task_time: Duration::from_secs(3600),
         }
     }
 }
@@ -162,6 +168,7 @@ struct Done {
 /// A request the node holds until it is acked or released.
 struct Held {
     message: jetstream::Message,
+    since: Instant,
     request: String,
     client: String,
     task: String,
@@ -176,6 +183,7 @@ struct State {
     settings: Settings,
     pool: Pool,
     slack: usize,
+    max_task_time: Duration,
     js: jetstream::Context,
     results: jetstream::stream::Stream,
     held: Mutex<HashMap<u64, Arc<Held>>>,
@@ -322,6 +330,7 @@ impl Node {
             settings,
             pool,
             slack: c.slack,
+            max_task_time: c.max_task_time,
             js: js.clone(),
             results,
             held: Mutex::new(HashMap::new()),
@@ -530,6 +539,7 @@ fn start(
     let key = state.next_key.fetch_add(1, Relaxed);
     let held = Arc::new(Held {
         message,
+        since: Instant::now(),
         request: request.clone(),
         client,
         task: task.clone(),
@@ -755,7 +765,12 @@ async fn heartbeat(state: Arc<State>) {
         let held: Vec<Arc<Held>> = state
             .held
             .lock()
-            .map(|h| h.values().cloned().collect())
+            .map(|h| {
+                h.values()
+                    .filter(|h| h.since.elapsed() < state.max_task_time)
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
         for h in held {
             let _ = h.message.ack_with(AckKind::Progress).await;

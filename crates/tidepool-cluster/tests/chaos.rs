@@ -12,7 +12,7 @@ async fn a_killed_node_and_a_broker_restart_lose_nothing() {
     // TIDEPOOL_KEEP_CHAOS=1 keeps the node logs, journals and broker store.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    let _guard = match std::env::var_os("TIDEPOOL_KEEP_CHAOS") {
+    let _guard = match std::env::var_os("TIDEPOOL_KEEP_CHAOS").filter(|v| !v.is_empty()) {
         Some(_) => {
             eprintln!("keeping {}", tmp.keep().display());
             None

@@ -329,3 +329,33 @@ async fn a_client_gives_up_on_a_broker_that_stays_down_with_a_clear_error() {
     );
     assert!(err.contains("gave up after"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_task_gives_its_request_back_after_max_task_time() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(1), 5);
+    let client = client(&server, &s).await;
+    let limit = ["--max-task-time", "1500ms"];
+    let _a = start_node(dir.path(), &server.url(), "a", &limit);
+    let _b = start_node(dir.path(), &server.url(), "b", &limit);
+    // One task "hangs" for 4 s: after 1.5 s its heartbeats stop, so the
+    // broker gives it to a node again while the first run still goes on.
+    let p = client
+        .submit("sleep", sleep_payload(Duration::from_secs(4)))
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(LONG, p.result())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r.output.is_ok());
+    let runs: Vec<u32> = ["a", "b"]
+        .iter()
+        .flat_map(|n| read_journal(&journal(dir.path(), n)).unwrap())
+        .map(|(_, d)| d)
+        .collect();
+    assert!(runs.len() >= 2 && runs.iter().any(|&d| d >= 2), "{runs:?}");
+    let a = audit(client.jetstream(), client.id()).await.unwrap();
+    assert_eq!(a.duplicate_results, 0);
+}
