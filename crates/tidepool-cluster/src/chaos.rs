@@ -97,8 +97,12 @@ pub struct ChaosReport {
     pub results: u64,
     /// Requests without one.
     pub lost: u64,
-    /// Stored results beyond the first of their request.
+    /// Stored results beyond the first of their request (counted by the
+    /// broker: per-request subject counts of the results stream), or results
+    /// the client received twice, whichever is larger.
     pub duplicate_results: u64,
+    /// Results the client received twice (part of `duplicate_results`).
+    pub duplicates_at_client: u64,
     /// Task starts over all nodes.
     pub executions: u64,
     /// Task starts that were redeliveries.
@@ -222,6 +226,7 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
     report.results = a.distinct_results;
     report.lost = n.saturating_sub(a.distinct_results);
     report.duplicate_results = a.duplicate_results.max(client_dups);
+    report.duplicates_at_client = client_dups;
     report.dead_lettered = a.dead_lettered;
     report.throughput = a.distinct_results as f64 / report.elapsed_s.max(1e-9);
 
