@@ -590,3 +590,48 @@ fn help_has_examples() {
     let demo = String::from_utf8_lossy(&tidepool(&["demo", "--help"]).stdout).to_string();
     assert!(demo.contains("tidepool demo --repeats 3"), "{demo}");
 }
+
+#[test]
+fn cluster_commands_reject_bad_options_with_usage_errors() {
+    for (args, why) in [
+        (vec!["node", "--nats", "http://127.0.0.1:4222"], "scheme"),
+        (vec!["node", "--policy", "tpr"], "not a pool policy"),
+        (vec!["node", "--ack-wait", "10ms"], "1s..=3600s"),
+        (vec!["cluster", "chaos", "--nodes", "1"], "between 2 and 16"),
+        (
+            vec![
+                "cluster", "replay", "--local", "1", "--policy", "nope", "-w", TINY,
+            ],
+            "invalid policy spec",
+        ),
+        (vec!["cluster", "status", "--nats", "nats://:1"], "no host"),
+    ] {
+        let out = tidepool(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn cluster_replay_runs_a_workload_on_local_nodes() {
+    let out = tidepool(&[
+        "cluster",
+        "replay",
+        "--local",
+        "2",
+        "--json",
+        "-w",
+        "poisson:rate=400,service=const:5ms,free=100,n=150,seed=3",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(num(&v, "requests"), 150.0);
+    assert_eq!(num(&v, "failed"), 0.0);
+    assert_eq!(num(&v["metrics"], "completed"), 150.0);
+    let per_node = v["per_node"].as_object().unwrap();
+    assert_eq!(
+        per_node.values().map(|n| n.as_u64().unwrap()).sum::<u64>(),
+        150
+    );
+    assert!(num(&v, "broker_cpu_us_per_request") > 0.0);
+}

@@ -13,9 +13,11 @@ use tidepool_workload::limits::shown_f64;
 use tidepool_workload::Limits;
 
 pub mod calibrate;
+pub mod cluster;
 pub mod compare;
 pub mod demo;
 pub mod gen;
+pub mod node;
 pub mod reproduce;
 pub mod run;
 pub mod sim;
@@ -54,7 +56,8 @@ Examples:
   tidepool compare --workload mixed --policies auto,xu-bode,hisdyn,tpr --out report/
   tidepool gen poisson:rate=2000,n=5000 -o my.trace
   tidepool calibrate
-  tidepool reproduce all --json                   # the papers' claims beside ours";
+  tidepool reproduce all --json                   # the papers' claims beside ours
+  tidepool cluster up --nodes 3                   # a distributed pool on NATS JetStream";
 
 /// `tidepool`: the command line.
 #[derive(Debug, Parser)]
@@ -97,6 +100,10 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Run the papers' headline experiments here; each claim beside ours, with a verdict.
     Reproduce(reproduce::ReproduceArgs),
+    /// A distributed pool on NATS JetStream: up, replay, status, chaos.
+    Cluster(cluster::ClusterArgs),
+    /// Run one node of a cluster (a self-sizing pool fed by NATS JetStream).
+    Node(node::NodeCmdArgs),
 }
 
 /// Run the parsed command.
@@ -111,6 +118,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Calibrate(a) => calibrate::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Reproduce(a) => reproduce::run(a),
+        Command::Cluster(a) => cluster::run(a),
+        Command::Node(a) => node::run(a),
     }
 }
 
