@@ -174,7 +174,8 @@ impl<B: Send + 'static> Builder<B> {
             self.errors.push("a pipeline has one source".into());
         }
         if !self.groups.is_empty() {
-            self.errors.push("the source comes before every stage".into());
+            self.errors
+                .push("the source comes before every stage".into());
         }
         self.source = Some((name.into(), Box::new(source)));
         self.groups.push(GroupSpec::new(Vec::new()));
@@ -295,17 +296,18 @@ impl<B: Send + 'static> Builder<B> {
         };
         match self.groups.last_mut() {
             Some(g) if g.fork.is_none() => g.fork = Some(spec),
-            _ => self
-                .errors
-                .push("`fork` needs a previous stage of this chain (and one fork per stage)".into()),
+            _ => self.errors.push(
+                "`fork` needs a previous stage of this chain (and one fork per stage)".into(),
+            ),
         }
         self
     }
 
     fn last(&mut self, what: &str) -> Option<&mut GroupSpec<B>> {
         if self.groups.is_empty() {
-            self.errors
-                .push(format!("`{what}` applies to the latest stage, and there is none"));
+            self.errors.push(format!(
+                "`{what}` applies to the latest stage, and there is none"
+            ));
         }
         self.groups.last_mut()
     }
@@ -316,11 +318,7 @@ impl<B: Send + 'static> Builder<B> {
     }
 }
 
-pub(crate) fn validate_chain<B>(
-    b: &Builder<B>,
-    in_branch: bool,
-    errors: &mut Vec<String>,
-) {
+pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Vec<String>) {
     errors.extend(b.errors.iter().cloned());
     for (i, g) in b.groups.iter().enumerate() {
         let name = g
@@ -377,7 +375,9 @@ pub(crate) fn validate_chain<B>(
             }
             for br in &f.branches {
                 if br.source.is_some() || br.buffers.is_some() {
-                    errors.push(format!("fork after `{name}`: a branch has no source or buffers of its own"));
+                    errors.push(format!(
+                        "fork after `{name}`: a branch has no source or buffers of its own"
+                    ));
                 }
                 if br.groups.is_empty() {
                     errors.push(format!("fork after `{name}`: a branch needs a stage"));

@@ -29,7 +29,9 @@ impl<B: Send + 'static> Pipeline<B> {
             errors.push(format!("pipeline `{name}` has no source"));
         }
         match &spec.buffers {
-            None => errors.push(format!("pipeline `{name}` has no buffers (Builder::buffers)")),
+            None => errors.push(format!(
+                "pipeline `{name}` has no buffers (Builder::buffers)"
+            )),
             Some((0, _)) => errors.push(format!("pipeline `{name}`: buffers must be at least 1")),
             Some((n, _)) => {
                 // A group waiting for `repeat` buffers holds up to `repeat - 1`
@@ -86,9 +88,12 @@ fn held_while_waiting<B>(groups: &[GroupSpec<B>]) -> usize {
                 Replicas::Sized { .. } => 1,
             };
             threads * (g.repeat.max(1) - 1)
-                + g.fork
-                    .as_ref()
-                    .map_or(0, |f| f.branches.iter().map(|b| held_while_waiting(&b.groups)).sum())
+                + g.fork.as_ref().map_or(0, |f| {
+                    f.branches
+                        .iter()
+                        .map(|b| held_while_waiting(&b.groups))
+                        .sum()
+                })
         })
         .sum()
 }
@@ -133,7 +138,13 @@ impl<B: Send + 'static> Compiler<B> {
         q
     }
 
-    fn node(&mut self, name: String, stage_names: Vec<String>, pipe: usize, input: Option<Arc<Queue<Env<B>>>>) -> usize {
+    fn node(
+        &mut self,
+        name: String,
+        stage_names: Vec<String>,
+        pipe: usize,
+        input: Option<Arc<Queue<Env<B>>>>,
+    ) -> usize {
         let mut outs = Vec::with_capacity(self.pipes);
         outs.resize_with(self.pipes, || None);
         self.nodes.push(Node {
@@ -188,7 +199,13 @@ impl<B: Send + 'static> Compiler<B> {
         }
     }
 
-    fn chain(&mut self, groups: Vec<GroupSpec<B>>, pipe: usize, capacity: usize, mut links: Vec<Link<B>>) -> Vec<Link<B>> {
+    fn chain(
+        &mut self,
+        groups: Vec<GroupSpec<B>>,
+        pipe: usize,
+        capacity: usize,
+        mut links: Vec<Link<B>>,
+    ) -> Vec<Link<B>> {
         for g in groups {
             if let Some(sh) = &g.shared {
                 let key = Arc::as_ptr(&sh.inner) as *const ();
@@ -197,7 +214,12 @@ impl<B: Send + 'static> Compiler<B> {
                     None => {
                         let feeds = self.shared_feeds[&key].clone();
                         let q = self.queue(&feeds, capacity);
-                        let n = self.node(sh.inner.name.clone(), vec![sh.inner.name.clone()], pipe, Some(q));
+                        let n = self.node(
+                            sh.inner.name.clone(),
+                            vec![sh.inner.name.clone()],
+                            pipe,
+                            Some(q),
+                        );
                         self.nodes[n].pipes = feeds;
                         self.nodes[n].shared = Some(sh.inner.clone() as Arc<SharedInner<B>>);
                         self.nodes[n].priority = sh.inner.priority;
@@ -225,7 +247,13 @@ impl<B: Send + 'static> Compiler<B> {
     }
 
     /// Fill in a group's node and return its outgoing links.
-    fn group(&mut self, node: usize, g: GroupSpec<B>, pipe: usize, capacity: usize) -> Vec<Link<B>> {
+    fn group(
+        &mut self,
+        node: usize,
+        g: GroupSpec<B>,
+        pipe: usize,
+        capacity: usize,
+    ) -> Vec<Link<B>> {
         let ordered_replicas = g.order == Order::Ordered && g.replicas != Replicas::Fixed(1);
         {
             let n = &mut self.nodes[node];
@@ -238,7 +266,8 @@ impl<B: Send + 'static> Compiler<B> {
             return vec![Link::Out {
                 node,
                 set_total: true,
-                reorder: ordered_replicas.then(|| (Arc::new(Mutex::new(Reorder::new())), Key::Index)),
+                reorder: ordered_replicas
+                    .then(|| (Arc::new(Mutex::new(Reorder::new())), Key::Index)),
                 join: false,
             }];
         };
@@ -249,7 +278,8 @@ impl<B: Send + 'static> Compiler<B> {
             join: None,
             counts: vec![0; branches],
         })));
-        let join_order = (fork.order == Order::Ordered).then(|| Arc::new(Mutex::new(Reorder::new())));
+        let join_order =
+            (fork.order == Order::Ordered).then(|| Arc::new(Mutex::new(Reorder::new())));
         let mut out = Vec::new();
         for b in fork.branches {
             for l in self.chain(b.groups, pipe, capacity, vec![Link::Branch(node)]) {
@@ -318,7 +348,10 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         let mut names = vec![src_name];
         names.extend(first.stages.iter().map(|s| s.name.clone()));
         let node = c.node(names.join("+"), names, p, None);
-        *c.nodes[node].source.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
+        *c.nodes[node]
+            .source
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(source);
         let links = c.group(node, first, p, count);
         let links = c.chain(groups, p, count, links);
         c.connect(links, None, p);

@@ -351,6 +351,8 @@ mod tests {
         let e = PrioritySpec::parse("nice:20").unwrap_err();
         assert!(e.contains("-20..=19"), "{e}");
         assert!(PrioritySpec::parse("nice").is_err());
-        assert!(PrioritySpec::parse("turbo").unwrap_err().contains("expected"));
+        assert!(PrioritySpec::parse("turbo")
+            .unwrap_err()
+            .contains("expected"));
     }
 }

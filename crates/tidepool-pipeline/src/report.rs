@@ -142,7 +142,15 @@ impl Report {
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         let mut out = format!(
             "{:<24} {:>4} {:>8} {:>10} {:>10} {:>10} {:>10} {:>11} {:>12}\n",
-            "stage", "thr", "items", "busy ms", "wait-in ms", "wait-out", "cpu ms", "µs/item", "max items/s"
+            "stage",
+            "thr",
+            "items",
+            "busy ms",
+            "wait-in ms",
+            "wait-out",
+            "cpu ms",
+            "µs/item",
+            "max items/s"
         );
         for s in &self.stages {
             out += &format!(

@@ -198,10 +198,22 @@ struct Held<B> {
 }
 
 impl<B: Send + 'static> Node<B> {
-    fn err(&self, run: &Run<B>, stage: usize, pipe: usize, round: Option<u64>, step: Step, cause: Cause) -> PipelineError {
+    fn err(
+        &self,
+        run: &Run<B>,
+        stage: usize,
+        pipe: usize,
+        round: Option<u64>,
+        step: Step,
+        cause: Cause,
+    ) -> PipelineError {
         PipelineError {
             pipeline: run.pipes[pipe].name.clone(),
-            stage: self.stage_names.get(stage).cloned().unwrap_or_else(|| self.name.clone()),
+            stage: self
+                .stage_names
+                .get(stage)
+                .cloned()
+                .unwrap_or_else(|| self.name.clone()),
             round,
             step,
             cause,
@@ -261,19 +273,43 @@ impl<B: Send + 'static> Node<B> {
                 let branch = if env.empty == Empty::Stream {
                     0
                 } else {
-                    let cx = Context::new(&self.name, &run.pipes[pipe].name, env.round, last_total.is_some(), false, 0);
+                    let cx = Context::new(
+                        &self.name,
+                        &run.pipes[pipe].name,
+                        env.round,
+                        last_total.is_some(),
+                        false,
+                        0,
+                    );
                     let route = &mut f.route;
                     let b = match catch_unwind(AssertUnwindSafe(|| route(&env.buf, &cx))) {
                         Ok(b) => b,
                         Err(p) => {
-                            let e = self.err(run, usize::MAX, pipe, Some(env.round), Step::Route, Cause::Panicked(panic_message(&*p)));
+                            let e = self.err(
+                                run,
+                                usize::MAX,
+                                pipe,
+                                Some(env.round),
+                                Step::Route,
+                                Cause::Panicked(panic_message(&*p)),
+                            );
                             run.fail(e);
                             return None;
                         }
                     };
                     if b >= f.branches.len() {
-                        let msg = format!("route chose branch {b}; the fork has branches 0..{}", f.branches.len());
-                        let e = self.err(run, usize::MAX, pipe, Some(env.round), Step::Route, Cause::Failed(msg.into()));
+                        let msg = format!(
+                            "route chose branch {b}; the fork has branches 0..{}",
+                            f.branches.len()
+                        );
+                        let e = self.err(
+                            run,
+                            usize::MAX,
+                            pipe,
+                            Some(env.round),
+                            Step::Route,
+                            Cause::Failed(msg.into()),
+                        );
                         run.fail(e);
                         return None;
                     }
@@ -320,11 +356,20 @@ impl<B: Send + 'static> Node<B> {
         }
         let mut out = Vec::with_capacity(self.makers.len());
         for (i, m) in self.makers.iter().enumerate() {
-            let made = catch_unwind(AssertUnwindSafe(|| (m.lock().unwrap_or_else(|p| p.into_inner()))()));
+            let made = catch_unwind(AssertUnwindSafe(|| {
+                (m.lock().unwrap_or_else(|p| p.into_inner()))()
+            }));
             match made {
                 Ok(s) => out.push(s),
                 Err(p) => {
-                    return Err(self.err(run, i, self.pipes[0], None, Step::Init, Cause::Panicked(panic_message(&*p))))
+                    return Err(self.err(
+                        run,
+                        i,
+                        self.pipes[0],
+                        None,
+                        Step::Init,
+                        Cause::Panicked(panic_message(&*p)),
+                    ))
                 }
             }
         }
@@ -372,7 +417,15 @@ impl<B: Send + 'static> Node<B> {
             }
         }
         if source_ok && inited == stages.len() && !run.failed() {
-            self.work(run, replica, source.as_mut(), &mut stages, &mut policy, &mut st, &mut depth);
+            self.work(
+                run,
+                replica,
+                source.as_mut(),
+                &mut stages,
+                &mut policy,
+                &mut st,
+                &mut depth,
+            );
         }
         for (i, s) in stages.iter_mut().take(inited).enumerate() {
             if let Err(c) = guarded(|| s.cleanup()) {
@@ -408,7 +461,15 @@ impl<B: Send + 'static> Node<B> {
     }
 
     /// Take up to `repeat` buffers. Empty means the input ended or the run failed.
-    fn take(&self, run: &Run<B>, source: &mut Option<&mut Box<dyn Source<B>>>, batch: &mut Vec<Held<B>>, st: &mut Stats, depth: &mut DepthSeries, ended: &mut bool) {
+    fn take(
+        &self,
+        run: &Run<B>,
+        source: &mut Option<&mut Box<dyn Source<B>>>,
+        batch: &mut Vec<Held<B>>,
+        st: &mut Stats,
+        depth: &mut DepthSeries,
+        ended: &mut bool,
+    ) {
         let pipe = self.pipes[0];
         if let Some(src) = source {
             let free = &run.pipes[pipe].free;
@@ -422,7 +483,14 @@ impl<B: Send + 'static> Node<B> {
                 st.wait_output += t.elapsed();
                 depth.record(run.start.elapsed().as_secs_f64(), free.len());
                 let round = rounds.load(Ordering::Relaxed);
-                let cx = Context::new(&self.stage_names[0], &run.pipes[pipe].name, round, false, false, 0);
+                let cx = Context::new(
+                    &self.stage_names[0],
+                    &run.pipes[pipe].name,
+                    round,
+                    false,
+                    false,
+                    0,
+                );
                 let t = Instant::now();
                 let flow = guarded(|| src.fill(&mut env.buf, &cx));
                 st.busy[0] += t.elapsed();
@@ -437,7 +505,11 @@ impl<B: Send + 'static> Node<B> {
                 };
                 rounds.store(round + 1, Ordering::Relaxed);
                 env.round = round;
-                env.empty = if flow == Flow::End { Empty::Stream } else { Empty::No };
+                env.empty = if flow == Flow::End {
+                    Empty::Stream
+                } else {
+                    Empty::No
+                };
                 let last = flow != Flow::More;
                 *ended = last;
                 batch.push(Held {
@@ -518,7 +590,14 @@ impl<B: Send + 'static> Node<B> {
                     let r = guarded(|| stage.process(&mut h.env.buf, &cx));
                     st.busy[first_stage + i] += t.elapsed();
                     if let Err(c) = r {
-                        let e = self.err(run, first_stage + i, h.pipe, Some(h.env.round), Step::Process, c);
+                        let e = self.err(
+                            run,
+                            first_stage + i,
+                            h.pipe,
+                            Some(h.env.round),
+                            Step::Process,
+                            c,
+                        );
                         run.fail(e);
                         return;
                     }
@@ -548,7 +627,12 @@ impl<B: Send + 'static> Node<B> {
 
     /// The dispatcher of a self-sizing stage: its buffers become tasks of a
     /// tidepool pool sized by the stage's policy.
-    fn dispatch(self: &Arc<Self>, run: &Arc<Run<B>>, policy: &tidepool::policy::PolicySpec, max: usize) {
+    fn dispatch(
+        self: &Arc<Self>,
+        run: &Arc<Run<B>>,
+        policy: &tidepool::policy::PolicySpec,
+        max: usize,
+    ) {
         let built = policy
             .build()
             .ok_or_else(|| format!("sizing policy `{}` cannot be built", policy.name()))
@@ -565,7 +649,14 @@ impl<B: Send + 'static> Node<B> {
         let pool = match built {
             Ok(p) => p,
             Err(msg) => {
-                run.fail(self.err(run, 0, self.pipes[0], None, Step::Init, Cause::Failed(msg.into())));
+                run.fail(self.err(
+                    run,
+                    0,
+                    self.pipes[0],
+                    None,
+                    Step::Init,
+                    Cause::Failed(msg.into()),
+                ));
                 return;
             }
         };
@@ -638,7 +729,13 @@ impl<B: Send + 'static> Node<B> {
     }
 
     /// One buffer of a self-sizing stage, on a pool worker.
-    fn sized_task(&self, run: &Run<B>, mut h: Held<B>, idle: &Mutex<Vec<Instance<B>>>, made: &std::sync::atomic::AtomicUsize) {
+    fn sized_task(
+        &self,
+        run: &Run<B>,
+        mut h: Held<B>,
+        idle: &Mutex<Vec<Instance<B>>>,
+        made: &std::sync::atomic::AtomicUsize,
+    ) {
         if run.failed() {
             return;
         }
@@ -674,7 +771,14 @@ impl<B: Send + 'static> Node<B> {
                 i
             }
         };
-        let cx = Context::new(&self.stage_names[0], &run.pipes[h.pipe].name, h.env.round, h.last_total.is_some(), h.env.empty != Empty::No, inst.replica);
+        let cx = Context::new(
+            &self.stage_names[0],
+            &run.pipes[h.pipe].name,
+            h.env.round,
+            h.last_total.is_some(),
+            h.env.empty != Empty::No,
+            inst.replica,
+        );
         let t = Instant::now();
         let s = &mut inst.stage;
         let r = guarded(|| s.process(&mut h.env.buf, &cx));
@@ -704,7 +808,10 @@ struct Instance<B> {
 }
 
 /// Start every node's threads, wait for all of them, and report.
-pub(crate) fn execute<B: Send + 'static>(nodes: Vec<Node<B>>, run: Arc<Run<B>>) -> Result<Report, PipelineError> {
+pub(crate) fn execute<B: Send + 'static>(
+    nodes: Vec<Node<B>>,
+    run: Arc<Run<B>>,
+) -> Result<Report, PipelineError> {
     let nodes: Vec<Arc<Node<B>>> = nodes.into_iter().map(Arc::new).collect();
     let mut handles = Vec::new();
     for node in &nodes {
@@ -717,7 +824,9 @@ pub(crate) fn execute<B: Send + 'static>(nodes: Vec<Node<B>>, run: Arc<Run<B>>) 
             let spawned = std::thread::Builder::new()
                 .name(node.name.chars().take(15).collect())
                 .spawn(move || match &n.replicas {
-                    Replicas::Sized { policy, max } if n.input.is_some() => n.dispatch(&r, policy, *max),
+                    Replicas::Sized { policy, max } if n.input.is_some() => {
+                        n.dispatch(&r, policy, *max)
+                    }
                     _ => n.thread(&r, replica),
                 });
             match spawned {

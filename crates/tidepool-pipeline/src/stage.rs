@@ -35,7 +35,14 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// A context for one call; `stage` and `pipeline` must outlive every use
     /// of it (the framework builds it on the stack around the call).
-    pub(crate) fn new(stage: &str, pipeline: &str, round: u64, last: bool, empty: bool, replica: usize) -> Self {
+    pub(crate) fn new(
+        stage: &str,
+        pipeline: &str,
+        round: u64,
+        last: bool,
+        empty: bool,
+        replica: usize,
+    ) -> Self {
         Context {
             stage: std::ptr::NonNull::from(stage),
             pipeline: std::ptr::NonNull::from(pipeline),

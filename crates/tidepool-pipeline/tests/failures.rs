@@ -94,7 +94,13 @@ fn w(name: &'static str, f: &Fault) -> Worker {
 }
 
 /// Build case `shape` with the fault; returns the pipelines to run.
-fn pipelines(shape: u64, rounds: u64, buffers: usize, f: &Fault, bufs: &Buffers) -> Vec<Pipeline<Counted>> {
+fn pipelines(
+    shape: u64,
+    rounds: u64,
+    buffers: usize,
+    f: &Fault,
+    bufs: &Buffers,
+) -> Vec<Pipeline<Counted>> {
     let base = |name: &str| {
         Pipeline::builder(name)
             .buffers(buffers, bufs.maker())
@@ -102,7 +108,10 @@ fn pipelines(shape: u64, rounds: u64, buffers: usize, f: &Fault, bufs: &Buffers)
     };
     let f2 = f.clone();
     let p = match shape {
-        0 => base("linear").stage("a", w("a", f)).stage("b", w("b", f)).then("c", w("c", f)),
+        0 => base("linear")
+            .stage("a", w("a", f))
+            .stage("b", w("b", f))
+            .then("c", w("c", f)),
         1 => base("replicated")
             .stage("a", w("a", f))
             .replicated("b", 3, move || w("b", &f2))
@@ -119,7 +128,9 @@ fn pipelines(shape: u64, rounds: u64, buffers: usize, f: &Fault, bufs: &Buffers)
             .fork(
                 |b: &Counted, _: &Context| (b.round % 3) as usize % 2,
                 vec![
-                    Builder::branch().stage("b", w("b", f)).stage("c", w("c", f)),
+                    Builder::branch()
+                        .stage("b", w("b", f))
+                        .stage("c", w("c", f)),
                     Builder::branch().replicated("d", 2, move || w("d", &f2)),
                 ],
                 Order::Ordered,
@@ -127,11 +138,16 @@ fn pipelines(shape: u64, rounds: u64, buffers: usize, f: &Fault, bufs: &Buffers)
             .stage("e", w("e", f)),
         4 => base("sized")
             .stage("a", w("a", f))
-            .sized("b", PolicySpec::parse("auto").unwrap(), 4, move || w("b", &f2))
+            .sized("b", PolicySpec::parse("auto").unwrap(), 4, move || {
+                w("b", &f2)
+            })
             .stage("c", w("c", f)),
         _ => {
             let shared = SharedStage::new("f", w("f", f));
-            let one = base("one").stage("a", w("a", f)).shared(&shared).stage("b", w("b", f));
+            let one = base("one")
+                .stage("a", w("a", f))
+                .shared(&shared)
+                .stage("b", w("b", f));
             let two = Pipeline::builder("two")
                 .buffers(buffers, bufs.maker())
                 .source("read2", counter(rounds / 2 + 1))
@@ -148,7 +164,14 @@ fn check(case: u64) -> Result<bool, String> {
     let shape = case % 6;
     let rounds = 1 + rng.below(60);
     let buffers = 3 + rng.below(4) as usize;
-    let kind = [Kind::Error, Kind::Panic, Kind::Error, Kind::Panic, Kind::InitError, Kind::CleanupError][rng.below(6) as usize];
+    let kind = [
+        Kind::Error,
+        Kind::Panic,
+        Kind::Error,
+        Kind::Panic,
+        Kind::InitError,
+        Kind::CleanupError,
+    ][rng.below(6) as usize];
     let fault = Fault {
         stage: STAGES[rng.below(6) as usize],
         round: rng.below(rounds + 3),
@@ -175,8 +198,15 @@ fn check(case: u64) -> Result<bool, String> {
                 Kind::CleanupError => Step::Cleanup,
             };
             let round = matches!(kind, Kind::Error | Kind::Panic).then_some(fault.round);
-            if e.stage != fault.stage || e.step != step || e.round != round || e.is_panic() != (kind == Kind::Panic) {
-                Err(format!("{what}: wrong error: {e} ({:?}, {:?})", e.step, e.round))
+            if e.stage != fault.stage
+                || e.step != step
+                || e.round != round
+                || e.is_panic() != (kind == Kind::Panic)
+            {
+                Err(format!(
+                    "{what}: wrong error: {e} ({:?}, {:?})",
+                    e.step, e.round
+                ))
             } else {
                 Ok(true)
             }
@@ -187,7 +217,10 @@ fn check(case: u64) -> Result<bool, String> {
 #[test]
 fn any_failure_at_any_point_ends_the_run_with_that_failure() {
     std::panic::set_hook(Box::new(|_| {}));
-    let cases: u64 = std::env::var("PIPELINE_STRESS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
+    let cases: u64 = std::env::var("PIPELINE_STRESS_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
     let mut fired = 0;
     for case in 0..cases {
         let (tx, rx) = mpsc::channel();

@@ -79,7 +79,11 @@ fn buffers_in_flight_never_exceed_the_pool() {
             .run()
             .unwrap();
         assert!(peak.load(Ordering::SeqCst) <= pool, "pool {pool}");
-        assert_eq!(bufs.made.load(Ordering::SeqCst), pool, "no allocation per round");
+        assert_eq!(
+            bufs.made.load(Ordering::SeqCst),
+            pool,
+            "no allocation per round"
+        );
     }
 }
 
@@ -118,14 +122,24 @@ fn ordered_replicas_keep_the_input_order_and_unordered_ones_lose_nothing() {
             sorted.sort_unstable();
             assert_eq!(sorted, (0..400).collect::<Vec<_>>());
         }
-        assert_eq!((notices.of("work"), notices.of("check")), (1, 1), "{order:?}");
+        assert_eq!(
+            (notices.of("work"), notices.of("check")),
+            (1, 1),
+            "{order:?}"
+        );
     }
 }
 
 #[test]
 fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
-    let tids = Arc::new(Mutex::new(std::collections::BTreeMap::<String, std::collections::BTreeSet<i32>>::new()));
-    let rec = |name: &'static str, t: &Arc<Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>>| {
+    let tids = Arc::new(Mutex::new(std::collections::BTreeMap::<
+        String,
+        std::collections::BTreeSet<i32>,
+    >::new()));
+    let rec = |name: &'static str,
+               t: &Arc<
+        Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>,
+    >| {
         let t = t.clone();
         move |_: &mut Counted, _: &Context| -> R {
             t.lock()
@@ -271,7 +285,14 @@ fn fork_routes_each_buffer_down_one_branch_and_the_join_restores_order() {
             assert_eq!(notices.of(st), 1, "{st} {order:?}");
         }
         // Round 300 (the last) goes down branch 0: the others get an empty last.
-        let empties: Vec<String> = notices.0.lock().unwrap().iter().filter(|n| n.2).map(|n| n.0.clone()).collect();
+        let empties: Vec<String> = notices
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n.2)
+            .map(|n| n.0.clone())
+            .collect();
         let mut empties = empties;
         empties.sort();
         assert_eq!(empties, ["one", "one-b", "two"]);
@@ -320,7 +341,10 @@ fn two_pipelines_share_a_stage() {
     let sv = served.clone();
     let shared = SharedStage::new("disk", move |b: &mut Counted, cx: &Context| -> R {
         n.see(cx);
-        sv.lock().unwrap().push((cx.pipeline().to_string(), tidepool_pipeline::sys::thread_id()));
+        sv.lock().unwrap().push((
+            cx.pipeline().to_string(),
+            tidepool_pipeline::sys::thread_id(),
+        ));
         b.value += 1000;
         Ok(())
     });
@@ -337,16 +361,30 @@ fn two_pipelines_share_a_stage() {
             .build()
             .unwrap()
     };
-    let report = run_all(vec![make("a", 100, sums[0].clone()), make("b", 50, sums[1].clone())]).unwrap();
+    let report = run_all(vec![
+        make("a", 100, sums[0].clone()),
+        make("b", 50, sums[1].clone()),
+    ])
+    .unwrap();
     assert_eq!(*sums[0].lock().unwrap(), (0..100).sum::<u64>() + 100 * 1000);
     assert_eq!(*sums[1].lock().unwrap(), (0..50).sum::<u64>() + 50 * 1000);
     let served = served.lock().unwrap();
     assert_eq!(served.len(), 150);
     let tids: std::collections::BTreeSet<i32> = served.iter().map(|s| s.1).collect();
     assert_eq!(tids.len(), 1, "one thread serves both pipelines");
-    let mut lasts: Vec<String> = notices.0.lock().unwrap().iter().map(|n| n.1.clone()).collect();
+    let mut lasts: Vec<String> = notices
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|n| n.1.clone())
+        .collect();
     lasts.sort();
-    assert_eq!(lasts, ["a", "b"], "the shared stage sees each pipeline's last once");
+    assert_eq!(
+        lasts,
+        ["a", "b"],
+        "the shared stage sees each pipeline's last once"
+    );
     let disk = report.stages.iter().find(|s| s.name == "disk").unwrap();
     assert_eq!((disk.items, disk.pipelines.len()), (150, 2));
 }
@@ -377,7 +415,12 @@ fn a_self_sizing_stage_runs_under_a_tidepool_policy() {
     let report = Pipeline::builder("sized")
         .buffers(8, Buffers::default().maker())
         .source("read", counter(300))
-        .sized("fetch", PolicySpec::parse("fixed:3").unwrap(), 3, move || Io(i.clone(), c.clone()))
+        .sized(
+            "fetch",
+            PolicySpec::parse("fixed:3").unwrap(),
+            3,
+            move || Io(i.clone(), c.clone()),
+        )
         .stage("check", move |b: &mut Counted, _: &Context| -> R {
             s.lock().unwrap().push((b.round, b.value));
             Ok(())
@@ -387,12 +430,23 @@ fn a_self_sizing_stage_runs_under_a_tidepool_policy() {
         .run()
         .unwrap();
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen, (0..300).map(|r| (r, r + 1)).collect::<Vec<_>>(), "ordered by default");
+    assert_eq!(
+        seen,
+        (0..300).map(|r| (r, r + 1)).collect::<Vec<_>>(),
+        "ordered by default"
+    );
     let fetch = report.stages.iter().find(|s| s.name == "fetch").unwrap();
     assert_eq!(fetch.items, 300);
-    assert!(fetch.threads >= 1 && fetch.threads <= 3, "{}", fetch.threads);
+    assert!(
+        fetch.threads >= 1 && fetch.threads <= 3,
+        "{}",
+        fetch.threads
+    );
     assert!(inits.load(Ordering::SeqCst) >= 1);
-    assert_eq!(inits.load(Ordering::SeqCst), cleanups.load(Ordering::SeqCst));
+    assert_eq!(
+        inits.load(Ordering::SeqCst),
+        cleanups.load(Ordering::SeqCst)
+    );
 }
 
 #[test]
@@ -401,14 +455,20 @@ fn init_and_cleanup_run_once_per_stage_instance_on_its_thread() {
     struct S(&'static str, Arc<Mutex<Vec<(String, i32)>>>);
     impl Stage<Counted> for S {
         fn init(&mut self) -> R {
-            self.1.lock().unwrap().push((format!("init {}", self.0), tidepool_pipeline::sys::thread_id()));
+            self.1.lock().unwrap().push((
+                format!("init {}", self.0),
+                tidepool_pipeline::sys::thread_id(),
+            ));
             Ok(())
         }
         fn process(&mut self, _: &mut Counted, _: &Context) -> R {
             Ok(())
         }
         fn cleanup(&mut self) -> R {
-            self.1.lock().unwrap().push((format!("cleanup {}", self.0), tidepool_pipeline::sys::thread_id()));
+            self.1.lock().unwrap().push((
+                format!("cleanup {}", self.0),
+                tidepool_pipeline::sys::thread_id(),
+            ));
             Ok(())
         }
     }
@@ -434,7 +494,11 @@ fn init_and_cleanup_run_once_per_stage_instance_on_its_thread() {
 
 #[test]
 fn build_errors_name_the_problem() {
-    let e = Pipeline::<Counted>::builder("x").build().err().unwrap().to_string();
+    let e = Pipeline::<Counted>::builder("x")
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("no source") && e.contains("no buffers"), "{e}");
     let e = Pipeline::builder("x")
         .buffers(2, Buffers::default().maker())
@@ -449,7 +513,11 @@ fn build_errors_name_the_problem() {
         .buffers(2, Buffers::default().maker())
         .source("read", counter(1))
         .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
-        .fork(|_: &Counted, _: &Context| 0, vec![Builder::branch().stage("only", |_: &mut Counted, _: &Context| -> R { Ok(()) })], Order::Ordered)
+        .fork(
+            |_: &Counted, _: &Context| 0,
+            vec![Builder::branch().stage("only", |_: &mut Counted, _: &Context| -> R { Ok(()) })],
+            Order::Ordered,
+        )
         .build()
         .err()
         .unwrap()

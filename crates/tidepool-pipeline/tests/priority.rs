@@ -23,7 +23,9 @@ type Log = Arc<Mutex<Vec<(String, u64, (i32, i32, u32))>>>;
 fn probe(log: &Log) -> impl FnMut(&mut Counted, &Context) -> R + Send + 'static {
     let log = log.clone();
     move |_, cx| {
-        log.lock().unwrap().push((cx.stage().to_string(), cx.round(), readings()));
+        log.lock()
+            .unwrap()
+            .push((cx.stage().to_string(), cx.round(), readings()));
         Ok(())
     }
 }
@@ -62,11 +64,38 @@ fn fixed_priorities_apply_to_each_stages_own_threads() {
         .unwrap();
     assert!(report.notes.is_empty(), "{:?}", report.notes);
     let log = log.lock().unwrap();
-    let of = |s: &str| log.iter().filter(|e| e.0 == s).map(|e| e.2).collect::<Vec<_>>();
-    assert!(of("nice7").iter().all(|&r| r == (7, 7, libc::SCHED_OTHER as u32)), "{:?}", of("nice7"));
-    assert!(of("batch").iter().all(|&r| r == (3, 3, libc::SCHED_BATCH as u32)), "{:?}", of("batch"));
-    assert!(of("idle").iter().all(|&r| r.2 == libc::SCHED_IDLE as u32), "{:?}", of("idle"));
-    assert!(of("plain").iter().all(|&r| r == (base, base, libc::SCHED_OTHER as u32)), "{:?}", of("plain"));
+    let of = |s: &str| {
+        log.iter()
+            .filter(|e| e.0 == s)
+            .map(|e| e.2)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        of("nice7")
+            .iter()
+            .all(|&r| r == (7, 7, libc::SCHED_OTHER as u32)),
+        "{:?}",
+        of("nice7")
+    );
+    assert!(
+        of("batch")
+            .iter()
+            .all(|&r| r == (3, 3, libc::SCHED_BATCH as u32)),
+        "{:?}",
+        of("batch")
+    );
+    assert!(
+        of("idle").iter().all(|&r| r.2 == libc::SCHED_IDLE as u32),
+        "{:?}",
+        of("idle")
+    );
+    assert!(
+        of("plain")
+            .iter()
+            .all(|&r| r == (base, base, libc::SCHED_OTHER as u32)),
+        "{:?}",
+        of("plain")
+    );
     assert_eq!(of("nice7").len(), 20);
     // The test's own thread was not touched.
     assert_eq!(readings().0, base);
@@ -79,7 +108,12 @@ fn fixed_priorities_apply_to_each_stages_own_threads() {
 fn backup_then_clear(policy: &str) -> Vec<(u64, i32)> {
     let a_done = Arc::new(AtomicU64::new(0));
     let b_done = Arc::new(AtomicU64::new(0));
-    let (a1, a2, b1, b2) = (a_done.clone(), a_done.clone(), b_done.clone(), b_done.clone());
+    let (a1, a2, b1, b2) = (
+        a_done.clone(),
+        a_done.clone(),
+        b_done.clone(),
+        b_done.clone(),
+    );
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     Pipeline::builder("adjust")
@@ -121,7 +155,10 @@ fn dynamic_up_raises_nice_once_the_output_backs_up() {
     let base = seen[0].1;
     // The backup is seen when round 2 is conveyed: round 3 runs at +5.
     assert_eq!(seen[3].1, (base + 5).min(19), "{seen:?}");
-    assert!(seen[3..].iter().all(|s| s.1 == seen[3].1), "never back down: {seen:?}");
+    assert!(
+        seen[3..].iter().all(|s| s.1 == seen[3].1),
+        "never back down: {seen:?}"
+    );
 }
 
 #[test]
@@ -166,9 +203,16 @@ fn a_refused_priority_is_reported_once_and_the_run_goes_on() {
         return;
     }
     assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
-    assert!(report.notes[0].contains("CAP_SYS_NICE"), "{}", report.notes[0]);
+    assert!(
+        report.notes[0].contains("CAP_SYS_NICE"),
+        "{}",
+        report.notes[0]
+    );
     assert_eq!(log.len(), 20, "the run went on");
-    assert!(log.iter().all(|e| e.2 .0 == base), "nice unchanged: {log:?}");
+    assert!(
+        log.iter().all(|e| e.2 .0 == base),
+        "nice unchanged: {log:?}"
+    );
 }
 
 #[test]

@@ -49,7 +49,11 @@ pub fn counter(n: u64) -> impl FnMut(&mut Counted, &Context) -> Result<Flow, Box
         b.round = cx.round();
         b.value = cx.round();
         b.path.clear();
-        Ok(if cx.round() + 1 >= n { Flow::Last } else { Flow::More })
+        Ok(if cx.round() + 1 >= n {
+            Flow::Last
+        } else {
+            Flow::More
+        })
     }
 }
 
@@ -60,14 +64,20 @@ pub struct Notices(pub Arc<Mutex<Vec<(String, String, bool)>>>);
 impl Notices {
     pub fn see(&self, cx: &Context) {
         if cx.is_last() {
-            self.0
-                .lock()
-                .unwrap()
-                .push((cx.stage().to_string(), cx.pipeline().to_string(), cx.is_empty()));
+            self.0.lock().unwrap().push((
+                cx.stage().to_string(),
+                cx.pipeline().to_string(),
+                cx.is_empty(),
+            ));
         }
     }
     pub fn of(&self, stage: &str) -> usize {
-        self.0.lock().unwrap().iter().filter(|n| n.0 == stage).count()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n.0 == stage)
+            .count()
     }
 }
 
