@@ -13,6 +13,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod demo;
 pub mod gen;
+pub mod pipeline;
 pub mod run;
 pub mod sweep;
 
@@ -70,6 +71,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the busy-loop calibration error and the replay pacing error.
     Calibrate(calibrate::CalibrateArgs),
+    /// Run a built-in pipeline (read → transform → checksum → write) and report its stages.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 /// Run the parsed command.
@@ -81,6 +84,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Pipeline(a) => pipeline::run(a),
     }
 }
 
