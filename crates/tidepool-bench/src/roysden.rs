@@ -41,6 +41,10 @@ fn bytes(b: &mut Block) -> &mut [u8] {
 
 const _: () = assert!(std::mem::size_of::<Page>() == DIRECT_ALIGN);
 
+/// A compute stage of the columnsort pipeline.
+type StageFn =
+    Box<dyn FnMut(&mut Block, &Context) -> Result<(), tidepool_pipeline::BoxError> + Send>;
+
 /// Which of the paper's two programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -231,10 +235,7 @@ pub fn run_once(
     if let Some(s) = io {
         p = p.priority(s);
     }
-    let stages: [(
-        &str,
-        Box<dyn FnMut(&mut Block, &Context) -> Result<(), tidepool_pipeline::BoxError> + Send>,
-    ); 3] = [
+    let stages: [(&str, StageFn); 3] = [
         ("sort-1", Box::new(sort)),
         ("permute", Box::new(permute)),
         ("sort-2", Box::new(sort)),

@@ -15,16 +15,25 @@ struct Block {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| file!().to_string());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| file!().to_string());
     let mut file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
     let (mut digest, mut blocks) = (0u64, 0u64);
     let report = Pipeline::builder("checksum")
         // Four 64 KiB buffers, made once and recycled.
-        .buffers(4, || Block { data: vec![0; 64 << 10], len: 0, hash: 0 })
-        .source("read", move |b: &mut Block, _: &Context| -> Result<Flow, BoxError> {
-            b.len = file.read(&mut b.data)?;
-            Ok(if b.len == 0 { Flow::End } else { Flow::More })
+        .buffers(4, || Block {
+            data: vec![0; 64 << 10],
+            len: 0,
+            hash: 0,
         })
+        .source(
+            "read",
+            move |b: &mut Block, _: &Context| -> Result<Flow, BoxError> {
+                b.len = file.read(&mut b.data)?;
+                Ok(if b.len == 0 { Flow::End } else { Flow::More })
+            },
+        )
         .replicated("hash", 2, || {
             |b: &mut Block, _: &Context| -> Result<(), BoxError> {
                 // FNV-1a over the block.
@@ -34,18 +43,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok(())
             }
         })
-        .stage("combine", move |b: &mut Block, cx: &Context| -> Result<(), BoxError> {
-            // Blocks arrive in file order (the replicas are ordered); the
-            // last buffer is empty (the source's `Flow::End`).
-            if !cx.is_empty() {
-                digest = digest.rotate_left(5) ^ b.hash;
-                blocks += 1;
-            }
-            if cx.is_last() {
-                println!("{path}: digest {digest:016x} over {blocks} blocks");
-            }
-            Ok(())
-        })
+        .stage(
+            "combine",
+            move |b: &mut Block, cx: &Context| -> Result<(), BoxError> {
+                // Blocks arrive in file order (the replicas are ordered); the
+                // last buffer is empty (the source's `Flow::End`).
+                if !cx.is_empty() {
+                    digest = digest.rotate_left(5) ^ b.hash;
+                    blocks += 1;
+                }
+                if cx.is_last() {
+                    println!("{path}: digest {digest:016x} over {blocks} blocks");
+                }
+                Ok(())
+            },
+        )
         .build()?
         .run()?;
     print!("{}", report.to_table());

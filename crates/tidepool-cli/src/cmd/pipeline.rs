@@ -61,10 +61,7 @@ pub struct PipelineArgs {
 
 fn priority(flag: &str, s: &Option<String>) -> anyhow::Result<Option<PrioritySpec>> {
     s.as_deref()
-        .map(|s| {
-            PrioritySpec::parse(s)
-                .map_err(|e| usage(format!("{flag}: {e}")))
-        })
+        .map(|s| PrioritySpec::parse(s).map_err(|e| usage(format!("{flag}: {e}"))))
         .transpose()
 }
 
@@ -74,10 +71,15 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
         return Err(usage("--items must be at least 1"));
     }
     if !(1..=1024).contains(&a.buffers) {
-        return Err(usage(format!("--buffers {} must be between 1 and 1024", a.buffers)));
+        return Err(usage(format!(
+            "--buffers {} must be between 1 and 1024",
+            a.buffers
+        )));
     }
     if a.io_us > 1_000_000 || a.compute_us > 1_000_000 {
-        return Err(usage("--io-us and --compute-us must be at most 1000000 (one second)"));
+        return Err(usage(
+            "--io-us and --compute-us must be at most 1000000 (one second)",
+        ));
     }
     let replicas = match a.replicas.as_str() {
         "auto" => None,
@@ -103,11 +105,18 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
     let items = a.items;
     let mut b = Pipeline::builder("demo")
         .buffers(a.buffers, || vec![0u64; 512])
-        .source("read", move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, BoxError> {
-            io.run(&busy);
-            buf[0] = cx.round();
-            Ok(if cx.round() + 1 >= items { Flow::Last } else { Flow::More })
-        });
+        .source(
+            "read",
+            move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, BoxError> {
+                io.run(&busy);
+                buf[0] = cx.round();
+                Ok(if cx.round() + 1 >= items {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            },
+        );
     if let Some(p) = io_prio {
         b = b.priority(p);
     }
@@ -121,23 +130,34 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     b = match replicas {
         Some(n) => b.replicated("transform", n, transform),
-        None => b.sized("transform", PolicySpec::parse("auto").expect("valid"), cores * 4, transform),
+        None => b.sized(
+            "transform",
+            PolicySpec::parse("auto").expect("valid"),
+            cores * 4,
+            transform,
+        ),
     };
     if let Some(p) = cpu_prio {
         b = b.priority(p);
     }
-    b = b.stage("checksum", move |buf: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
-        busy.burn(compute / 8);
-        buf[2] = buf.iter().fold(0, |a, &x| a ^ x);
-        Ok(())
-    });
+    b = b.stage(
+        "checksum",
+        move |buf: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+            busy.burn(compute / 8);
+            buf[2] = buf.iter().fold(0, |a, &x| a ^ x);
+            Ok(())
+        },
+    );
     if let Some(p) = cpu_prio {
         b = b.priority(p);
     }
-    b = b.stage("write", move |_: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
-        io.run(&busy);
-        Ok(())
-    });
+    b = b.stage(
+        "write",
+        move |_: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+            io.run(&busy);
+            Ok(())
+        },
+    );
     if let Some(p) = io_prio {
         b = b.priority(p);
     }
@@ -169,7 +189,17 @@ fn write_out(dir: &std::path::Path, r: &Report) -> anyhow::Result<Vec<PathBuf>> 
     let secs = |d: Duration| format!("{:.6}", d.as_secs_f64());
     out.push(output::write_csv(
         &dir.join("stages.csv"),
-        &["stage", "threads", "items", "busy_s", "wait_input_s", "wait_output_s", "cpu_s", "us_per_item", "max_items_per_s"],
+        &[
+            "stage",
+            "threads",
+            "items",
+            "busy_s",
+            "wait_input_s",
+            "wait_output_s",
+            "cpu_s",
+            "us_per_item",
+            "max_items_per_s",
+        ],
         r.stages.iter().map(|s| {
             vec![
                 s.name.clone(),
