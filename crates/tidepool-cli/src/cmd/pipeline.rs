@@ -20,8 +20,10 @@ Examples:
   tidepool pipeline --replicas 1                     # the transform on one thread: it limits
   tidepool pipeline --io-priority nice:19 --json     # I/O stages niced up, JSON report
   tidepool pipeline --out pipeline-report/           # report.json, stages.csv, depth.svg, threads.svg
+  tidepool pipeline --compute-us 50 --transform-io-us 2000   # an I/O-bound transform: auto grows it
 
-Stages: read (blocks --io-us), transform (computes --compute-us; --replicas N or
+Stages: read (blocks --io-us), transform (computes --compute-us, blocks
+--transform-io-us; --replicas N or
 auto, a self-sizing stage run by tidepool's `auto` policy), checksum (computes
 --compute-us / 8), write (blocks --io-us). See docs/pipelines.md.";
 
@@ -44,6 +46,10 @@ pub struct PipelineArgs {
     /// CPU time of the transform per item, in microseconds.
     #[arg(long, value_name = "US", default_value_t = 600)]
     pub compute_us: u64,
+    /// Blocking time of the transform per item, in microseconds (an
+    /// I/O-bound transform: a self-sizing one grows past the core count).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub transform_io_us: u64,
     /// Priority of the read and write threads (nice:N, batch[:N], idle,
     /// dynamic-up[:STEP], dynamic-up-down[:STEP], backpressure[:STEP]).
     #[arg(long, value_name = "SPEC")]
@@ -102,6 +108,7 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
     let busy = BusyLoop::global();
     let io = TaskBody::new(Duration::ZERO, Duration::from_micros(a.io_us));
     let compute = Duration::from_micros(a.compute_us);
+    let transform_body = TaskBody::new(compute, Duration::from_micros(a.transform_io_us));
     let items = a.items;
     let mut b = Pipeline::builder("demo")
         .buffers(a.buffers, || vec![0u64; 512])
@@ -122,7 +129,7 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
     }
     let transform = move || {
         move |buf: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
-            busy.burn(compute);
+            transform_body.run(&busy);
             buf[1] = buf[0].wrapping_mul(2654435761);
             Ok(())
         }
