@@ -20,7 +20,7 @@ Examples:
   tidepool pipeline --replicas 1                     # the transform on one thread: it limits
   tidepool pipeline --io-priority nice:19 --json     # I/O stages niced up, JSON report
   tidepool pipeline --out pipeline-report/           # report.json, stages.csv, depth.svg, threads.svg
-  tidepool pipeline --compute-us 50 --transform-io-us 2000   # an I/O-bound transform: auto grows it
+  tidepool pipeline --buffers 64 --compute-us 20 --transform-io-us 2000   # I/O-bound transform: auto grows it
 
 Stages: read (blocks --io-us), transform (computes --compute-us, blocks
 --transform-io-us; --replicas N or
@@ -40,6 +40,9 @@ pub struct PipelineArgs {
     /// Threads of the transform stage: a number, or `auto` (self-sizing).
     #[arg(long, value_name = "N|auto", default_value = "auto")]
     pub replicas: String,
+    /// Most threads a self-sizing transform may use.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_threads: usize,
     /// Blocking time of read and write per item, in microseconds.
     #[arg(long, value_name = "US", default_value_t = 300)]
     pub io_us: u64,
@@ -80,6 +83,13 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
         return Err(usage(format!(
             "--buffers {} must be between 1 and 1024",
             a.buffers
+        )));
+    }
+    if !(1..=tidepool::MAX_THREADS).contains(&a.max_threads) {
+        return Err(usage(format!(
+            "--max-threads {} must be between 1 and {}",
+            a.max_threads,
+            tidepool::MAX_THREADS
         )));
     }
     if a.io_us > 1_000_000 || a.compute_us > 1_000_000 {
@@ -134,13 +144,12 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
             Ok(())
         }
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     b = match replicas {
         Some(n) => b.replicated("transform", n, transform),
         None => b.sized(
             "transform",
             PolicySpec::parse("auto").expect("valid"),
-            cores * 4,
+            a.max_threads,
             transform,
         ),
     };
