@@ -17,6 +17,9 @@ pub struct PipelineArgs {
     /// Interleaved runs of every implementation × shape; the median counts.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Only these shapes (comma-separated; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub shape: Vec<String>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -28,7 +31,15 @@ pub fn pipeline(a: PipelineArgs) {
         eprintln!("tidepool-bench pipeline: --items and --repeats must be at least 1");
         std::process::exit(2);
     }
-    let b = pipeline::run(a.items, a.repeats, &Impl::ALL, a.quiet);
+    let names: Vec<&str> = pipeline::shapes(1).iter().map(|s| s.name).collect();
+    if let Some(bad) = a.shape.iter().find(|s| !names.contains(&s.as_str())) {
+        eprintln!(
+            "tidepool-bench pipeline: unknown shape `{bad}`: expected one of {}",
+            names.join(", ")
+        );
+        std::process::exit(2);
+    }
+    let b = pipeline::run(a.items, a.repeats, &Impl::ALL, &a.shape, a.quiet);
     if a.json {
         println!("{}", serde_json::to_string(&b).expect("serializable"));
     } else {

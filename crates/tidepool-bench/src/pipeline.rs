@@ -358,13 +358,24 @@ pub struct PipelineBench {
 
 /// Run every shape × implementation `repeats` times, interleaved (each
 /// repeat visits the implementations in a rotated order).
-pub fn run(items: usize, repeats: usize, impls: &[Impl], quiet: bool) -> PipelineBench {
+///
+/// `only` names the shapes to run (empty: all).
+pub fn run(
+    items: usize,
+    repeats: usize,
+    impls: &[Impl],
+    only: &[String],
+    quiet: bool,
+) -> PipelineBench {
     crate::spin::calibrate();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_before = tidepool::metrics::os::load_average().map(|l| l[0]);
     let mut block_cost = std::collections::HashMap::new();
     let mut scenarios = Vec::new();
     for shape in shapes(cores) {
+        if !only.is_empty() && !only.iter().any(|n| n == shape.name) {
+            continue;
+        }
         for s in &shape.stages {
             if let Work::Block(us) = s.work {
                 block_cost.entry(us).or_insert_with(|| measure_block(us));
