@@ -35,13 +35,14 @@ impl<B: Send + 'static> Pipeline<B> {
             Some((0, _)) => errors.push(format!("pipeline `{name}`: buffers must be at least 1")),
             Some((n, _)) => {
                 // A group waiting for `repeat` buffers holds up to `repeat - 1`
-                // per thread: one buffer more than all of them keeps the
-                // pipeline moving.
+                // per thread, and a fork holds the stream's last buffer while
+                // it takes empty ones for the other branches: one buffer more
+                // than all of them keeps the pipeline moving.
                 let held = held_while_waiting(&spec.groups);
                 if *n <= held {
                     errors.push(format!(
-                        "pipeline `{name}`: {n} buffers, but groups that repeat can hold {held} \
-                         while they wait for more; use at least {}",
+                        "pipeline `{name}`: {n} buffers, but groups that repeat or fork can hold \
+                         {held} while they wait for more; use at least {}",
                         held + 1
                     ));
                 }
@@ -89,10 +90,11 @@ fn held_while_waiting<B>(groups: &[GroupSpec<B>]) -> usize {
             };
             threads * (g.repeat.max(1) - 1)
                 + g.fork.as_ref().map_or(0, |f| {
-                    f.branches
+                    1 + f
+                        .branches
                         .iter()
                         .map(|b| held_while_waiting(&b.groups))
-                        .sum()
+                        .sum::<usize>()
                 })
         })
         .sum()

@@ -437,6 +437,12 @@ impl<B: Send + 'static> Node<B> {
                 run.fail(self.err(run, 0, pipe0, None, Step::Cleanup, c));
             }
         }
+        // A shared stage outlives the run: hand it back for the next one.
+        if let Some(sh) = &self.shared {
+            if let Some(stage) = stages.pop() {
+                *sh.stage.lock().unwrap_or_else(|p| p.into_inner()) = Some(stage);
+            }
+        }
         let cpu = match (cpu0, sys::thread_cpu_time()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,

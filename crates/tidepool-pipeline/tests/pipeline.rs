@@ -368,9 +368,9 @@ fn two_pipelines_share_a_stage() {
     .unwrap();
     assert_eq!(*sums[0].lock().unwrap(), (0..100).sum::<u64>() + 100 * 1000);
     assert_eq!(*sums[1].lock().unwrap(), (0..50).sum::<u64>() + 50 * 1000);
-    let served = served.lock().unwrap();
-    assert_eq!(served.len(), 150);
-    let tids: std::collections::BTreeSet<i32> = served.iter().map(|s| s.1).collect();
+    let served_now = served.lock().unwrap().clone();
+    assert_eq!(served_now.len(), 150);
+    let tids: std::collections::BTreeSet<i32> = served_now.iter().map(|s| s.1).collect();
     assert_eq!(tids.len(), 1, "one thread serves both pipelines");
     let mut lasts: Vec<String> = notices
         .0
@@ -387,6 +387,9 @@ fn two_pipelines_share_a_stage() {
     );
     let disk = report.stages.iter().find(|s| s.name == "disk").unwrap();
     assert_eq!((disk.items, disk.pipelines.len()), (150, 2));
+    // The shared stage is handed back after a run: a second run uses it again.
+    run_all(vec![make("a", 10, Arc::default())]).unwrap();
+    assert_eq!(served.lock().unwrap().len(), 160);
 }
 
 #[test]
@@ -523,6 +526,25 @@ fn build_errors_name_the_problem() {
         .unwrap()
         .to_string();
     assert!(e.contains("two or more branches"), "{e}");
+    // A fork holds the last buffer while it takes empty ones: one buffer
+    // would deadlock, so it is refused.
+    let e = Pipeline::builder("x")
+        .buffers(1, Buffers::default().maker())
+        .source("read", counter(3))
+        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .fork(
+            |_: &Counted, _: &Context| 0,
+            vec![
+                Builder::branch().stage("p", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                Builder::branch().stage("q", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+            ],
+            Order::Ordered,
+        )
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 2"), "{e}");
 }
 
 #[test]
