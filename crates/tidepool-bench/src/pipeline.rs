@@ -174,8 +174,10 @@ impl Impl {
         }
     }
 
-    /// Run `items` items through `shape`; returns items per second.
-    pub fn run(self, shape: &Shape, items: usize) -> f64 {
+    /// Run `items` items through `shape`; returns items per second and the
+    /// process's CPU time (user + system) per item, in microseconds.
+    pub fn run(self, shape: &Shape, items: usize) -> (f64, f64) {
+        let cpu0 = tidepool::metrics::os::process_cpu_time().unwrap_or_default();
         let t = Instant::now();
         let done = match self {
             Impl::Tidepool => run_tidepool(shape, items),
@@ -184,7 +186,9 @@ impl Impl {
             Impl::Pipeliner => run_pipeliner(shape, items),
         };
         assert_eq!(done, items, "{} lost items", self.name());
-        items as f64 / t.elapsed().as_secs_f64()
+        let ips = items as f64 / t.elapsed().as_secs_f64();
+        let cpu = tidepool::metrics::os::process_cpu_time().unwrap_or_default() - cpu0;
+        (ips, cpu.as_secs_f64() * 1e6 / items as f64)
     }
 }
 
@@ -328,6 +332,9 @@ pub struct ImplResult {
     pub repeats: Vec<f64>,
     /// Median over the bound.
     pub of_bound: f64,
+    /// Median CPU time of the process per item, microseconds (the stages'
+    /// own work included: compare it with the shape's compute per item).
+    pub cpu_us_per_item: f64,
 }
 
 /// One shape's results.
@@ -383,6 +390,7 @@ pub fn run(
         }
         let bound = bound(&shape, cores, |us| block_cost[&us]);
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         // Warm-up: one short run each.
         for imp in impls {
             imp.run(&shape, items / 10 + 1);
@@ -390,7 +398,8 @@ pub fn run(
         for rep in 0..repeats {
             for k in 0..impls.len() {
                 let i = (k + rep) % impls.len();
-                let ips = impls[i].run(&shape, items);
+                let (ips, cpu_us) = impls[i].run(&shape, items);
+                cpu[i].push(cpu_us);
                 if !quiet {
                     eprintln!(
                         "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s ({:.0}% of bound)",
@@ -406,13 +415,15 @@ pub fn run(
         let results = impls
             .iter()
             .zip(samples)
-            .map(|(imp, v)| {
+            .zip(cpu)
+            .map(|((imp, v), c)| {
                 let m = median(&v).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
                     items_per_sec: m,
                     repeats: v,
                     of_bound: m / bound,
+                    cpu_us_per_item: median(&c).unwrap_or(0.0),
                 }
             })
             .collect();
@@ -455,10 +466,11 @@ pub fn table(b: &PipelineBench) -> String {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  (range {:.0}..{:.0}){}\n",
+                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
                 r.items_per_sec,
                 100.0 * r.of_bound,
+                r.cpu_us_per_item,
                 lo,
                 hi,
                 if r.imp == "tidepool-pipeline" && best_peer > 0.0 {
@@ -493,7 +505,7 @@ mod tests {
         crate::spin::calibrate();
         for shape in shapes(2) {
             for imp in Impl::ALL {
-                assert!(imp.run(&shape, 50) > 0.0, "{}", imp.name());
+                assert!(imp.run(&shape, 50).0 > 0.0, "{}", imp.name());
             }
         }
     }
