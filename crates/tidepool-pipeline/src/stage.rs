@@ -7,8 +7,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// What a stage learns about the buffer in hand.
 ///
 /// A stage only ever sees a `&Context` for the length of one call (it is
-/// neither `Clone` nor `Send`), which is what lets it lend out the names it
-/// holds without a lifetime parameter: closures then need no annotations.
+/// not `Clone`, and nothing hands out an owned one), which is what lets it
+/// lend out the names it holds without a lifetime parameter: closures then
+/// need no annotations. A `&Context` may be shared with scoped threads the
+/// stage starts during the call.
 pub struct Context {
     // Borrowed from the running node for the duration of one call.
     stage: std::ptr::NonNull<str>,
@@ -18,6 +20,10 @@ pub struct Context {
     pub(crate) empty: bool,
     pub(crate) replica: usize,
 }
+
+// SAFETY: the pointers lead to immutable `str`s (which are `Sync`), valid
+// for as long as any `&Context` can be used (see `new`).
+unsafe impl Sync for Context {}
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

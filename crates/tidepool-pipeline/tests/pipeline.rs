@@ -49,6 +49,26 @@ fn a_linear_pipeline_passes_every_round_and_notifies_every_stage_once() {
 }
 
 #[test]
+fn a_stage_may_share_its_context_with_scoped_threads() {
+    Pipeline::builder("scoped")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(3))
+        .stage("split", |b: &mut Counted, cx: &Context| -> R {
+            let (lo, hi) = std::thread::scope(|s| {
+                let h = s.spawn(|| cx.round() * 2);
+                (cx.round(), h.join().unwrap())
+            });
+            b.value = lo + hi;
+            assert_eq!(cx.stage(), "split");
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+}
+
+#[test]
 fn buffers_in_flight_never_exceed_the_pool() {
     for pool in [1, 2, 5] {
         let bufs = Buffers::default();
