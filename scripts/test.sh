@@ -18,3 +18,5 @@ cargo test --workspace --locked
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p tidepool --lib --release --locked loom
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p tidepool-pipeline --lib --release --locked loom

@@ -15,12 +15,18 @@
 //! - [`harness`]: medians and ratios;
 //! - [`report`]: the JSON document and the readable table.
 //!
-//! The binary's `dispatch` subcommand ties them together.
+//! The binary's `dispatch` subcommand ties them together. Pipelines have
+//! their own: [`pipeline`] (tidepool-pipeline against peer pipeline crates)
+//! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test).
 #![warn(missing_docs)]
 
+pub mod cmd_pipeline;
 pub mod harness;
+pub mod pipeline;
 pub mod report;
+pub mod roysden;
 pub mod scenario;
 pub mod spin;
 pub mod subject;
 pub mod subjects;
+pub mod welch;

@@ -33,6 +33,10 @@ enum Command {
     /// Cost of one statistics snapshot (`Pool::stats`) by pool size: what
     /// the controller pays on every call of an adaptive policy.
     Snapshot(SnapshotArgs),
+    /// Pipelines: tidepool-pipeline against peer pipeline crates, per shape.
+    Pipeline(tidepool_bench::cmd_pipeline::PipelineArgs),
+    /// Roysden (2004): per-stage priority scheduling on a columnsort pipeline.
+    Roysden(tidepool_bench::cmd_pipeline::RoysdenArgs),
 }
 
 #[derive(Debug, Args)]
@@ -281,5 +285,7 @@ fn main() {
     match Cli::parse().command {
         Command::Dispatch(args) => dispatch(args),
         Command::Snapshot(args) => snapshot(args),
+        Command::Pipeline(args) => tidepool_bench::cmd_pipeline::pipeline(args),
+        Command::Roysden(args) => tidepool_bench::cmd_pipeline::roysden(args),
     }
 }

@@ -18,6 +18,7 @@ pub mod compare;
 pub mod demo;
 pub mod gen;
 pub mod node;
+pub mod pipeline;
 pub mod reproduce;
 pub mod run;
 pub mod sim;
@@ -104,6 +105,8 @@ pub enum Command {
     Cluster(cluster::ClusterArgs),
     /// Run one node of a cluster (a self-sizing pool fed by NATS JetStream).
     Node(node::NodeCmdArgs),
+    /// Run a built-in pipeline (read → transform → checksum → write) and report its stages.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 /// Run the parsed command.
@@ -120,6 +123,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Reproduce(a) => reproduce::run(a),
         Command::Cluster(a) => cluster::run(a),
         Command::Node(a) => node::run(a),
+        Command::Pipeline(a) => pipeline::run(a),
     }
 }
 
