@@ -325,6 +325,7 @@ fn run_validate(quick: bool, json: bool, quiet: bool) -> anyhow::Result<()> {
             Effort {
                 replications: 10,
                 scale: 0.1,
+                ..Effort::default()
             },
         )
     } else {
@@ -434,7 +435,12 @@ fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
     ];
     let mut rows = Vec::new();
     for (name, spec, cores, threads) in scenarios {
-        let spec: GenSpec = spec.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Streamed: the count of tasks costs no memory, so no task limit.
+        let limits = tidepool_workload::Limits {
+            max_tasks: usize::MAX,
+            ..Default::default()
+        };
+        let spec = GenSpec::parse_with(&spec, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
         eprintln!("bench: {name} ({tasks} tasks)…");
         let mut config = SimConfig::new(cores, ExecutorModel::Pool(PoolModel::fixed(threads)));
         config.keep_decisions = false;
