@@ -282,6 +282,10 @@ impl Sim {
                         let schedule = c.policy.schedule();
                         if schedule != Schedule::default() {
                             c.scheduler = Some(Scheduler::new(schedule, Duration::ZERO));
+                            // Ask the scheduler now when the first call is
+                            // due (without this a policy that only ticks,
+                            // such as `frequency`, was never called again).
+                            c.at = Some(0);
                         }
                     }
                     sim.poll_policy();
