@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
+use tidepool_sim::load::superpose;
 use tidepool_sim::validate::{self, Effort, Validation};
 use tidepool_sim::{simulate, Costs, ExecutorModel, PoolModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
@@ -63,6 +64,11 @@ pub struct SimArgs {
     /// Length factor for suite workloads.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub scale: f64,
+    /// Offered load factor: run K shifted copies of each workload side by
+    /// side (K times the arrivals and work, bursts and steps where they
+    /// were), e.g. `--load 32` on 64 cores for the suite's 2-core load.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub load: usize,
     /// Upper bound of adaptive pools.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_threads: usize,
@@ -146,12 +152,18 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             tidepool::MAX_THREADS
         )));
     }
+    if !(1..=100_000).contains(&a.load) {
+        return Err(usage(format!(
+            "--load {} must be between 1 and 100000",
+            a.load
+        )));
+    }
     let costs = costs(&a)?;
     let policies: Vec<PolicySpec> = a.policies.iter().flat_map(|l| l.0.clone()).collect();
     let names = source::expand(&a.workload);
     let mut all = Vec::new();
     for name in &names {
-        let src = Source::load(name, a.scale)?;
+        let src = Source::load(name, a.scale)?.scaled(a.load);
         let sim = |spec: &PolicySpec| -> RunResult {
             let start = Instant::now();
             let executor = ExecutorModel::for_spec(spec, a.min_threads, a.max_threads);
@@ -236,6 +248,9 @@ struct Source {
     len: usize,
     stats: TraceStats,
     kind: SourceKind,
+    /// Copies run side by side (`--load`) and their shift unit.
+    load: usize,
+    gap: Duration,
 }
 
 enum SourceKind {
@@ -260,6 +275,8 @@ impl Source {
                 len: stats.tasks,
                 stats,
                 kind: SourceKind::Stream(spec),
+                load: 1,
+                gap: Duration::ZERO,
             });
         }
         let w = source::load(arg, scale)?;
@@ -269,12 +286,36 @@ impl Source {
             len: w.trace.len(),
             stats: w.trace.stats(),
             kind: SourceKind::Loaded(w),
+            load: 1,
+            gap: Duration::ZERO,
         })
     }
 
+    /// The same workload with `k` times the offered load
+    /// ([`tidepool_sim::load::superpose`]).
+    fn scaled(mut self, k: usize) -> Source {
+        if k <= 1 {
+            return self;
+        }
+        self.gap = Duration::from_secs_f64(
+            (self.stats.span_s / self.stats.tasks.saturating_sub(1).max(1) as f64).max(0.0),
+        );
+        self.load = k;
+        self.label = format!("{} x{k}", self.label);
+        self.name = format!("{} x{k}", self.name);
+        self.stats = TraceStats::of(self.tasks());
+        self.len = self.stats.tasks;
+        self
+    }
+
     fn tasks(&self) -> Box<dyn Iterator<Item = TaskSpec> + '_> {
+        let (k, gap) = (self.load, self.gap);
         match &self.kind {
+            SourceKind::Stream(spec) if k > 1 => Box::new(superpose(k, gap, || spec.stream())),
             SourceKind::Stream(spec) => Box::new(spec.stream()),
+            SourceKind::Loaded(w) if k > 1 => {
+                Box::new(superpose(k, gap, || w.trace.tasks.iter().copied()))
+            }
             SourceKind::Loaded(w) => Box::new(w.trace.tasks.iter().copied()),
         }
     }

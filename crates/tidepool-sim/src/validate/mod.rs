@@ -249,16 +249,22 @@ pub fn all_cases() -> Vec<Case> {
 /// then `a · GAP_NS` ns for an offered load of `a` erlangs (whole ns too).
 pub const GAP_NS: u64 = 1_000;
 
-/// Tasks per replication and the warm-up, for per-server load `rho`.
+/// Tasks per replication and the warm-up, for per-server load `rho` and
+/// `rare`, the analytic probability of the event the rows count (an
+/// arrival waits, or is rejected).
 ///
 /// The queue forgets its state in about `ρ / (1 − √ρ)²` arrivals (its
 /// relaxation time, `1 / (μ(√c − √a)²)`, times `λ`), whatever `c`. The
 /// Markovian models start in their stationary state (no warm-up, no bias:
 /// [`stationary`]); M/D/1 and M/G/1 start empty and warm up for 50
 /// relaxation times (e^−50 of the start is left). Each replication runs
-/// about 400 relaxation times, between 200,000 and 4,000,000 arrivals,
-/// times `scale` (at least 1,000).
-pub fn tasks_per_replication(model: Model, rho: f64, scale: f64) -> (u64, u64) {
+/// about 400 relaxation times, between 200,000 and 4,000,000 arrivals; a
+/// rare event gets enough arrivals to occur about 5,000 times (up to
+/// 10,000,000 arrivals: the waits of 1,000 servers at ρ = 0.9 come in a few
+/// long excursions, and their mean needs that many). Events rarer than
+/// 10⁻⁶ are not chased (see [`Basis::Floor`]). Times `scale` (at least
+/// 1,000 arrivals).
+pub fn tasks_per_replication(model: Model, rho: f64, rare: f64, scale: f64) -> (u64, u64) {
     let relax = if rho < 1.0 {
         rho / (1.0 - rho.sqrt()).powi(2)
     } else {
@@ -269,8 +275,11 @@ pub fn tasks_per_replication(model: Model, rho: f64, scale: f64) -> (u64, u64) {
     } else {
         50.0 * relax + 100.0
     };
-    let n = (400.0 * relax).clamp(200_000.0, 4_000_000.0) * scale;
-    (n.max(1_000.0) as u64, warmup as u64)
+    let mut n = (400.0 * relax).clamp(200_000.0, 4_000_000.0);
+    if rare > FLOOR {
+        n = n.max((5_000.0 / rare).min(10_000_000.0));
+    }
+    ((n * scale).max(1_000.0) as u64, warmup as u64)
 }
 
 /// A replication's seed: distinct for every case and replication.
@@ -404,7 +413,13 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
     // Whole nanoseconds: the offered load actually run is `a`.
     let service_ns = (offered * GAP_NS as f64).round().max(1.0) as u64;
     let a = service_ns as f64 / GAP_NS as f64;
-    let (n, warmup) = tasks_per_replication(case.model, rho, effort.scale);
+    let rare = match case.model {
+        Model::MMc => erlang_c(c, a),
+        Model::MMcK { k } => mmck_blocking(c, k, a),
+        Model::ErlangB => erlang_b(c, a),
+        _ => 1.0,
+    };
+    let (n, warmup) = tasks_per_replication(case.model, rho, rare, effort.scale);
     let tail_t = 1.0 / (c as f64 - a).max(1e-9);
     let outs = replications(reps, effort.threads, |r| {
         let out = replicate(case, r, n, warmup, service_ns);
