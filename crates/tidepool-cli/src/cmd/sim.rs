@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tidepool::policy::PolicySpec;
 use tidepool_sim::load::superpose;
-use tidepool_sim::validate::{self, Effort, Validation};
+use tidepool_sim::validate::{self, Basis, Effort, Validation};
 use tidepool_sim::{simulate, Costs, ExecutorModel, PoolModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
 use tidepool_workload::sweep::SizedRun;
@@ -411,6 +411,7 @@ pub fn validation_table(v: &Validation) -> String {
         "rel error",
         "99% CI",
         "pass",
+        "tasks/rep",
     ])
     .left_align(0)
     .left_align(3);
@@ -420,15 +421,22 @@ pub fn validation_table(v: &Validation) -> String {
             r.c.map_or("-".into(), |c| c.to_string()),
             r.rho.map_or("-".into(), |x| format!("{x}")),
             r.metric.clone(),
-            format!("{:.6}", r.analytic),
-            format!("{:.6}", r.simulated),
+            format!("{:.6e}", r.analytic),
+            format!("{:.6e}", r.simulated),
             fmt_pct(r.rel_error),
-            format!("{:.6}..{:.6}", r.ci99[0], r.ci99[1]),
-            if r.pass { "yes" } else { "NO" }.to_string(),
+            format!("{:.4e}..{:.4e}", r.ci99[0], r.ci99[1]),
+            match (r.pass, r.basis) {
+                (true, Some(Basis::Tolerance)) => "yes",
+                (true, Some(Basis::Interval)) => "yes (CI)",
+                (true, Some(Basis::Floor)) => "yes (<1e-6)",
+                _ => "NO",
+            }
+            .to_string(),
+            r.tasks.to_string(),
         ]);
     }
     format!(
-        "{}\n{} of {} rows pass (within {} / {} at rho 0.99, or analytic inside the 99% CI); Little's law held in every run: {}\n",
+        "{}\n{} of {} rows pass (within {} / {} at rho 0.99, or analytic inside the 99% CI, or both below 1e-6); Little's law held in every run: {}\n",
         t.render(),
         v.passed,
         v.cases.len(),
