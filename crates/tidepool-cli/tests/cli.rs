@@ -635,3 +635,38 @@ fn cluster_replay_runs_a_workload_on_local_nodes() {
     );
     assert!(num(&v, "broker_cpu_us_per_request") > 0.0);
 }
+
+#[test]
+fn sim_load_multiplies_the_offered_load_and_checks_its_range() {
+    let run = |load: &str| {
+        json_of(&tidepool(&[
+            "sim",
+            "-w",
+            TINY,
+            "--cores",
+            "4",
+            "--sizes",
+            "2",
+            "--policies",
+            "auto",
+            "--load",
+            load,
+            "--json",
+            "-q",
+        ]))
+    };
+    let (one, three) = (run("1"), run("3"));
+    let tasks = |v: &Value| v.to_string().matches("\"completed\":600").count();
+    assert_eq!(tasks(&one), 0, "{one}");
+    assert!(
+        tasks(&three) > 0,
+        "three copies of 200 tasks complete 600: {three}"
+    );
+    let bad = tidepool(&["sim", "-w", TINY, "--load", "0"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--load 0 must be between 1 and 100000"),
+        "{err}"
+    );
+}

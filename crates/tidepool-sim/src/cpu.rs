@@ -21,9 +21,16 @@ pub struct Cpu {
     v: f64,
     /// Real time `v` was last advanced to, ns.
     at: u64,
-    /// (virtual finish time as ordered bits, start order, worker).
-    jobs: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Virtual finish time (as ordered bits) in the high 64 bits, then a
+    /// 38-bit start order and the worker (26 bits): one integer compare.
+    jobs: BinaryHeap<Reverse<u128>>,
     seq: u64,
+    /// [`next_done`](Self::next_done), kept until the jobs change (the
+    /// projected end does not move while time runs).
+    next: Option<Option<u64>>,
+    /// The clock has only moved at full speed, so it holds whole ns and a
+    /// cached projected end stays exact as time runs.
+    whole: bool,
     /// ∫ min(n, c) dt: core-ns spent computing.
     busy_ns: f64,
     /// ∫ max(0, n − c) dt: ns that runnable workers waited for a core.
@@ -42,6 +49,8 @@ impl Cpu {
             at: 0,
             jobs: BinaryHeap::new(),
             seq: 0,
+            next: None,
+            whole: true,
             busy_ns: 0.0,
             delay_ns: 0.0,
         }
@@ -69,7 +78,20 @@ impl Cpu {
         if n == 0.0 {
             return;
         }
-        let running = n.min(self.cores);
+        if n <= self.cores {
+            // Every job runs: the clock moves with time (`dt·n/n` is `dt`).
+            self.v += dt;
+            self.busy_ns += dt * n;
+            if !self.whole {
+                self.next = None;
+            }
+            return;
+        }
+        // Shared cores: the clock is fractional from now on, and the
+        // projected end is recomputed from it, rounding as it did before.
+        self.whole = false;
+        self.next = None;
+        let running = self.cores;
         self.v += dt * running / n;
         self.busy_ns += dt * running;
         self.delay_ns += dt * (n - running);
@@ -79,26 +101,37 @@ impl Cpu {
     #[inline]
     pub fn start(&mut self, w: u32, work_ns: u64) {
         let finish = self.v + work_ns as f64;
-        self.seq += 1;
-        self.jobs.push(Reverse((finish.to_bits(), self.seq, w)));
+        self.seq = (self.seq + 1) & ((1 << 38) - 1);
+        let low = self.seq << 26 | u64::from(w) & ((1 << 26) - 1);
+        self.jobs.push(Reverse(
+            u128::from(finish.to_bits()) << 64 | u128::from(low),
+        ));
+        self.next = None;
     }
 
     /// When the next compute part ends, if any runs.
     #[inline]
-    pub fn next_done(&self) -> Option<u64> {
-        let Reverse((bits, _, _)) = self.jobs.peek()?;
-        let left = (f64::from_bits(*bits) - self.v).max(0.0);
-        Some(self.at + (left / self.rate()).ceil() as u64)
+    pub fn next_done(&mut self) -> Option<u64> {
+        if let Some(next) = self.next {
+            return next;
+        }
+        let next = self.jobs.peek().map(|Reverse(k)| {
+            let left = (f64::from_bits((k >> 64) as u64) - self.v).max(0.0);
+            self.at + (left / self.rate()).ceil() as u64
+        });
+        self.next = Some(next);
+        next
     }
 
     /// A worker whose compute part has ended by now, if any (call after
     /// advancing to [`next_done`](Self::next_done)).
     #[inline]
     pub fn pop_done(&mut self) -> Option<u32> {
-        let Reverse((bits, _, w)) = *self.jobs.peek()?;
-        if f64::from_bits(bits) <= self.v + EPS {
+        let Reverse(k) = *self.jobs.peek()?;
+        if f64::from_bits((k >> 64) as u64) <= self.v + EPS {
             self.jobs.pop();
-            Some(w)
+            self.next = None;
+            Some((k as u64 & ((1 << 26) - 1)) as u32)
         } else {
             None
         }

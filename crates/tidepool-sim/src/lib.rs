@@ -12,6 +12,7 @@
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
 //! | `events` | the event calendar: a binary heap ordered by (time, insertion) |
+//! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies |
 //! | `model` | the pool and its workers, driven by `tidepool::control` |
 //! | [`outcome`] | the run's [`RunResult`](tidepool_workload::RunResult), Little's law, steady-state tallies |
 //! | [`validate`] | closed forms (Erlang B/C, M/M/c/K, M/M/∞, Pollaczek–Khinchine, M/M/1-PS) and the validation table |
@@ -32,6 +33,7 @@ pub mod config;
 pub mod costs;
 mod cpu;
 mod events;
+pub mod load;
 mod model;
 pub mod outcome;
 pub mod validate;

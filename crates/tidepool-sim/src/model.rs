@@ -139,6 +139,8 @@ pub(crate) struct Sim {
     turnaround_sum: u128,
     wait_sum: u128,
     wait: LatencyAccumulator,
+    /// A run of equal waits not yet in `wait`: (wait, count).
+    wait_run: (u64, u64),
     processing: LatencyAccumulator,
     turnaround: LatencyAccumulator,
     sample_interval: u64,
@@ -215,6 +217,7 @@ impl Sim {
             turnaround_sum: 0,
             wait_sum: 0,
             wait: LatencyAccumulator::default(),
+            wait_run: (0, 0),
             processing: LatencyAccumulator::default(),
             turnaround: LatencyAccumulator::default(),
             sample_interval: ns(sample_interval).max(1),
@@ -279,6 +282,10 @@ impl Sim {
                         let schedule = c.policy.schedule();
                         if schedule != Schedule::default() {
                             c.scheduler = Some(Scheduler::new(schedule, Duration::ZERO));
+                            // Ask the scheduler now when the first call is
+                            // due (without this a policy that only ticks,
+                            // such as `frequency`, was never called again).
+                            c.at = Some(0);
                         }
                     }
                     sim.poll_policy();
@@ -617,7 +624,13 @@ impl Sim {
     fn start_task(&mut self, w: u32, task: Task) -> bool {
         let wait = self.now - task.arrival;
         self.waiting -= 1;
-        self.wait.record(wait);
+        // Runs of equal waits (zero, or the wake-up cost) are recorded in bulk.
+        if wait == self.wait_run.0 {
+            self.wait_run.1 += 1;
+        } else {
+            self.wait.record_n(self.wait_run.0, self.wait_run.1);
+            self.wait_run = (wait, 1);
+        }
         self.wait_sum += u128::from(wait);
         if task.index >= self.warmup {
             self.steady.waited += 1;
@@ -884,6 +897,7 @@ impl Sim {
             a.record_n(0, n);
             a.summary()
         };
+        self.wait.record_n(self.wait_run.0, self.wait_run.1);
         let wait = self.wait.summary();
         let turnaround = self.turnaround.summary();
         let cpu_s = self.cpu.busy_ns() / 1e9;

@@ -200,3 +200,26 @@ fn memory_does_not_grow_with_the_stream() {
     assert!(out.result.records.is_empty());
     assert!(out.result.size_series.len() <= 2);
 }
+
+#[test]
+fn a_policy_that_only_ticks_is_called_from_the_start() {
+    // `frequency` asks for no events, only a 1 s tick: the scheduler must be
+    // asked at start when its first call is due (as the real controller
+    // does), else the policy is never called and the pool stays at `min`.
+    let executor = ExecutorModel::for_spec(&PolicySpec::parse("frequency").unwrap(), 1, 100);
+    let out = run(
+        "poisson:rate=500,n=2000,service=exp:1ms,free=50,seed=2",
+        2,
+        executor,
+        Costs::CALIBRATED,
+    );
+    let ticks: Vec<_> = out
+        .result
+        .decisions
+        .iter()
+        .filter(|d| d.trigger == "tick")
+        .collect();
+    assert!(!ticks.is_empty(), "{:?}", out.result.decisions);
+    assert!((ticks[0].t_ms - 1000.0).abs() < 1e-6, "{:?}", ticks[0]);
+    assert!(out.result.max_threads > 1, "{}", out.result.max_threads);
+}

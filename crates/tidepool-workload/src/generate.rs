@@ -464,6 +464,8 @@ struct ArrivalStream {
     left: usize,
     /// Renewal and closed: the last offset; `None` before the first.
     at: Option<Duration>,
+    /// Renewal: the distribution of the gaps, once built.
+    gap: Option<Dist>,
     /// Steps: the current step and the next arrival in seconds.
     step: u32,
     t: Option<f64>,
@@ -487,6 +489,7 @@ impl ArrivalStream {
             rng: StdRng::seed_from_u64(seed),
             left: n,
             at: None,
+            gap: None,
             step: 0,
             t: None,
             phase: 0,
@@ -505,14 +508,18 @@ impl ArrivalStream {
                 let at = match self.at {
                     None => Duration::ZERO,
                     Some(prev) => {
-                        let mean = secs_saturating(1.0 / rate);
-                        let sd = secs_saturating(cv / rate);
-                        let gap = match name {
-                            RenewalKind::Poisson => Dist::Exp { mean },
-                            RenewalKind::Periodic => Dist::Const { value: mean },
-                            RenewalKind::Normal => Dist::Normal { mean, sd },
-                            RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
-                        };
+                        // The gap's distribution, built once (it is the
+                        // same for every arrival).
+                        let gap = *self.gap.get_or_insert_with(|| {
+                            let mean = secs_saturating(1.0 / rate);
+                            let sd = secs_saturating(cv / rate);
+                            match name {
+                                RenewalKind::Poisson => Dist::Exp { mean },
+                                RenewalKind::Periodic => Dist::Const { value: mean },
+                                RenewalKind::Normal => Dist::Normal { mean, sd },
+                                RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
+                            }
+                        });
                         prev.saturating_add(gap.sample(&mut self.rng)).min(MAX_TIME)
                     }
                 };
@@ -635,6 +642,11 @@ impl ArrivalStream {
 /// assert_eq!((cpu, blocked), (Duration::from_micros(100), Duration::from_micros(900)));
 /// ```
 pub fn split_free(exec: Duration, free: f64) -> (Duration, Duration) {
+    if free == 0.0 {
+        // Nothing blocked (what the general case computes, without the
+        // float round trip: the simulator streams millions of these).
+        return (exec, Duration::ZERO);
+    }
     let ns = exec.as_nanos() as f64;
     let blocked = Duration::from_nanos((ns * free.clamp(0.0, 100.0) / 100.0).round() as u64);
     let blocked = blocked.min(exec);

@@ -2,8 +2,8 @@
 //! `a` is the offered load in erlangs (`λ/μ`), `c` the servers.
 
 /// Erlang B: the probability that an arrival finds all `c` servers busy in
-/// the M/M/c/c loss system, by the recursion `B(0) = 1`,
-/// `B(k) = a·B(k−1) / (k + a·B(k−1))`: no factorials, stable for any `c`.
+/// the M/M/c/c loss system, `exp(−`[`log_inv_erlang_b`]`)`: no factorials,
+/// no overflow for any `c` (values below 10⁻³⁰⁸ are 0).
 ///
 /// ```
 /// use tidepool_sim::validate::formulas::erlang_b;
@@ -11,11 +11,21 @@
 /// assert!((erlang_b(2, 1.0) - 0.2).abs() < 1e-12);
 /// ```
 pub fn erlang_b(c: usize, a: f64) -> f64 {
-    let mut b = 1.0;
+    (-log_inv_erlang_b(c, a)).exp()
+}
+
+/// `ln(1 / B(c, a))`, by the Erlang-B recursion `B(k) = a·B(k−1) / (k +
+/// a·B(k−1))` written for `I(k) = 1/B(k) = 1 + (k/a)·I(k−1)` in logs:
+/// `L(k) = ln(k/a) + L(k−1) + ln(1 + (a/k)·e^(−L(k−1)))`. Every term is
+/// bounded, so it neither overflows nor underflows at c = 10,000 (where
+/// `B` itself can be 10⁻¹⁰⁰⁰).
+pub fn log_inv_erlang_b(c: usize, a: f64) -> f64 {
+    let mut l = 0.0f64;
     for k in 1..=c {
-        b = a * b / (k as f64 + a * b);
+        let r = (k as f64 / a).ln();
+        l = r + l + (-r - l).exp().ln_1p();
     }
-    b
+    l
 }
 
 /// Erlang C: the probability that an arrival waits in M/M/c (`a < c`),
@@ -53,14 +63,7 @@ pub fn mmc_wait_tail(c: usize, a: f64, t: f64) -> f64 {
 /// assert!((mmck_blocking(8, 8, 6.0) - erlang_b(8, 6.0)).abs() < 1e-12);
 /// ```
 pub fn mmck_blocking(c: usize, k: usize, a: f64) -> f64 {
-    // log q_n, q_n = q_{n-1}·a / min(n, c)
-    let mut logs = Vec::with_capacity(k + 1);
-    let mut l = 0.0f64;
-    logs.push(l);
-    for n in 1..=k {
-        l += a.ln() - (n.min(c) as f64).ln();
-        logs.push(l);
-    }
+    let logs = super::stationary::in_system_logs(c, Some(k), a);
     let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let sum: f64 = logs.iter().map(|x| (x - max).exp()).sum();
     (logs[k] - max).exp() / sum
@@ -97,6 +100,36 @@ mod tests {
         let c = erlang_c(10_000, 9_900.0);
         assert!(c > 0.0 && c < 1.0, "{c}");
         assert_eq!(erlang_c(10_000, 5_000.0), 0.0);
+        // In logs: B(10,000, 5,000) is about 10^-841, far below f64; the
+        // recursion agrees with the sum of the loss system's weights.
+        let l = log_inv_erlang_b(10_000, 5_000.0);
+        let logs = crate::validate::stationary::in_system_logs(10_000, Some(10_000), 5_000.0);
+        let lc = logs[10_000];
+        let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let direct = max + logs.iter().map(|x| (x - max).exp()).sum::<f64>().ln() - lc;
+        assert!((l - direct).abs() < 1e-9 * direct, "{l} vs {direct}");
+        assert!(l > 1_900.0, "{l}");
+    }
+
+    #[test]
+    fn log_recursion_matches_the_direct_one() {
+        for (c, a) in [
+            (1, 0.5),
+            (8, 7.2),
+            (64, 60.0),
+            (1_000, 990.0),
+            (10_000, 9_500.0),
+        ] {
+            let mut b = 1.0f64;
+            for k in 1..=c {
+                b = a * b / (k as f64 + a * b);
+            }
+            let ours = erlang_b(c, a);
+            assert!(
+                (ours - b).abs() <= 1e-9 * b.max(1e-300),
+                "{c} {a}: {ours} vs {b}"
+            );
+        }
     }
 
     #[test]

@@ -13,20 +13,21 @@
 //! Little's law.
 
 pub mod formulas;
+pub mod stationary;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 use serde::Serialize;
-use tidepool_workload::{Dist, GenSpec};
+use tidepool_workload::{Dist, GenSpec, TaskSpec};
 
 use crate::config::{ExecutorModel, PoolModel, SimConfig};
 use crate::costs::Costs;
 use crate::outcome::SimOutcome;
 use crate::simulate;
 use formulas::*;
-
-/// Mean service time of every validation model (the unit of the results).
-pub const SERVICE: Duration = Duration::from_millis(1);
 
 /// Servers of the M/M/c table.
 pub const MMC_SERVERS: [usize; 6] = [1, 2, 8, 64, 1000, 10_000];
@@ -76,6 +77,26 @@ impl Model {
             Model::MM1PS => "M/M/1-PS".into(),
         }
     }
+
+    /// Whether a replication starts in the stationary state (the Markovian
+    /// models) rather than empty with a warm-up.
+    pub fn starts_stationary(&self) -> bool {
+        !matches!(self, Model::MD1 | Model::MG1 { .. })
+    }
+}
+
+/// Why a row passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Within the relative tolerance.
+    Tolerance,
+    /// The analytic value lies inside the 99% confidence interval.
+    Interval,
+    /// Analytic and simulated values are both below 10⁻⁶ (probability, or
+    /// mean service times): too rare to estimate by direct simulation; the
+    /// simulated value is reported as measured.
+    Floor,
 }
 
 /// One model at one load.
@@ -111,11 +132,15 @@ pub struct CaseResult {
     pub ci99: [f64; 2],
     /// Relative error accepted (1%, 3% at ρ = 0.99).
     pub tolerance: f64,
-    /// Within tolerance, or the analytic value inside the interval.
+    /// Within tolerance, or the analytic value inside the interval (or
+    /// both below 10⁻⁶), and Little's law held.
     pub pass: bool,
+    /// Why it passed (`null`: it did not).
+    pub basis: Option<Basis>,
     /// Seeded replications run.
     pub replications: usize,
-    /// Tasks per replication after the warm-up.
+    /// Arrivals measured per replication (after the warm-up, or from the
+    /// stationary start).
     pub tasks: u64,
     /// Little's law held in every replication.
     pub littles_law: bool,
@@ -139,13 +164,16 @@ pub struct Effort {
     pub replications: usize,
     /// Multiplies the tasks per replication (1.0: the full table).
     pub scale: f64,
+    /// Replications run at once (results do not depend on it).
+    pub threads: usize,
 }
 
 impl Default for Effort {
     fn default() -> Self {
         Effort {
-            replications: 10,
+            replications: 20,
             scale: 1.0,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -214,83 +242,195 @@ pub fn all_cases() -> Vec<Case> {
     cases
 }
 
-/// Tasks per replication after the warm-up, and the warm-up, for per-server
-/// load `rho` and offered load `a` erlangs.
+/// Mean time between arrivals of every validation run, ns. A whole number
+/// of nanoseconds, so the generator's mean gap (kept in whole ns) is exact:
+/// a gap of 1 ms / 9,900 = 101.01 ns would run at 101 ns, 10⁻⁴ too fast,
+/// and at ρ = 0.99 that moves the mean wait by 2%. The mean service time is
+/// then `a · GAP_NS` ns for an offered load of `a` erlangs (whole ns too).
+pub const GAP_NS: u64 = 1_000;
+
+/// Tasks per replication and the warm-up, for per-server load `rho` and
+/// `rare`, the analytic probability of the event the rows count (an
+/// arrival waits, or is rejected).
 ///
-/// The queue forgets its start in about `ρ / (1 − √ρ)²` arrivals (its
-/// relaxation time, `1 / (μ(√c − √a)²)`, times `λ`), whatever `c`; filling
-/// the servers from empty takes a service time, `a` arrivals. The warm-up
-/// is 20 of both; the measured tasks about 200 relaxation times, between
-/// 200,000 and 2,000,000 and at least 5 warm-ups, times `scale` (at least
-/// 1,000). Only the measured part scales: a short run is imprecise (its
-/// confidence interval says so) but not biased by its start.
-pub fn tasks_per_replication(rho: f64, a: f64, scale: f64) -> (u64, u64) {
+/// The queue forgets its state in about `ρ / (1 − √ρ)²` arrivals (its
+/// relaxation time, `1 / (μ(√c − √a)²)`, times `λ`), whatever `c`. The
+/// Markovian models start in their stationary state (no warm-up, no bias:
+/// [`stationary`]); M/D/1 and M/G/1 start empty and warm up for 50
+/// relaxation times (e^−50 of the start is left). Each replication runs
+/// about 400 relaxation times, between 200,000 and 4,000,000 arrivals; a
+/// rare event gets enough arrivals to occur about 5,000 times (up to
+/// 10,000,000 arrivals: the waits of 1,000 servers at ρ = 0.9 come in a few
+/// long excursions, and their mean needs that many). Events rarer than
+/// 10⁻⁶ are not chased (see [`Basis::Floor`]). Times `scale` (at least
+/// 1,000 arrivals).
+pub fn tasks_per_replication(model: Model, rho: f64, rare: f64, scale: f64) -> (u64, u64) {
     let relax = if rho < 1.0 {
         rho / (1.0 - rho.sqrt()).powi(2)
     } else {
         10.0
     };
-    let warmup = (20.0 * (relax + a)).min(5_000_000.0);
-    let n = (200.0 * relax)
-        .clamp(200_000.0, 2_000_000.0)
-        .max(5.0 * warmup)
-        * scale;
-    (n.max(1_000.0) as u64, warmup as u64)
+    let warmup = if model.starts_stationary() {
+        0.0
+    } else {
+        50.0 * relax + 100.0
+    };
+    let mut n = (400.0 * relax).clamp(200_000.0, 4_000_000.0);
+    if rare > FLOOR {
+        n = n.max((5_000.0 / rare).min(10_000_000.0));
+    }
+    ((n * scale).max(1_000.0) as u64, warmup as u64)
+}
+
+/// A replication's seed: distinct for every case and replication.
+fn seed(case: &Case, r: usize) -> u64 {
+    let tag = match case.model {
+        Model::MMc => 1,
+        Model::MMcK { k } => 2 + 16 * k as u64,
+        Model::ErlangB => 3,
+        Model::MMInf => 4,
+        Model::MD1 => 5,
+        Model::MG1 { scv } => 6 + 16 * (scv * 100.0) as u64,
+        Model::MM1PS => 7,
+    };
+    let mut x = tag ^ (case.c as u64) << 20 ^ ((case.rho * 1e4) as u64) << 40 ^ (r as u64) << 56;
+    // splitmix64
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// One replication of `case`: its outcome.
+fn replicate(case: &Case, r: usize, n: u64, warmup: u64, service_ns: u64) -> SimOutcome {
+    let (c, model) = (case.c, case.model);
+    let service_mean = Duration::from_nanos(service_ns);
+    let service = match model {
+        Model::MD1 => Dist::Const {
+            value: service_mean,
+        },
+        Model::MG1 { scv } if scv > 1.0 => Dist::LogNormal {
+            mean: service_mean,
+            sd: service_mean.mul_f64(scv.sqrt()),
+        },
+        Model::MG1 { .. } => Dist::Uniform {
+            lo: Duration::ZERO,
+            hi: service_mean * 2,
+        },
+        _ => Dist::exp(service_mean),
+    };
+    let seed = seed(case, r);
+    let rate = 1e9 / GAP_NS as f64;
+    let spec = GenSpec::poisson(rate, service, (n + warmup) as usize).with_seed(seed);
+    // The stationary start: tasks present at time 0, before the first arrival.
+    let initial = if model.starts_stationary() {
+        let a = service_ns as f64 / GAP_NS as f64;
+        let (servers, cap) = match model {
+            Model::MMcK { k } => (c, Some(k)),
+            Model::ErlangB => (c, Some(c)),
+            Model::MMInf => (usize::MAX, None),
+            _ => (c, None),
+        };
+        let cdf = stationary::in_system_cdf(servers, cap, a);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5354_4154_494F_4E41);
+        let k = stationary::draw(&cdf, &mut rng);
+        (0..k)
+            .map(|i| TaskSpec {
+                request_id: i as u64 + 1,
+                app_id: 1,
+                start_delay: Duration::ZERO,
+                cpu: service.sample(&mut rng),
+                blocked: Duration::ZERO,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let executor = match model {
+        Model::MMc | Model::MD1 | Model::MG1 { .. } => ExecutorModel::Pool(PoolModel::fixed(c)),
+        Model::MMcK { k } => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(k - c)),
+        Model::ErlangB => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(0)),
+        Model::MMInf | Model::MM1PS => ExecutorModel::PerRequest,
+    };
+    let cores = match model {
+        Model::MMInf => usize::MAX / 2,
+        Model::MM1PS => 1,
+        _ => c,
+    };
+    let a = service_ns as f64 / GAP_NS as f64;
+    let tail_t = 1.0 / (c as f64 - a).max(1e-9);
+    let mut config = SimConfig::new(cores, executor).with_costs(Costs::ZERO);
+    config.keep_decisions = false;
+    config.sample_interval = Duration::from_secs(1);
+    config.warmup_tasks = warmup + initial.len() as u64;
+    config.wait_threshold = Some(service_mean.mul_f64(tail_t));
+    if model == Model::MM1PS {
+        config.size_bins = PS_BINS.iter().map(|b| service_mean.mul_f64(*b)).collect();
+    }
+    simulate(initial.into_iter().chain(spec.stream()), "validate", config)
+}
+
+/// Upper edges of the M/M/1-PS size bins, in mean service times.
+const PS_BINS: [f64; 2] = [0.5, 2.0];
+
+/// Run `reps` replications on up to `threads` threads; results in
+/// replication order (the same whatever the thread count).
+fn replications<T: Send>(reps: usize, threads: usize, run: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.clamp(1, reps.max(1)))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let r = next.fetch_add(1, Ordering::Relaxed);
+                        if r >= reps {
+                            return mine;
+                        }
+                        mine.push((r, run(r)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    done.sort_by_key(|(r, _)| *r);
+    done.into_iter().map(|(_, t)| t).collect()
 }
 
 /// The rows of one case.
 pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
     let reps = effort.replications.max(2);
-    let svc = SERVICE.as_secs_f64();
     let (c, rho) = (case.c, case.rho);
-    let a = if case.model == Model::MMInf {
+    let offered = if case.model == Model::MMInf {
         c as f64
     } else {
         rho * c as f64
     };
-    let (n, warmup) = tasks_per_replication(rho, a, effort.scale);
-    let rate = a / svc;
-    let tail_t = 1.0 / (c as f64 - a).max(1e-9);
-    let service = match case.model {
-        Model::MD1 => Dist::Const { value: SERVICE },
-        Model::MG1 { scv } if scv > 1.0 => Dist::LogNormal {
-            mean: SERVICE,
-            sd: SERVICE.mul_f64(scv.sqrt()),
-        },
-        Model::MG1 { .. } => Dist::Uniform {
-            lo: Duration::ZERO,
-            hi: SERVICE * 2,
-        },
-        _ => Dist::exp(SERVICE),
+    // Whole nanoseconds: the offered load actually run is `a`.
+    let service_ns = (offered * GAP_NS as f64).round().max(1.0) as u64;
+    let a = service_ns as f64 / GAP_NS as f64;
+    let rare = match case.model {
+        Model::MMc => erlang_c(c, a),
+        Model::MMcK { k } => mmck_blocking(c, k, a),
+        Model::ErlangB => erlang_b(c, a),
+        _ => 1.0,
     };
-    let bins = [0.5, 2.0];
+    let (n, warmup) = tasks_per_replication(case.model, rho, rare, effort.scale);
+    let tail_t = 1.0 / (c as f64 - a).max(1e-9);
+    let outs = replications(reps, effort.threads, |r| {
+        let out = replicate(case, r, n, warmup, service_ns);
+        (
+            out.littles_law.holds(),
+            metrics_of(case, &out, service_ns as f64),
+        )
+    });
+    let littles = outs.iter().all(|(holds, _)| *holds);
     let mut samples: Vec<Vec<f64>> = Vec::new();
-    let mut littles = true;
-    for r in 0..reps {
-        let seed = 1 + r as u64 + 1000 * (c as u64 % 1000) + (rho * 1e4) as u64;
-        let spec = GenSpec::poisson(rate, service, (n + warmup) as usize).with_seed(seed);
-        let executor = match case.model {
-            Model::MMc | Model::MD1 | Model::MG1 { .. } => ExecutorModel::Pool(PoolModel::fixed(c)),
-            Model::MMcK { k } => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(k - c)),
-            Model::ErlangB => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(0)),
-            Model::MMInf | Model::MM1PS => ExecutorModel::PerRequest,
-        };
-        let cores = match case.model {
-            Model::MMInf => usize::MAX / 2,
-            Model::MM1PS => 1,
-            _ => c,
-        };
-        let mut config = SimConfig::new(cores, executor).with_costs(Costs::ZERO);
-        config.keep_decisions = false;
-        config.sample_interval = Duration::from_secs(1);
-        config.warmup_tasks = warmup;
-        config.wait_threshold = Some(SERVICE.mul_f64(tail_t));
-        if case.model == Model::MM1PS {
-            config.size_bins = bins.iter().map(|b| SERVICE.mul_f64(*b)).collect();
-        }
-        let out = simulate(spec.stream(), "validate", config);
-        littles &= out.littles_law.holds();
-        let values = metrics_of(case, &out, svc);
+    for (_, values) in outs {
         if samples.is_empty() {
             samples = vec![Vec::new(); values.len()];
         }
@@ -309,12 +449,12 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
         Model::MMcK { k } => vec![("blocking".into(), mmck_blocking(c, k, a))],
         Model::ErlangB => vec![("blocking".into(), erlang_b(c, a))],
         Model::MMInf => vec![("mean_threads".into(), a)],
-        Model::MD1 => vec![("mean_wait".into(), pk_mean_wait(rho, 0.0))],
-        Model::MG1 { scv } => vec![(format!("mean_wait(scv={scv:.2})"), pk_mean_wait(rho, scv))],
+        Model::MD1 => vec![("mean_wait".into(), pk_mean_wait(a, 0.0))],
+        Model::MG1 { scv } => vec![(format!("mean_wait(scv={scv:.2})"), pk_mean_wait(a, scv))],
         Model::MM1PS => vec![
-            ("slowdown(x<0.5)".into(), ps_slowdown(rho)),
-            ("slowdown(0.5<=x<2)".into(), ps_slowdown(rho)),
-            ("slowdown(x>=2)".into(), ps_slowdown(rho)),
+            ("slowdown(x<0.5)".into(), ps_slowdown(a)),
+            ("slowdown(0.5<=x<2)".into(), ps_slowdown(a)),
+            ("slowdown(x>=2)".into(), ps_slowdown(a)),
         ],
     };
     let tolerance = if rho >= 0.99 { 0.03 } else { 0.01 };
@@ -325,9 +465,15 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
             let (mean, half) = mean_ci99(&values);
             let rel_error = (mean - analytic).abs() / analytic.abs().max(FLOOR);
             let ci99 = [mean - half, mean + half];
-            let pass = rel_error <= tolerance
-                || (ci99[0] <= analytic && analytic <= ci99[1])
-                || (mean - analytic).abs() <= FLOOR;
+            let basis = if rel_error <= tolerance {
+                Some(Basis::Tolerance)
+            } else if ci99[0] <= analytic && analytic <= ci99[1] {
+                Some(Basis::Interval)
+            } else if (mean - analytic).abs() <= FLOOR {
+                Some(Basis::Floor)
+            } else {
+                None
+            };
             CaseResult {
                 model: case.model.name(),
                 c: (case.model != Model::MMInf).then_some(c),
@@ -338,7 +484,8 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
                 rel_error,
                 ci99,
                 tolerance,
-                pass: pass && littles,
+                pass: basis.is_some() && littles,
+                basis,
                 replications: reps,
                 tasks: n,
                 littles_law: littles,
@@ -348,13 +495,14 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
 }
 
 /// The measured values of one replication, in the order of the case's rows.
-fn metrics_of(case: &Case, out: &SimOutcome, svc: f64) -> Vec<f64> {
+fn metrics_of(case: &Case, out: &SimOutcome, service_ns: f64) -> Vec<f64> {
     let s = &out.steady;
+    let wait = s.wait_sum_ns as f64 / s.waited.max(1) as f64 / service_ns;
     match case.model {
-        Model::MMc => vec![s.mean_wait_s() / svc, s.wait_tail()],
+        Model::MMc => vec![wait, s.wait_tail()],
         Model::MMcK { .. } | Model::ErlangB => vec![s.blocking()],
         Model::MMInf => vec![s.mean_threads()],
-        Model::MD1 | Model::MG1 { .. } => vec![s.mean_wait_s() / svc],
+        Model::MD1 | Model::MG1 { .. } => vec![wait],
         Model::MM1PS => s.bins.iter().map(|b| b.slowdown()).collect(),
     }
 }
