@@ -136,6 +136,14 @@ impl TaskQueue for LockFreeQueue {
     fn push_is_seq_cst(&self) -> bool {
         true
     }
+
+    /// Likewise `ArrayQueue::pop` moves the head with a `SeqCst`
+    /// compare-exchange and `len` loads head and tail with `SeqCst`; the
+    /// overflow's count falls with a `SeqCst` read-modify-write. (Only the
+    /// bounded queue — the ring alone — ever blocks a submitter.)
+    fn pop_is_seq_cst(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
