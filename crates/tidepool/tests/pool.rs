@@ -21,6 +21,17 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 #[derive(Clone, Default)]
 struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
 
+/// Opens its gate when dropped: declared after the pool, it lets the pool's
+/// drop (which joins the workers held at the gate) finish when an assertion
+/// fails, so the failure is reported instead of hanging the test run.
+struct OpenOnDrop(Gate);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 impl Gate {
     fn wait(&self) {
         let mut open = self.0 .0.lock().unwrap();
@@ -331,6 +342,7 @@ fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
         .policy(GrowAtMax(2))
         .build()
         .unwrap();
+    let _open = OpenOnDrop(gate.clone());
     // Every submit finds the workers held at the gate and the pool at its max.
     for _ in 0..8 {
         let g = gate.clone();
