@@ -113,7 +113,7 @@ mod tests {
     fn spills_past_the_ring_and_keeps_order() {
         let q = LockFreeQueue::new(None);
         let out = Arc::new(Mutex::new(Vec::new()));
-        let n = RING_SLOTS + 100;
+        let n = 2 * RING_SLOTS + 100;
         for i in 0..n {
             let out = out.clone();
             q.push(Task::new(move || {
@@ -140,5 +140,49 @@ mod tests {
         }
         assert!(q.is_empty());
         assert_eq!(*out.lock().unwrap(), (0..n + 5).collect::<Vec<_>>());
+    }
+
+    /// A backlog drained by two workers while two submitters keep adding:
+    /// every task runs exactly once, through the ring and the overflow.
+    #[test]
+    fn a_backlog_drains_through_refills_exactly_once() {
+        const PER: usize = 3 * RING_SLOTS;
+        let q = Arc::new(LockFreeQueue::new(None));
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = |ran: &Arc<std::sync::atomic::AtomicUsize>| {
+            let ran = ran.clone();
+            Task::new(move || {
+                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                false
+            })
+        };
+        for _ in 0..PER {
+            q.push(task(&ran)).unwrap();
+        }
+        assert!(q.len() >= PER && !q.overflow.as_ref().unwrap().is_empty());
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let (q, ran) = (q.clone(), ran.clone());
+                std::thread::spawn(move || {
+                    if i < 2 {
+                        for _ in 0..PER {
+                            q.push(task(&ran)).unwrap();
+                        }
+                    } else {
+                        while ran.load(std::sync::atomic::Ordering::Relaxed) < 3 * PER {
+                            match q.pop() {
+                                Some(t) => t.run(),
+                                None => std::thread::yield_now(),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 3 * PER);
+        assert!(q.is_empty() && q.pop().is_none() && q.len() == 0);
     }
 }
