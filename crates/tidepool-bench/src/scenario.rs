@@ -322,3 +322,60 @@ fn latency_idle<S: Subject>(s: &S, samples: usize, gap: Duration) -> Sample {
         cpu_ns_per_task: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs every task on the submitting thread: enough to drive the
+    /// scenarios' bookkeeping without a pool.
+    struct Inline;
+
+    impl Subject for Inline {
+        fn spawn<F>(&self, f: F)
+        where
+            F: FnOnce() + Send + 'static,
+        {
+            f();
+        }
+    }
+
+    /// Every scenario completes and reports a sane sample (one test: they
+    /// share the global latch).
+    #[test]
+    fn every_scenario_runs_and_reports() {
+        spin::calibrate();
+        let p = Params {
+            tasks: 2_000,
+            work_tasks: 200,
+            samples: 5,
+            idle_gap: Duration::from_micros(50),
+            bursts: 3,
+            burst_tasks: 10,
+            zero_sized: false,
+            inner: 2,
+        };
+        for sc in Scenario::ALL {
+            warm_up(sc, &Inline, &p);
+            let s = run(sc, &Inline, &p);
+            assert!(
+                s.tasks_per_sec.is_finite() && s.tasks_per_sec > 0.0,
+                "{}: {s:?}",
+                sc.name()
+            );
+            assert_eq!(s.p50_ns.is_some(), sc.measures_latency(), "{}", sc.name());
+            assert_eq!(
+                s.cpu_ns_per_task.is_some(),
+                !sc.measures_latency(),
+                "{}",
+                sc.name()
+            );
+            assert_eq!(LATCH.remaining(), 0);
+        }
+        // Eight submitters of 2 000 tasks that each take ~1 µs: the clock
+        // starts at the earliest submitter's start, so the rate cannot exceed
+        // what eight threads could do (a late start once gave 2e14 tasks/s).
+        let s = throughput(&Inline, 2_000, 8, false, Body::Work1us);
+        assert!(s.tasks_per_sec < 8.0 * 2e6, "{s:?}");
+    }
+}
