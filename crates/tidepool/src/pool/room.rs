@@ -29,7 +29,7 @@
 //! (`loom_blocked_submitter_is_woken` in `loom_tests.rs` finds it).
 //!
 //! While nobody is blocked, a worker pays one fence (lock-based queues only)
-//! and one load of a line nobody writes.
+//! and one load of `blocked`, which only blocking submitters write.
 
 use std::time::Duration;
 
