@@ -9,10 +9,11 @@
 //!   through, and the completion [`Latch`](subject::Latch) all tasks report to;
 //! - [`subjects`]: one file per implementation, and the [`Impl`](subjects::Impl)
 //!   list that builds them;
-//! - [`scenario`]: the measured scenarios (empty-task throughput with one or two
-//!   submitters, ~1 µs tasks, idle submit-to-start latency);
+//! - [`scenario`]: the measured scenarios (empty-task throughput with 1, 2, 4
+//!   and 8 submitters, ~1 µs tasks, bursts into an idle pool, idle
+//!   submit-to-start latency);
 //! - [`spin`]: the calibrated busy-wait the 1 µs tasks run;
-//! - [`harness`]: medians and ratios;
+//! - [`harness`]: medians, ratios and the rotation that interleaves impls;
 //! - [`report`]: the JSON document and the readable table.
 //!
 //! The binary's `dispatch` subcommand ties them together. Pipelines have
