@@ -21,6 +21,7 @@ apt_need cc gcc
 apt_need valgrind valgrind   # the C API's programs run under memcheck (tidepool-capi tests)
 apt_need pkg-config pkgconf # the C API's pkg-config file is tested
 apt_need python3 python3     # scripts/msrv.py
+apt_need nats-server nats-server # the distributed pool's broker (tidepool-cluster tests and demos)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -26,6 +26,8 @@ cargo test -p tidepool --all-features --locked --doc MetricsExporter
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p tidepool --lib --release --locked loom
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p tidepool-pipeline --lib --release --locked loom
 
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \

@@ -9,16 +9,23 @@
 //!   through, and the completion [`Latch`](subject::Latch) all tasks report to;
 //! - [`subjects`]: one file per implementation, and the [`Impl`](subjects::Impl)
 //!   list that builds them;
-//! - [`scenario`]: the measured scenarios (empty-task throughput with one or two
-//!   submitters, ~1 µs tasks, idle submit-to-start latency);
-//! - [`harness`]: medians and ratios;
+//! - [`scenario`]: the measured scenarios (empty-task throughput with 1, 2, 4
+//!   and 8 submitters, ~1 µs tasks on the workload crate's `BusyLoop`, bursts
+//!   into an idle pool, idle submit-to-start latency);
+//! - [`harness`]: medians, ratios and the rotation that interleaves impls;
 //! - [`report`]: the JSON document and the readable table.
 //!
-//! The binary's `dispatch` subcommand ties them together.
+//! The binary's `dispatch` subcommand ties them together. Pipelines have
+//! their own: [`pipeline`] (tidepool-pipeline against peer pipeline crates)
+//! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test).
 #![warn(missing_docs)]
 
+pub mod cmd_pipeline;
 pub mod harness;
+pub mod pipeline;
 pub mod report;
+pub mod roysden;
 pub mod scenario;
 pub mod subject;
 pub mod subjects;
+pub mod welch;

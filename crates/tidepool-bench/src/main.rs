@@ -26,12 +26,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Task dispatch: empty-task throughput (1 and 2 submitters), ~1 µs task
-    /// throughput, and submit-to-start latency into an idle pool.
+    /// Task dispatch: empty-task throughput (1, 2, 4 and 8 submitters), ~1 µs
+    /// task throughput, bursts into an idle pool, and submit-to-start latency
+    /// into an idle pool.
     Dispatch(DispatchArgs),
     /// Cost of one statistics snapshot (`Pool::stats`) by pool size: what
     /// the controller pays on every call of an adaptive policy.
     Snapshot(SnapshotArgs),
+    /// Pipelines: tidepool-pipeline against peer pipeline crates, per shape.
+    Pipeline(tidepool_bench::cmd_pipeline::PipelineArgs),
+    /// Roysden (2004): per-stage priority scheduling on a columnsort pipeline.
+    Roysden(tidepool_bench::cmd_pipeline::RoysdenArgs),
 }
 
 #[derive(Debug, Args)]
@@ -58,9 +63,16 @@ struct DispatchArgs {
     /// Lone tasks per `latency-idle` run.
     #[arg(long, default_value_t = 1_000)]
     samples: usize,
-    /// Pause between two latency samples, in microseconds (lets the pool go idle).
+    /// Pause between two latency samples or bursts, in microseconds (lets
+    /// the pool go idle).
     #[arg(long, default_value_t = 500)]
     idle_us: u64,
+    /// Bursts per `burst-idle` run.
+    #[arg(long, default_value_t = 100)]
+    bursts: usize,
+    /// Empty tasks per burst.
+    #[arg(long, default_value_t = 200)]
+    burst_tasks: usize,
     /// Runs of every impl × scenario; the median is reported.
     #[arg(long, default_value_t = 5)]
     repeats: usize,
@@ -109,22 +121,29 @@ fn parse_scenario(s: &str) -> Result<Scenario, String> {
         })
 }
 
-/// Warm one freshly built implementation up, then run every scenario once.
-struct RunAll<'a> {
-    scenarios: &'a [Scenario],
+/// Warm one freshly built implementation up, then measure one scenario.
+struct RunOne<'a> {
+    scenario: Scenario,
     params: &'a Params,
 }
 
-impl Visit for RunAll<'_> {
-    type Output = Vec<(Scenario, Sample)>;
+impl Visit for RunOne<'_> {
+    type Output = Sample;
 
     fn visit<S: Subject>(self, s: &S) -> Self::Output {
-        scenario::warm_up(s, self.params);
-        self.scenarios
-            .iter()
-            .map(|&sc| (sc, scenario::run(sc, s, self.params)))
-            .collect()
+        scenario::warm_up(self.scenario, s, self.params);
+        scenario::run(self.scenario, s, self.params)
     }
+}
+
+/// The 1-, 5- and 15-minute load averages, as `/proc/loadavg` shows them.
+fn load_average() -> Option<[f64; 3]> {
+    tidepool::sys::load_average()
+}
+
+fn fmt_load(l: Option<[f64; 3]>) -> String {
+    l.map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn dispatch(args: DispatchArgs) {
@@ -159,60 +178,74 @@ fn dispatch(args: DispatchArgs) {
         work_tasks: args.work_tasks,
         samples: args.samples,
         idle_gap: Duration::from_micros(args.idle_us),
+        bursts: args.bursts,
+        burst_tasks: args.burst_tasks,
         zero_sized: args.zero_sized,
         inner: args.inner.max(1),
     };
     let repeats = args.repeats.max(1);
     // Calibrated here, outside any measurement.
     let per_us = tidepool_workload::BusyLoop::global().iters_per_us();
-    if !args.quiet {
-        eprintln!(
-            "dispatch: {} impls × {} scenarios × {repeats} repeats, {threads} threads, spin {per_us:.0} iters/µs",
-            impls.len(),
-            scenarios.len()
-        );
-    }
+    let load_start = load_average();
+    // Always on stderr (also with --json and --quiet): a run's numbers mean
+    // little without the machine's load next to them.
+    eprintln!(
+        "dispatch: {} impls × {} scenarios × {repeats} repeats, {threads} threads, \
+         spin {per_us:.0} iters/µs; load average {}",
+        impls.len(),
+        scenarios.len(),
+        fmt_load(load_start)
+    );
 
     let started = Instant::now();
     let mut samples = Samples::new();
     for rep in 0..repeats {
-        // Each repeat runs the impls in a rotated order, each on a freshly
-        // built pool (no other pool alive), so noise is spread fairly.
-        for imp in rotated(&impls, rep) {
-            let t = Instant::now();
-            let out = imp.with(
-                threads,
-                RunAll {
-                    scenarios: &scenarios,
-                    params: &params,
-                },
-            );
-            if !args.quiet {
-                eprintln!(
-                    "  repeat {}/{repeats} {:<18} {:>6.2} s",
-                    rep + 1,
-                    imp.name(),
-                    t.elapsed().as_secs_f64()
+        let t = Instant::now();
+        // Within a repeat, every scenario runs every impl back to back (each
+        // on a freshly built pool, no other pool alive), in an order that
+        // rotates with the repeat and the scenario: the impls compared in
+        // one scenario ran within seconds of each other, under the same load,
+        // and each takes every position in turn.
+        for (k, &sc) in scenarios.iter().enumerate() {
+            for imp in rotated(&impls, rep + k) {
+                let sample = imp.with(
+                    threads,
+                    RunOne {
+                        scenario: sc,
+                        params: &params,
+                    },
                 );
-            }
-            for (sc, sample) in out {
                 samples.entry((sc, imp)).or_default().push(sample);
             }
         }
+        if !args.quiet {
+            eprintln!(
+                "  repeat {}/{repeats}: {:>6.2} s, load average {}",
+                rep + 1,
+                t.elapsed().as_secs_f64(),
+                fmt_load(load_average())
+            );
+        }
     }
-    let report = Report::from_samples(&scenarios, &impls, &samples);
+    let load_end = load_average();
+    eprintln!("dispatch: done, load average {}", fmt_load(load_end));
+    let report =
+        Report::from_samples(&scenarios, &impls, &samples).with_load_average(load_start, load_end);
     if let Some(path) = &args.save {
         if let Err(e) = std::fs::write(path, report.to_json() + "\n") {
             eprintln!("cannot write {}: {e}", path.display());
+            std::process::exit(2);
         }
     }
     let header = format!(
-        "tidepool-bench dispatch: {threads} threads, median of {repeats} repeats \
+        "tidepool-bench dispatch: {threads} threads, median (min–max) of {repeats} repeats \
          (throughput: best of {} back-to-back runs each); {} empty tasks, \
-         {} ~1 µs tasks, {} latency samples ({} µs apart); {:.0} s total",
+         {} ~1 µs tasks, {} bursts of {}, {} latency samples ({} µs apart); {:.0} s total",
         params.inner,
         params.tasks,
         params.work_tasks,
+        params.bursts,
+        params.burst_tasks,
         params.samples,
         args.idle_us,
         started.elapsed().as_secs_f64()
@@ -277,5 +310,7 @@ fn main() {
     match Cli::parse().command {
         Command::Dispatch(args) => dispatch(args),
         Command::Snapshot(args) => snapshot(args),
+        Command::Pipeline(args) => tidepool_bench::cmd_pipeline::pipeline(args),
+        Command::Roysden(args) => tidepool_bench::cmd_pipeline::roysden(args),
     }
 }

@@ -1,14 +1,19 @@
 //! The benchmark's output: a JSON document of per-scenario medians, and a
 //! readable table with ratios.
 //!
-//! JSON shape (latency fields only where the scenario measures latency):
+//! JSON shape (latency fields only where the scenario measures latency; the
+//! `_min`/`_max` fields and `load_average` were added later, alongside):
 //!
 //! ```json
 //! {"scenarios": [{"name": "empty-1-submitter",
-//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e6}]},
+//!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e6,
+//!                              "tasks_per_sec_min": 0.9e6, "tasks_per_sec_max": 1.1e6}]},
 //!                {"name": "latency-idle",
 //!                 "results": [{"impl": "tidepool", "tasks_per_sec": 1.0e4,
-//!                              "p50_ns": 9000, "p99_ns": 30000}]}]}
+//!                              "tasks_per_sec_min": 0.9e4, "tasks_per_sec_max": 1.1e4,
+//!                              "p50_ns": 9000, "p99_ns": 30000,
+//!                              "p50_ns_min": 8000, "p50_ns_max": 9500}]}],
+//!  "load_average": {"start": [1.0, 0.8, 0.5], "end": [1.2, 0.9, 0.5]}}
 //! ```
 
 use std::collections::HashMap;
@@ -25,6 +30,18 @@ use crate::subjects::Impl;
 pub struct Report {
     /// One entry per scenario, in run order.
     pub scenarios: Vec<ScenarioReport>,
+    /// The machine's load averages when the run started and ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_average: Option<LoadAverage>,
+}
+
+/// The 1-, 5- and 15-minute load averages at the start and end of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadAverage {
+    /// When the run started.
+    pub start: [f64; 3],
+    /// When it ended.
+    pub end: [f64; 3],
 }
 
 /// The results of one scenario.
@@ -44,12 +61,24 @@ pub struct ImplResult {
     pub name: String,
     /// Median tasks per second over the repeats.
     pub tasks_per_sec: f64,
+    /// The lowest tasks per second of the repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_per_sec_min: Option<f64>,
+    /// The highest tasks per second of the repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_per_sec_max: Option<f64>,
     /// Median over the repeats of the per-run p50 latency, in nanoseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_ns: Option<u64>,
     /// Median over the repeats of the per-run p99 latency, in nanoseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
+    /// The lowest per-run p50 of the repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns_min: Option<u64>,
+    /// The highest per-run p50 of the repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ns_max: Option<u64>,
     /// Spread of the main metric over the repeats, `(max - min) / median`
     /// (shown in the table as a noise indicator; not part of the JSON).
     #[serde(skip)]
@@ -58,6 +87,11 @@ pub struct ImplResult {
     /// the table, not part of the JSON).
     #[serde(skip)]
     pub cpu_ns_per_task: Option<f64>,
+    /// The main metric of every repeat, in repeat order (tasks per second,
+    /// or p50 ns for latency scenarios): per-repeat ratios between impls
+    /// that ran side by side (not part of the JSON).
+    #[serde(skip)]
+    pub per_repeat: Vec<f64>,
 }
 
 /// Raw samples keyed by scenario and implementation.
@@ -87,16 +121,41 @@ impl Report {
                         Some(ImplResult {
                             name: im.name().to_string(),
                             tasks_per_sec: tidepool_workload::median(tps.iter().copied())?,
+                            tasks_per_sec_min: tps.iter().copied().reduce(f64::min),
+                            tasks_per_sec_max: tps.iter().copied().reduce(f64::max),
                             p50_ns: median_u64(&p50),
                             p99_ns: median_u64(&p99),
+                            p50_ns_min: p50.iter().copied().min(),
+                            p50_ns_max: p50.iter().copied().max(),
                             spread: spread(&main),
                             cpu_ns_per_task: tidepool_workload::median(cpu.iter().copied()),
+                            per_repeat: main,
                         })
                     })
                     .collect(),
             })
             .collect();
-        Report { scenarios }
+        Report {
+            scenarios,
+            load_average: None,
+        }
+    }
+
+    /// The report with the load averages at the start and end of the run.
+    pub fn with_load_average(mut self, start: Option<[f64; 3]>, end: Option<[f64; 3]>) -> Self {
+        self.load_average = start
+            .zip(end)
+            .map(|(start, end)| LoadAverage { start, end });
+        self
+    }
+
+    /// "load average 5.1 4.2 3.9 → 6.0 4.5 4.0" (empty when not recorded).
+    pub fn load_line(&self) -> String {
+        let f = |l: &[f64; 3]| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]);
+        self.load_average
+            .as_ref()
+            .map(|l| format!("load average (1/5/15 min) {} → {}", f(&l.start), f(&l.end)))
+            .unwrap_or_default()
     }
 
     /// The scenario called `name`.
@@ -109,12 +168,12 @@ impl Report {
         serde_json::to_string(self).expect("a report always serialises")
     }
 
-    /// The statistics cost in percent on each empty-task scenario: how much
+    /// The statistics cost in percent on each throughput scenario: how much
     /// slower `with` is than `without` (e.g. `tidepool` vs `tidepool-nostats`).
     pub fn stats_cost(&self, with: &str, without: &str) -> Vec<(String, f64)> {
         self.scenarios
             .iter()
-            .filter(|s| s.name.starts_with("empty"))
+            .filter(|s| !s.is_latency())
             .filter_map(|s| {
                 let w = s.get(with)?.tasks_per_sec;
                 let wo = s.get(without)?.tasks_per_sec;
@@ -123,16 +182,22 @@ impl Report {
             .collect()
     }
 
-    /// A readable table: per scenario, each implementation's medians, their spread, and how
-    /// many times better `tidepool` is (above 1: tidepool wins), then a
-    /// summary of tidepool against the best peer and the statistics cost.
+    /// A readable table: per scenario, each implementation's median and
+    /// min–max over the repeats, CPU per task, and how many times better
+    /// `tidepool` is (above 1: tidepool wins); then a summary of tidepool
+    /// against the best peer (with the spread of the per-repeat ratio) and
+    /// the statistics cost.
     pub fn to_table(&self, header: &str) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{header}");
+        let load = self.load_line();
+        if !load.is_empty() {
+            let _ = writeln!(out, "{load}");
+        }
         let _ = writeln!(
             out,
-            "spread: (max - min) / median over the repeats; cpu/task: process CPU time \
-             (all threads) per task; tidepool ×: how many times better tidepool is (> 1: tidepool ahead)"
+            "min–max: over the repeats; cpu/task: process CPU time (all threads) per task; \
+             tidepool ×: how many times better tidepool is (> 1: tidepool ahead)"
         );
         for sc in &self.scenarios {
             let latency = sc.is_latency();
@@ -140,10 +205,10 @@ impl Report {
             let _ = writeln!(out, "\n== {} ==", sc.name);
             let _ = writeln!(
                 out,
-                "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
+                "{:<18} {:>14} {:>19} {:>10} {:>10} {:>10} {:>12}",
                 "impl",
-                if latency { "round-trips/s" } else { "tasks/s" },
-                "p50",
+                if latency { "p50" } else { "tasks/s" },
+                "min–max",
                 "p99",
                 "spread",
                 "cpu/task",
@@ -153,10 +218,10 @@ impl Report {
                 let adv = tp.and_then(|t| sc.advantage(t, r));
                 let _ = writeln!(
                     out,
-                    "{:<18} {:>14} {:>10} {:>10} {:>8} {:>10} {:>12}",
+                    "{:<18} {:>14} {:>19} {:>10} {:>10} {:>10} {:>12}",
                     r.name,
-                    fmt_rate(r.tasks_per_sec),
-                    r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    sc.main_value(r),
+                    sc.main_range(r),
                     r.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
                     r.spread
                         .map(|x| format!("{:.0}%", x * 100.0))
@@ -170,7 +235,8 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\n== summary: tidepool vs the best peer (above 1.00: tidepool ahead) =="
+            "\n== summary: tidepool vs the best peer (above 1.00: tidepool ahead; \
+             in brackets the min–max of the ratio within each repeat) =="
         );
         for sc in &self.scenarios {
             let (Some(tp), Some(best)) = (sc.get("tidepool"), sc.best_peer()) else {
@@ -184,9 +250,12 @@ impl Report {
             let fmt_adv =
                 |a: Option<f64>| a.map(|a| format!("{a:.2}×")).unwrap_or_else(|| "-".into());
             let mut line = format!(
-                "{:<20} {:>6} (best peer: {}, {})",
+                "{:<20} {:>6} {:<13} (best peer: {}, {})",
                 sc.name,
                 fmt_adv(sc.advantage(tp, best)),
+                sc.ratio_range(tp, best)
+                    .map(|(lo, hi)| format!("[{lo:.2}–{hi:.2}]"))
+                    .unwrap_or_default(),
                 best.name,
                 what
             );
@@ -205,7 +274,7 @@ impl Report {
         if !cost.is_empty() {
             let _ = writeln!(
                 out,
-                "\n== statistics cost (tidepool vs tidepool-nostats, empty tasks) =="
+                "\n== statistics cost (tidepool vs tidepool-nostats, throughput) =="
             );
             for (name, pct) in cost {
                 let _ = writeln!(out, "{name:<20} {pct:>6.1} %");
@@ -217,10 +286,15 @@ impl Report {
 
 impl Report {
     /// A Markdown table for `docs/benchmarks.md`: one row per implementation,
-    /// one column per scenario, each cell the median and its ratio to the best
-    /// peer on the scenario's main metric (above 1.00: better than every peer).
+    /// one column per scenario, each cell the median, its min–max over the
+    /// repeats, and its ratio to the best peer on the scenario's main metric
+    /// (above 1.00: better than every peer).
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
+        let load = self.load_line();
+        if !load.is_empty() {
+            let _ = writeln!(out, "{load}\n");
+        }
         let mut names: Vec<&str> = Vec::new();
         for sc in &self.scenarios {
             for r in &sc.results {
@@ -261,7 +335,7 @@ impl Report {
                         .and_then(|b| sc.advantage(r, b))
                         .map(|a| format!(" ({a:.2}×)"))
                         .unwrap_or_default();
-                    format!("{value}{ratio}")
+                    format!("{value}{ratio} [{}]", sc.main_range(r))
                 });
                 let _ = write!(out, " {} |", cell.unwrap_or_else(|| "-".into()));
             }
@@ -272,6 +346,54 @@ impl Report {
 }
 
 impl ScenarioReport {
+    /// `r`'s median on the main metric, formatted.
+    fn main_value(&self, r: &ImplResult) -> String {
+        if self.is_latency() {
+            r.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into())
+        } else {
+            fmt_rate(r.tasks_per_sec)
+        }
+    }
+
+    /// `r`'s min–max over the repeats on the main metric, formatted.
+    fn main_range(&self, r: &ImplResult) -> String {
+        let range = if self.is_latency() {
+            r.p50_ns_min
+                .zip(r.p50_ns_max)
+                .map(|(lo, hi)| (fmt_ns(lo), fmt_ns(hi)))
+        } else {
+            r.tasks_per_sec_min
+                .zip(r.tasks_per_sec_max)
+                .map(|(lo, hi)| (fmt_rate(lo), fmt_rate(hi)))
+        };
+        range
+            .map(|(lo, hi)| format!("{lo}–{hi}"))
+            .unwrap_or_else(|| "-".into())
+    }
+
+    /// The lowest and highest ratio of `a` to `b` within one repeat (the two
+    /// ran side by side there), when both have every repeat's sample.
+    pub fn ratio_range(&self, a: &ImplResult, b: &ImplResult) -> Option<(f64, f64)> {
+        if a.per_repeat.len() != b.per_repeat.len() || a.per_repeat.is_empty() {
+            return None;
+        }
+        let ratios: Vec<f64> = a
+            .per_repeat
+            .iter()
+            .zip(&b.per_repeat)
+            .filter_map(|(&x, &y)| {
+                if self.is_latency() {
+                    ratio_lower_better(x, y)
+                } else {
+                    ratio_higher_better(x, y)
+                }
+            })
+            .collect();
+        let lo = ratios.iter().copied().reduce(f64::min)?;
+        let hi = ratios.iter().copied().reduce(f64::max)?;
+        Some((lo, hi))
+    }
+
     /// The result of implementation `name`.
     pub fn get(&self, name: &str) -> Option<&ImplResult> {
         self.results.iter().find(|r| r.name == name)
@@ -395,12 +517,19 @@ mod tests {
         let r0 = &scenarios[0]["results"][0];
         assert_eq!(r0["impl"], "tidepool");
         assert_eq!(r0["tasks_per_sec"], 2e6); // the median of 3
+        assert_eq!(r0["tasks_per_sec_min"], 1e6);
+        assert_eq!(r0["tasks_per_sec_max"], 3e6);
         assert!(r0.get("p50_ns").is_none() && r0.get("p99_ns").is_none());
+        assert!(r0.get("p50_ns_min").is_none());
         // crossbeam had no samples: left out.
         assert_eq!(scenarios[0]["results"].as_array().unwrap().len(), 3);
         let l0 = &scenarios[1]["results"][0];
         assert_eq!(l0["p50_ns"], 6_000);
         assert_eq!(l0["p99_ns"], 10_000);
+        assert_eq!(
+            (&l0["p50_ns_min"], &l0["p50_ns_max"]),
+            (&5_000.into(), &7_000.into())
+        );
         assert!(l0["tasks_per_sec"].is_f64());
         // Round trip.
         let back: Report = serde_json::from_value(json).unwrap();
@@ -409,6 +538,7 @@ mod tests {
             for r in &mut sc.results {
                 r.spread = None; // not serialised
                 r.cpu_ns_per_task = None;
+                r.per_repeat.clear();
             }
         }
         assert_eq!(back, expected);
@@ -439,7 +569,39 @@ mod tests {
         assert!(table.contains("20.0 %"));
         let md = r.to_markdown();
         assert!(md.starts_with("| impl | empty-1-submitter (tasks/s) | latency-idle (p50 / p99) |"));
-        assert!(md.contains("| tidepool | 2.00 M (2.00×) | 6.0 µs / 10.0 µs (1.67×) |"));
+        assert!(md.contains(
+            "| tidepool | 2.00 M (2.00×) [1.00 M–3.00 M] | 6.0 µs / 10.0 µs (1.67×) [5.0 µs–7.0 µs] |"
+        ));
+        // Within-repeat ratios need every repeat of both impls.
+        assert_eq!(
+            e.ratio_range(e.get("tidepool").unwrap(), e.get("rayon").unwrap()),
+            None
+        );
+        let mut both = Samples::new();
+        both.insert(
+            (Scenario::Empty1, Impl::Tidepool),
+            vec![sample(3e6, None), sample(1e6, None)],
+        );
+        both.insert(
+            (Scenario::Empty1, Impl::Crossbeam),
+            vec![sample(1e6, None), sample(2e6, None)],
+        );
+        let two = Report::from_samples(
+            &[Scenario::Empty1],
+            &[Impl::Tidepool, Impl::Crossbeam],
+            &both,
+        )
+        .with_load_average(Some([1.0, 2.0, 3.0]), Some([4.0, 5.0, 6.0]));
+        let sc = &two.scenarios[0];
+        assert_eq!(
+            sc.ratio_range(sc.get("tidepool").unwrap(), sc.get("crossbeam").unwrap()),
+            Some((0.5, 3.0))
+        );
+        assert!(two
+            .to_markdown()
+            .starts_with("load average (1/5/15 min) 1.00 2.00 3.00 → 4.00 5.00 6.00"));
+        let json: serde_json::Value = serde_json::from_str(&two.to_json()).unwrap();
+        assert_eq!(json["load_average"]["end"][2], 6.0);
         assert_eq!(e.get("tidepool").unwrap().spread, Some(1.0)); // (3-1)/2
         assert_eq!(fmt_ns(12_345), "12.3 µs");
         assert_eq!(fmt_rate(1_234_567.0), "1.23 M");

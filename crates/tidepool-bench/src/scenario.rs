@@ -2,7 +2,10 @@
 //!
 //! Every task reports to the global [`LATCH`]; a scenario arms it, submits,
 //! and parks until the last task finished. Throughput is
-//! `tasks / (last completion - first submit)`.
+//! `tasks / (last completion - first submit)`; with several submitters the
+//! first submit is the earliest submitter's start (taken by the submitters
+//! themselves, so a main thread that is descheduled on a loaded machine
+//! cannot start the clock late).
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -21,18 +24,29 @@ pub enum Scenario {
     Empty1,
     /// Throughput of empty tasks from two submitting threads.
     Empty2,
+    /// Throughput of empty tasks from four submitting threads (more
+    /// submitters than cores, as on a server).
+    Empty4,
+    /// Throughput of empty tasks from eight submitting threads.
+    Empty8,
     /// Throughput of ~1 µs (calibrated spin) tasks from one submitter.
     Work1us,
+    /// Bursts of empty tasks separated by idle gaps long enough for the
+    /// workers to park: throughput while bursts run, so waking the pool counts.
+    BurstIdle,
     /// Submit-to-start latency of a lone task into an idle pool.
     LatencyIdle,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Empty1,
         Scenario::Empty2,
+        Scenario::Empty4,
+        Scenario::Empty8,
         Scenario::Work1us,
+        Scenario::BurstIdle,
         Scenario::LatencyIdle,
     ];
 
@@ -41,7 +55,10 @@ impl Scenario {
         match self {
             Scenario::Empty1 => "empty-1-submitter",
             Scenario::Empty2 => "empty-2-submitters",
+            Scenario::Empty4 => "empty-4-submitters",
+            Scenario::Empty8 => "empty-8-submitters",
             Scenario::Work1us => "work-1us",
+            Scenario::BurstIdle => "burst-idle",
             Scenario::LatencyIdle => "latency-idle",
         }
     }
@@ -62,8 +79,13 @@ pub struct Params {
     pub work_tasks: usize,
     /// Lone tasks per `latency-idle` run.
     pub samples: usize,
-    /// Pause between two latency samples, so the pool goes idle.
+    /// Pause between two latency samples (and between two bursts), so the
+    /// pool goes idle.
     pub idle_gap: Duration,
+    /// Bursts per `burst-idle` run.
+    pub bursts: usize,
+    /// Empty tasks per burst.
+    pub burst_tasks: usize,
     /// Throughput tasks capture nothing (a zero-sized closure, which no pool
     /// needs to allocate for) instead of an 8-byte payload.
     pub zero_sized: bool,
@@ -112,22 +134,30 @@ pub fn run<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
 
 /// Run `scenario` exactly once on `s`.
 pub fn run_once<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
+    let z = p.zero_sized;
     match scenario {
-        Scenario::Empty1 => throughput(s, p.tasks, 1, p.zero_sized, Body::Empty),
-        Scenario::Empty2 => throughput(s, p.tasks, 2, p.zero_sized, Body::Empty),
-        Scenario::Work1us => throughput(s, p.work_tasks, 1, p.zero_sized, Body::Work1us),
+        Scenario::Empty1 => throughput(s, p.tasks, 1, z, Body::Empty),
+        Scenario::Empty2 => throughput(s, p.tasks, 2, z, Body::Empty),
+        Scenario::Empty4 => throughput(s, p.tasks, 4, z, Body::Empty),
+        Scenario::Empty8 => throughput(s, p.tasks, 8, z, Body::Empty),
+        Scenario::Work1us => throughput(s, p.work_tasks, 1, z, Body::Work1us),
+        Scenario::BurstIdle => burst_idle(s, p.bursts, p.burst_tasks, p.idle_gap, z),
         Scenario::LatencyIdle => latency_idle(s, p.samples, p.idle_gap),
     }
 }
 
-/// Warm an implementation up: start its threads, fault in its queues and
-/// allocator caches, so the first measured run is not a cold one.
-pub fn warm_up<S: Subject>(s: &S, p: &Params) {
-    let z = p.zero_sized;
-    throughput(s, (p.tasks / 10).max(1_000), 1, z, Body::Empty);
-    throughput(s, (p.tasks / 10).max(1_000), 2, z, Body::Empty);
-    throughput(s, (p.work_tasks / 20).max(500), 1, z, Body::Work1us);
-    latency_idle(s, 20, p.idle_gap);
+/// Warm a freshly built implementation up for `scenario`: start its threads,
+/// fault in its queues and allocator caches with a short run of the same
+/// scenario, so the measured run is not a cold one.
+pub fn warm_up<S: Subject>(scenario: Scenario, s: &S, p: &Params) {
+    let small = Params {
+        tasks: (p.tasks / 10).max(1_000),
+        work_tasks: (p.work_tasks / 20).max(500),
+        samples: 20,
+        bursts: 5,
+        ..*p
+    };
+    run_once(scenario, s, &small);
 }
 
 /// What a throughput task does before it reports completion.
@@ -189,27 +219,34 @@ fn throughput<S: Subject>(
     let tasks = tasks.max(submitters);
     LATCH.arm(tasks);
     let cpu_start = process_cpu_time().unwrap_or_default();
-    let start;
-    if submitters == 1 {
-        start = now_ns();
+    let start = if submitters == 1 {
+        let start = now_ns();
         submit_n(s, tasks, zero_sized, body);
+        start
     } else {
-        let barrier = Barrier::new(submitters + 1);
+        let barrier = Barrier::new(submitters);
         let per = tasks / submitters;
         let extra = tasks % submitters;
-        start = std::thread::scope(|scope| {
-            for i in 0..submitters {
-                let n = per + usize::from(i < extra);
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    barrier.wait();
-                    submit_n(s, n, zero_sized, body);
-                });
-            }
-            barrier.wait();
-            now_ns()
-        });
-    }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..submitters)
+                .map(|i| {
+                    let n = per + usize::from(i < extra);
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let start = now_ns();
+                        submit_n(s, n, zero_sized, body);
+                        start
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a submitter panicked"))
+                .min()
+                .expect("at least one submitter")
+        })
+    };
     let end = LATCH.wait();
     let cpu = process_cpu_time()
         .unwrap_or_default()
@@ -221,6 +258,42 @@ fn throughput<S: Subject>(
         p50_ns: None,
         p99_ns: None,
         cpu_ns_per_task: Some(cpu as f64 / tasks as f64),
+    }
+}
+
+/// `bursts` times: sleep `gap` (the workers go idle and park), then submit
+/// `burst` empty tasks from this thread and wait for them. Throughput is
+/// tasks over the time the bursts ran (first submit to last completion,
+/// summed), so the pool's wake-up and ramp-up cost counts in every burst.
+fn burst_idle<S: Subject>(
+    s: &S,
+    bursts: usize,
+    burst: usize,
+    gap: Duration,
+    zero_sized: bool,
+) -> Sample {
+    let (bursts, burst) = (bursts.max(1), burst.max(1));
+    let mut busy_ns = 0u64;
+    let mut cpu_ns = 0u64;
+    for _ in 0..bursts {
+        std::thread::sleep(gap);
+        LATCH.arm(burst);
+        let cpu_start = process_cpu_time().unwrap_or_default();
+        let start = now_ns();
+        submit_n(s, burst, zero_sized, Body::Empty);
+        let end = LATCH.wait();
+        cpu_ns += process_cpu_time()
+            .unwrap_or_default()
+            .saturating_sub(cpu_start)
+            .as_nanos() as u64;
+        busy_ns += end.saturating_sub(start).max(1);
+    }
+    let tasks = (bursts * burst) as f64;
+    Sample {
+        tasks_per_sec: tasks / (busy_ns as f64 / 1e9),
+        p50_ns: None,
+        p99_ns: None,
+        cpu_ns_per_task: Some(cpu_ns as f64 / tasks),
     }
 }
 
@@ -254,5 +327,62 @@ fn latency_idle<S: Subject>(s: &S, samples: usize, gap: Duration) -> Sample {
         p50_ns: Some(hist.value_at_quantile(0.50)),
         p99_ns: Some(hist.value_at_quantile(0.99)),
         cpu_ns_per_task: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs every task on the submitting thread: enough to drive the
+    /// scenarios' bookkeeping without a pool.
+    struct Inline;
+
+    impl Subject for Inline {
+        fn spawn<F>(&self, f: F)
+        where
+            F: FnOnce() + Send + 'static,
+        {
+            f();
+        }
+    }
+
+    /// Every scenario completes and reports a sane sample (one test: they
+    /// share the global latch).
+    #[test]
+    fn every_scenario_runs_and_reports() {
+        BusyLoop::global();
+        let p = Params {
+            tasks: 2_000,
+            work_tasks: 200,
+            samples: 5,
+            idle_gap: Duration::from_micros(50),
+            bursts: 3,
+            burst_tasks: 10,
+            zero_sized: false,
+            inner: 2,
+        };
+        for sc in Scenario::ALL {
+            warm_up(sc, &Inline, &p);
+            let s = run(sc, &Inline, &p);
+            assert!(
+                s.tasks_per_sec.is_finite() && s.tasks_per_sec > 0.0,
+                "{}: {s:?}",
+                sc.name()
+            );
+            assert_eq!(s.p50_ns.is_some(), sc.measures_latency(), "{}", sc.name());
+            assert_eq!(
+                s.cpu_ns_per_task.is_some(),
+                !sc.measures_latency(),
+                "{}",
+                sc.name()
+            );
+            assert_eq!(LATCH.remaining(), 0);
+        }
+        // Eight submitters of 2 000 tasks that each take ~1 µs: the clock
+        // starts at the earliest submitter's start, so the rate cannot exceed
+        // what eight threads could do (a late start once gave 2e14 tasks/s).
+        let s = throughput(&Inline, 2_000, 8, false, Body::Work1us);
+        assert!(s.tasks_per_sec < 8.0 * 2e6, "{s:?}");
     }
 }

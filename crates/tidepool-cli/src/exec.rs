@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tidepool::policy::PolicySpec;
-use tidepool::{Pool, ThreadPerRequest};
-use tidepool_workload::{replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
+use tidepool_workload::run::{run_spec, Bounds};
+use tidepool_workload::{Progress, ReplayOptions};
 use tidepool_workload::{RunResult, Trace};
 
 use crate::cancel;
@@ -41,6 +41,15 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The pool bounds these settings mean.
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            min_threads: self.min_threads,
+            max_threads: self.max_threads,
+            ..Bounds::default()
+        }
+    }
+
     /// The replay options these settings mean, with the Ctrl-C flag attached.
     pub fn replay_options(&self) -> ReplayOptions {
         ReplayOptions {
@@ -53,41 +62,23 @@ impl Settings {
     }
 }
 
-/// Replay `trace` against the executor `spec` names: a static pool for
-/// `fixed:N`, a thread per request for `tpr`, otherwise a pool bounded by
-/// `settings.min_threads..=max_threads` running the policy. The result's
-/// `executor` is the spec's canonical form.
+/// Replay `trace` against the executor `spec` names (see
+/// [`tidepool_workload::run::run_spec`]), with these settings' bounds and
+/// the Ctrl-C flag.
 pub fn run_policy(
     trace: &Trace,
     spec: &PolicySpec,
     settings: &Settings,
     progress: &mut dyn FnMut(&Progress),
 ) -> anyhow::Result<RunResult> {
-    let opts = settings.replay_options();
-    let mut result = match spec {
-        PolicySpec::ThreadPerRequest => {
-            let tpr = ThreadPerRequest::new();
-            replay_with(
-                trace,
-                &tpr,
-                &opts,
-                ReplayHooks {
-                    progress: Some(progress),
-                    target_size: None,
-                },
-            )
-        }
-        _ => {
-            let pool = build_pool(spec, settings)?;
-            let r = replay_pool(trace, &pool, &opts, Some(progress));
-            // Cancelled or timed out: drop what never started instead of
-            // running the backlog at shutdown.
-            drop(pool.shutdown_now());
-            r
-        }
-    };
-    result.executor = spec.to_string();
-    Ok(result)
+    run_spec(
+        trace,
+        spec,
+        &settings.bounds(),
+        &settings.replay_options(),
+        progress,
+    )
+    .with_context(|| format!("cannot build a pool for `{spec}`"))
 }
 
 /// [`run_policy`] with a progress bar labelled `label`.
@@ -104,27 +95,6 @@ pub fn run_reported(
         rep.finish_run(bar, label, r);
     }
     r
-}
-
-/// The pool for a (non-`tpr`) spec.
-pub fn build_pool(spec: &PolicySpec, settings: &Settings) -> anyhow::Result<Pool> {
-    let name = format!("tp-{}", spec.name());
-    let builder = match spec {
-        PolicySpec::Fixed(n) => Pool::builder().name(name).threads(*n),
-        _ => {
-            let policy = spec
-                .build()
-                .context("this spec is not a pool policy (use tpr's own executor)")?;
-            Pool::builder()
-                .name(name)
-                .min_threads(settings.min_threads)
-                .max_threads(settings.max_threads)
-                .policy_boxed(policy)
-        }
-    };
-    builder
-        .build()
-        .with_context(|| format!("cannot build a pool for `{spec}`"))
 }
 
 #[cfg(test)]

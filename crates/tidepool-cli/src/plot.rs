@@ -1,6 +1,6 @@
 //! SVG charts (plotters, SVG backend): throughput / RAIT / p99 wait against
-//! static pool size, pool size over time per policy, and wait-time CDFs per
-//! policy. Each chart is one file; every function returns the path written.
+//! static pool size, pool size over time per policy, wait-time CCDFs per
+//! policy, and the summary figure (policies × workloads). Each chart is one file; every function returns the path written.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,7 @@ use anyhow::anyhow;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use tidepool_workload::analysis::{SweepAnalysis, SweepRow};
+use tidepool_workload::compare::bar::{BarCell, BarGrid, MAX_P99_TURNAROUND_VS_ORACLE};
 use tidepool_workload::metrics::{SizePoint, TaskRecord};
 
 /// Chart size in pixels.
@@ -337,7 +338,8 @@ pub fn step_points(series: &[SizePoint], max_points: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// Pool size (live threads) over time, one line per run.
+/// Pool size (live threads) over time, one line per run, on a log scale so
+/// that a pool of 4 and one of 100 are both readable (0 is shown at 1).
 pub fn size_chart(
     path: &Path,
     workload: &str,
@@ -347,24 +349,27 @@ pub fn size_chart(
         .iter()
         .map(|(name, s)| Series {
             name: name.to_string(),
-            points: step_points(s, 3000),
+            points: step_points(s, 3000)
+                .into_iter()
+                .map(|(t, live)| (t, live.max(1.0)))
+                .collect(),
             markers: false,
         })
         .collect();
     let spec = ChartSpec {
         title: format!("{workload}: pool size over time"),
         x_label: "time since start of replay (s)".into(),
-        y_label: "live threads".into(),
-        y_from_zero: true,
-        integer_y: true,
+        y_label: "live threads (log scale)".into(),
+        log_y: true,
         ..ChartSpec::default()
     };
     line_chart(path, &spec, &series)
 }
 
-/// The empirical CDF of task wait times (µs, floored at 1 µs), `points`
-/// points at most.
-pub fn wait_cdf(records: &[TaskRecord], points: usize) -> Vec<(f64, f64)> {
+/// The empirical CCDF of task wait times: `(x µs, share of tasks that
+/// waited longer than x)`, waits floored at 1 µs, `points` points at most.
+/// The last point's share is 1/n, not 0, so it stays on a log axis.
+pub fn wait_ccdf(records: &[TaskRecord], points: usize) -> Vec<(f64, f64)> {
     let mut w: Vec<f64> = records
         .iter()
         .filter_map(TaskRecord::wait_ns)
@@ -375,19 +380,22 @@ pub fn wait_cdf(records: &[TaskRecord], points: usize) -> Vec<(f64, f64)> {
     }
     w.sort_by(f64::total_cmp);
     let n = w.len();
+    // Evenly spaced ranks, plus every rank of the last 1% (the tail).
     let k = points.clamp(2, n.max(2));
-    let mut out: Vec<(f64, f64)> = (0..k)
-        .map(|j| {
-            let i = (j * (n - 1)) / (k - 1);
-            (w[i], (i + 1) as f64 / n as f64)
-        })
+    let mut ranks: Vec<usize> = (0..k).map(|j| (j * (n - 1)) / (k - 1)).collect();
+    ranks.extend(n - (n / 100).min(points) - 1..n);
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut out: Vec<(f64, f64)> = ranks
+        .into_iter()
+        .map(|i| (w[i], ((n - i) as f64 / n as f64).max(1.0 / n as f64)))
         .collect();
     out.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
     out
 }
 
-/// Wait-time CDFs (log x), one line per run.
-pub fn cdf_chart(
+/// Wait-time CCDFs on log–log axes, one line per run: the tail is visible.
+pub fn ccdf_chart(
     path: &Path,
     workload: &str,
     runs: &[(&str, &[TaskRecord])],
@@ -396,20 +404,144 @@ pub fn cdf_chart(
         .iter()
         .map(|(name, r)| Series {
             name: name.to_string(),
-            points: wait_cdf(r, 400),
+            points: wait_ccdf(r, 400),
             markers: false,
         })
         .collect();
     let spec = ChartSpec {
-        title: format!("{workload}: wait time (queue) CDF"),
-        x_label: "wait (µs, log scale; below 1 µs shown at 1)".into(),
-        y_label: "fraction of tasks".into(),
+        title: format!("{workload}: wait time (queue) CCDF"),
+        x_label: "wait x (µs, log scale; below 1 µs shown at 1)".into(),
+        y_label: "share of tasks waiting longer than x (log scale)".into(),
         log_x: true,
-        y_range: Some((0.0, 1.02)),
-        legend: Legend::LowerRight,
+        log_y: true,
+        legend: Legend::UpperRight,
         ..ChartSpec::default()
     };
     line_chart(path, &spec, &series)
+}
+
+/// The summary figure: per policy and workload, p99 turnaround over the
+/// oracle's (top, log scale, the bar as a grey line) and threads created
+/// (bottom, log scale). Workloads along x; one colour per policy.
+pub fn summary_chart(path: &Path, grid: &BarGrid) -> anyhow::Result<PathBuf> {
+    let err = plot_err(path);
+    let n = grid.workloads.len().max(1);
+    let k = grid.rows.len().max(1);
+    let width = (160 + 90 * n as u32).max(SIZE.0);
+    let root = SVGBackend::new(path, (width, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(&err)?;
+    let (top, bottom) = root.split_vertically(470);
+    let offset = |i: usize| (i as f64 - (k as f64 - 1.0) / 2.0) * (0.6 / k as f64);
+    let label = |v: &f64| {
+        let i = v.round();
+        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < grid.workloads.len() {
+            grid.workloads[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    let points = |f: &dyn Fn(&BarCell) -> Option<f64>| -> Vec<Vec<(f64, f64)>> {
+        grid.rows
+            .iter()
+            .enumerate()
+            .map(|(i, (_, cells))| {
+                cells
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(w, c)| {
+                        let v = f(c.as_ref()?)?;
+                        (v.is_finite() && v > 0.0).then(|| (w as f64 + offset(i), v))
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let ratios = points(&|c| c.p99_turnaround_vs_oracle);
+    let threads = points(&|c| Some(c.threads_created.max(1.0)));
+    let span = |ps: &[Vec<(f64, f64)>], lo: f64, hi: f64| {
+        ps.iter()
+            .flatten()
+            .fold((lo, hi), |(a, b), p| (a.min(p.1), b.max(p.1)))
+    };
+    let x = -0.6..(n as f64 - 0.4);
+    let panels = [
+        (
+            top,
+            "p99 turnaround vs oracle (log scale)",
+            &ratios,
+            span(&ratios, 0.8, MAX_P99_TURNAROUND_VS_ORACLE * 1.3),
+            true,
+        ),
+        (
+            bottom,
+            "threads created (log scale)",
+            &threads,
+            span(&threads, 1.0, 10.0),
+            false,
+        ),
+    ];
+    for (area, y_desc, series, (lo, hi), first) in panels {
+        let mut chart = ChartBuilder::on(&area)
+            .caption(
+                if first {
+                    "policies against the oracle, per workload"
+                } else {
+                    ""
+                },
+                ("sans-serif", 22),
+            )
+            .margin(14)
+            .x_label_area_size(if first { 10 } else { 40 })
+            .y_label_area_size(72)
+            .build_cartesian_2d(x.clone(), (lo / 1.2..hi * 1.2).log_scale())
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .y_desc(y_desc)
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .bold_line_style(RGBColor(210, 210, 210))
+            .x_labels(n)
+            .x_label_formatter(&|v| if first { String::new() } else { label(v) })
+            .y_label_formatter(&|v| short_number(*v))
+            .draw()
+            .map_err(&err)?;
+        if first {
+            let bar = MAX_P99_TURNAROUND_VS_ORACLE;
+            for (y, shade) in [(1.0, 150), (bar, 90)] {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(-0.6, y), (n as f64 - 0.4, y)],
+                        RGBColor(shade, shade, shade).stroke_width(1),
+                    ))
+                    .map_err(&err)?;
+            }
+        }
+        for (i, pts) in series.iter().enumerate() {
+            let c = color(i);
+            let drawn = chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 6, c.filled())))
+                .map_err(&err)?;
+            if first {
+                drawn
+                    .label(grid.rows[i].0.as_str())
+                    .legend(move |(x, y)| Circle::new((x + 8, y), 6, c.filled()));
+            }
+        }
+        if first {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(180, 180, 180))
+                .label_font(("sans-serif", 14))
+                .draw()
+                .map_err(&err)?;
+        }
+    }
+    root.present().map_err(&err)?;
+    Ok(path.to_path_buf())
 }
 
 #[cfg(test)]
@@ -500,13 +632,36 @@ mod tests {
                 finished_ns: Some(i * 10_000 + 5),
             })
             .collect();
-        let cdf = wait_cdf(&recs, 10);
-        assert_eq!(cdf.first().unwrap().0, 1.0);
-        assert_eq!(cdf.last().unwrap(), &(490.0, 1.0));
-        assert!(cdf.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
-        let p = dir.path().join("cdf.svg");
-        cdf_chart(&p, "cpu", &[("auto", &recs[..])]).unwrap();
+        let ccdf = wait_ccdf(&recs, 10);
+        assert_eq!(ccdf.first().unwrap(), &(1.0, 1.0));
+        assert_eq!(ccdf.last().unwrap(), &(490.0, 1.0 / 50.0));
+        assert!(ccdf
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 >= w[1].1));
+        let p = dir.path().join("ccdf.svg");
+        ccdf_chart(&p, "cpu", &[("auto", &recs[..])]).unwrap();
         is_svg(&p);
+        let cell = |p99: f64, created: f64| {
+            Some(BarCell {
+                throughput_vs_oracle: Some(1.0),
+                turnaround_vs_oracle: Some(1.0),
+                p99_turnaround_vs_oracle: Some(p99),
+                p99_turnaround_range: None,
+                threads_created: created,
+            })
+        };
+        let grid = BarGrid {
+            workloads: vec!["cpu".into(), "sat50".into()],
+            rows: vec![
+                ("auto".into(), vec![cell(1.1, 4.0), cell(2.5, 40.0)]),
+                ("watermark:3..100".into(), vec![cell(0.9, 500.0), None]),
+            ],
+            repeats: 1,
+        };
+        let p = dir.path().join("summary.svg");
+        summary_chart(&p, &grid).unwrap();
+        let s = is_svg(&p);
+        assert!(s.contains("sat50") && s.contains("watermark:3..100"));
     }
 
     #[test]

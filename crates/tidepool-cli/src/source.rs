@@ -23,7 +23,7 @@ pub struct Workload {
 }
 
 /// Expand `--workload` values: comma lists are split (specs keep their own
-/// commas) and `suite` stands for the six suite workloads.
+/// commas) and `suite` stands for the twelve suite workloads.
 pub fn expand(args: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for a in args {
@@ -79,7 +79,7 @@ pub fn load(arg: &str, scale: f64) -> anyhow::Result<Workload> {
             return Err(usage(format!(
                 "unknown workload `{}`: expected a suite name ({}, or `suite` for all), \
                  a generator spec such as `poisson:rate=2000,service=exp:200us,n=5000` \
-                 (kinds: poisson, periodic, normal, lognormal, steps, onoff), or a trace file",
+                 (kinds: poisson, periodic, normal, lognormal, steps, onoff, closed), or a trace file",
                 shown(arg),
                 SUITE.join(", ")
             )));
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn expands_suite_and_lists() {
-        assert_eq!(expand(&["suite".into()]).len(), 6);
+        assert_eq!(expand(&["suite".into()]).len(), SUITE.len());
         assert_eq!(
             expand(&["cpu,poisson:rate=10,n=5".into(), "io".into()]),
             vec!["cpu", "poisson:rate=10,n=5", "io"]

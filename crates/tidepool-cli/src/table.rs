@@ -84,6 +84,49 @@ impl Table {
         out
     }
 
+    /// For a terminal `width` columns wide: the aligned text of
+    /// [`Table::render`] when it fits, otherwise a comfy-table whose cells
+    /// wrap so that the table does.
+    pub fn render_to_width(&self, width: usize) -> String {
+        let plain = self.render();
+        if plain.lines().all(|l| l.chars().count() <= width) {
+            return plain;
+        }
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_HORIZONTAL_ONLY)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(u16::try_from(width).unwrap_or(u16::MAX))
+            .set_header(self.headers.clone());
+        for r in &self.rows {
+            t.add_row(r.clone());
+        }
+        for (i, left) in self.left.iter().enumerate() {
+            if let Some(c) = t.column_mut(i) {
+                c.set_cell_alignment(if *left {
+                    comfy_table::CellAlignment::Left
+                } else {
+                    comfy_table::CellAlignment::Right
+                });
+            }
+        }
+        format!("{t}\n")
+    }
+
+    /// [`Table::render`], or [`Table::render_to_width`] of the terminal when
+    /// stdout is one (the width comes from the terminal, or `COLUMNS`).
+    pub fn render_for_stdout(&self) -> String {
+        use std::io::IsTerminal;
+        if !std::io::stdout().is_terminal() {
+            return self.render();
+        }
+        let width = comfy_table::Table::new()
+            .width()
+            .map(usize::from)
+            .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+            .unwrap_or(100);
+        self.render_to_width(width)
+    }
+
     /// A GitHub-flavoured Markdown table (`|` in cells escaped).
     pub fn markdown(&self) -> String {
         let esc = |s: &String| s.replace('|', "\\|");
@@ -136,11 +179,13 @@ pub fn fmt_rate(per_s: f64) -> String {
     }
 }
 
-/// A ratio: three decimals below 10, fewer above; `-` when absent.
+/// A ratio: two decimals below 10 (single runs on a shared machine vary by
+/// a few percent: a third decimal would be noise), fewer above; `-` when
+/// absent.
 pub fn fmt_ratio(r: Option<f64>) -> String {
     match r {
-        Some(r) if r.is_finite() && r.abs() < 10.0 => format!("{r:.3}"),
-        Some(r) if r.is_finite() && r.abs() < 100.0 => format!("{r:.2}"),
+        Some(r) if r.is_finite() && r.abs() < 10.0 => format!("{r:.2}"),
+        Some(r) if r.is_finite() && r.abs() < 100.0 => format!("{r:.1}"),
         Some(r) if r.is_finite() => format!("{r:.0}"),
         _ => "-".into(),
     }
@@ -154,6 +199,23 @@ pub fn fmt_pct(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_tables_wrap_to_the_width() {
+        let mut t = Table::new(["policy", "claim", "verdict"]);
+        t.row([
+            "auto",
+            "a long sentence that cannot fit in a narrow terminal without wrapping its words",
+            "reproduced",
+        ]);
+        assert_eq!(t.render_to_width(200), t.render());
+        let narrow = t.render_to_width(50);
+        assert!(narrow.lines().all(|l| l.chars().count() <= 50), "{narrow}");
+        assert!(
+            narrow.contains("reproduced") && narrow.contains("wrapping"),
+            "{narrow}"
+        );
+    }
 
     #[test]
     fn render_aligns_columns() {
@@ -194,10 +256,10 @@ mod tests {
         assert_eq!(fmt_us(f64::NAN), "-");
         assert_eq!(fmt_rate(1234.4), "1234/s");
         assert_eq!(fmt_rate(12.46), "12.5/s");
-        assert_eq!(fmt_ratio(Some(0.98765)), "0.988");
+        assert_eq!(fmt_ratio(Some(0.98765)), "0.99");
         assert_eq!(fmt_ratio(None), "-");
         assert_eq!(fmt_ratio(Some(1403.6)), "1404");
-        assert_eq!(fmt_ratio(Some(12.345)), "12.35");
+        assert_eq!(fmt_ratio(Some(12.345)), "12.3");
         assert_eq!(fmt_pct(0.125), "12.5%");
     }
 }

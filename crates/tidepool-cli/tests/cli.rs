@@ -108,7 +108,7 @@ fn run_out_writes_csv_svg_and_json() {
         "xu-bode decides every 5 tasks"
     );
     assert_svg(&out.join("size.svg"));
-    assert_svg(&out.join("wait-cdf.svg"));
+    assert_svg(&out.join("wait-ccdf.svg"));
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
     assert_eq!(r["completed"], 150);
@@ -243,10 +243,22 @@ fn compare_several_workloads_has_a_summary_and_report() {
         "{md}"
     );
     assert!(md.contains("## Bar") && md.contains("both met"), "{md}");
+    // The report opens with the verdict and the summary figure.
+    let verdict = md.find("**Verdict**").expect("a verdict");
+    let figure = md.find("](summary.svg)").expect("the summary figure");
+    assert!(
+        verdict < figure && figure < md.find("## Summary").unwrap(),
+        "{md}"
+    );
+    assert!(
+        md.contains("*RAIT*") && md.contains("*Bar*"),
+        "terms explained: {md}"
+    );
+    assert_svg(&out.join("summary.svg"));
     for entry in std::fs::read_dir(&out).unwrap() {
         let p = entry.unwrap().path();
         if p.is_dir() {
-            for f in ["throughput.svg", "rait.svg", "size.svg", "wait-cdf.svg"] {
+            for f in ["throughput.svg", "rait.svg", "size.svg", "wait-ccdf.svg"] {
                 assert_svg(&p.join(f));
             }
         }
@@ -403,6 +415,61 @@ fn compare_repeats_tables_and_report() {
     );
 }
 
+/// `reproduce bahadur` on a tiny trace: the JSON shape of the issue, and the
+/// Markdown page with its command.
+#[test]
+fn reproduce_prints_claims_and_writes_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("docs").join("reproduction.md");
+    let v = json_of(&tidepool(&[
+        "reproduce",
+        "bahadur",
+        "--scale",
+        "0.01",
+        "--json",
+        "-q",
+        "--out",
+        page.to_str().unwrap(),
+    ]));
+    let claims = v["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 3, "{v}");
+    assert_eq!(v.as_object().unwrap().len(), 1, "only `claims`: {v}");
+    for c in claims {
+        assert_eq!(c.as_object().unwrap().len(), 6, "{c}");
+        for key in ["paper", "claim", "paper_value", "ours", "why"] {
+            assert!(!c[key].as_str().unwrap().is_empty(), "{key} in {c}");
+        }
+        let verdict = c["verdict"].as_str().unwrap();
+        assert!(
+            ["reproduced", "not reproduced", "not comparable"].contains(&verdict),
+            "{c}"
+        );
+    }
+    let md = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        md.contains("Command: `tidepool reproduce bahadur --scale 0.01"),
+        "{md}"
+    );
+    assert!(md.contains("| Bahadur et al. |"), "{md}");
+    assert_fails(&["reproduce", "nope"], 2, &["unknown paper `nope`"]);
+}
+
+/// A closed-loop workload replays through `run`: every task completes.
+#[test]
+fn closed_loop_workload_runs() {
+    let v = json_of(&tidepool(&[
+        "run",
+        "-w",
+        "closed:clients=4,think=exp:1ms,n=100,service=exp:200us,free=50,seed=3",
+        "--policy",
+        "auto",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(v["tasks"], 100, "{v}");
+    assert_eq!(v["completed"], 100, "{v}");
+}
+
 #[test]
 fn gen_round_trips_through_the_trace_format() {
     let dir = tempfile::tempdir().unwrap();
@@ -500,7 +567,15 @@ fn bad_input_gives_clear_errors() {
 
 #[test]
 fn help_has_examples() {
-    for sub in ["gen", "run", "sweep", "compare", "demo", "calibrate"] {
+    for sub in [
+        "gen",
+        "run",
+        "sweep",
+        "compare",
+        "demo",
+        "calibrate",
+        "reproduce",
+    ] {
         let o = tidepool(&[sub, "--help"]);
         assert!(o.status.success());
         let text = String::from_utf8_lossy(&o.stdout);
@@ -514,4 +589,84 @@ fn help_has_examples() {
     }
     let demo = String::from_utf8_lossy(&tidepool(&["demo", "--help"]).stdout).to_string();
     assert!(demo.contains("tidepool demo --repeats 3"), "{demo}");
+}
+
+#[test]
+fn cluster_commands_reject_bad_options_with_usage_errors() {
+    for (args, why) in [
+        (vec!["node", "--nats", "http://127.0.0.1:4222"], "scheme"),
+        (vec!["node", "--policy", "tpr"], "not a pool policy"),
+        (vec!["node", "--ack-wait", "10ms"], "1s..=3600s"),
+        (vec!["cluster", "chaos", "--nodes", "1"], "between 2 and 16"),
+        (
+            vec![
+                "cluster", "replay", "--local", "1", "--policy", "nope", "-w", TINY,
+            ],
+            "invalid policy spec",
+        ),
+        (vec!["cluster", "status", "--nats", "nats://:1"], "no host"),
+    ] {
+        let out = tidepool(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn cluster_replay_runs_a_workload_on_local_nodes() {
+    let out = tidepool(&[
+        "cluster",
+        "replay",
+        "--local",
+        "2",
+        "--json",
+        "-w",
+        "poisson:rate=400,service=const:5ms,free=100,n=150,seed=3",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(num(&v, "requests"), 150.0);
+    assert_eq!(num(&v, "failed"), 0.0);
+    assert_eq!(num(&v["metrics"], "completed"), 150.0);
+    let per_node = v["per_node"].as_object().unwrap();
+    assert_eq!(
+        per_node.values().map(|n| n.as_u64().unwrap()).sum::<u64>(),
+        150
+    );
+    assert!(num(&v, "broker_cpu_us_per_request") > 0.0);
+}
+
+#[test]
+fn sim_load_multiplies_the_offered_load_and_checks_its_range() {
+    let run = |load: &str| {
+        json_of(&tidepool(&[
+            "sim",
+            "-w",
+            TINY,
+            "--cores",
+            "4",
+            "--sizes",
+            "2",
+            "--policies",
+            "auto",
+            "--load",
+            load,
+            "--json",
+            "-q",
+        ]))
+    };
+    let (one, three) = (run("1"), run("3"));
+    let tasks = |v: &Value| v.to_string().matches("\"completed\":600").count();
+    assert_eq!(tasks(&one), 0, "{one}");
+    assert!(
+        tasks(&three) > 0,
+        "three copies of 200 tasks complete 600: {three}"
+    );
+    let bad = tidepool(&["sim", "-w", TINY, "--load", "0"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--load 0 must be between 1 and 100000"),
+        "{err}"
+    );
 }

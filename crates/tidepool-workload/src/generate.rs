@@ -11,12 +11,22 @@
 //! | `lognormal` | log-normal inter-arrival times | `rate` (required), `cv` (default 1.0) |
 //! | `steps` | Oh & Kim's load steps: Poisson at `rate`, raised by `step`% of `rate` every `step_time`, `steps` steps | `rate` (required), `step` (10), `steps` (10), `step_time` (1s); no `n` |
 //! | `onoff` | bursts: Poisson at `rate` for `on`, then at `off_rate` for `off`, repeated | `rate` (required), `on` (100ms), `off` (100ms), `off_rate` (0) |
+//! | `closed` | closed loop: `clients` clients, each submits a task, waits for its answer, thinks for a `think` time, submits the next | `clients` (required), `think` (a [`Dist`], default `exp:1ms`); no `rate` |
 //!
 //! Keys every kind takes: `n` (tasks, default 1000; not for `steps`),
 //! `service` (a [`Dist`], default `exp:200us`), `free` (the thesis's
 //! `free_workload` as a percentage 0–100 of each task's service time spent
-//! blocked, default 0), `apps` (application ids, assigned round-robin,
-//! default 1), `seed` (default 1).
+//! blocked, default 0), `free_after` (the `free` of the second half of the
+//! tasks, when the CPU/IO mix should change halfway; default: no change),
+//! `apps` (application ids, assigned round-robin, default 1), `seed`
+//! (default 1).
+//!
+//! **Closed loop.** A `closed` trace's start delays are think times, not
+//! arrival gaps: task `i` belongs to client `i mod clients`, and the replay
+//! driver submits it its think time after the client's previous task
+//! finished ([`Trace::clients`]). This is how servers are load-tested: the
+//! offered load falls when the pool is slow, so pool size decides
+//! throughput.
 //!
 //! **`free_workload` interpretation.** Xu's thesis (§5.1) adds a knob
 //! `free_workload`: "the larger `free_workload` is, the more time spent on
@@ -87,6 +97,13 @@ pub enum Arrivals {
         /// Length of each step.
         step_time: Duration,
     },
+    /// A closed loop of clients that each wait for their answer and think.
+    Closed {
+        /// Number of clients.
+        clients: usize,
+        /// Think time between an answer and the client's next request.
+        think: Dist,
+    },
     /// On/off bursts.
     OnOff {
         /// Rate while on.
@@ -136,13 +153,16 @@ pub struct GenSpec {
     pub n: usize,
     /// Percent (0–100) of each task's service time spent blocked.
     pub free: f64,
+    /// Percent blocked for the second half of the tasks (`None`: `free`
+    /// throughout).
+    pub free_after: Option<f64>,
     /// Number of application ids.
     pub apps: u64,
     /// Random seed.
     pub seed: u64,
 }
 
-const COMMON: [&str; 5] = ["n", "service", "free", "apps", "seed"];
+const COMMON: [&str; 6] = ["n", "service", "free", "free_after", "apps", "seed"];
 
 impl GenSpec {
     /// A Poisson workload: `n` tasks at `rate` per second, all compute,
@@ -157,6 +177,7 @@ impl GenSpec {
             service,
             n,
             free: 0.0,
+            free_after: None,
             apps: 1,
             seed: 1,
         }
@@ -195,24 +216,18 @@ impl GenSpec {
 
     /// `None` when the arrivals exceed `cap` tasks.
     fn generate_at_most(&self, cap: usize) -> Option<Trace> {
-        let mut arr_rng = StdRng::seed_from_u64(self.seed);
-        let mut svc_rng = StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
-        let offsets = self.arrival_offsets(&mut arr_rng, cap)?;
-        let mut tasks = Vec::with_capacity(offsets.len());
-        let mut prev = Duration::ZERO;
-        for (i, at) in offsets.into_iter().enumerate() {
-            let exec = self.service.sample(&mut svc_rng);
-            let (cpu, blocked) = split_free(exec, self.free);
-            tasks.push(TaskSpec {
-                request_id: i as u64 + 1,
-                app_id: (i as u64 % self.apps.max(1)) + 1,
-                start_delay: at.saturating_sub(prev),
-                cpu,
-                blocked,
-            });
-            prev = at;
+        let mut tasks = Vec::with_capacity(self.n.min(cap).min(1 << 20));
+        for task in self.stream() {
+            if tasks.len() >= cap {
+                return None;
+            }
+            tasks.push(task);
         }
-        Some(Trace::from_tasks(self.to_string(), tasks))
+        let mut trace = Trace::from_tasks(self.to_string(), tasks);
+        if let Arrivals::Closed { clients, .. } = self.arrivals {
+            trace.clients = Some(clients);
+        }
+        Some(trace)
     }
 
     /// Check every number against its allowed range and the trace it would
@@ -319,6 +334,12 @@ impl GenSpec {
                 }
                 Ok(())
             }
+            Arrivals::Closed { clients, .. } => {
+                if clients == 0 {
+                    return Err(SpecError::bad("clients", "must be at least 1"));
+                }
+                n_ok(self.n)
+            }
             Arrivals::OnOff {
                 rate,
                 off_rate,
@@ -350,93 +371,23 @@ impl GenSpec {
             }
         }
     }
-
-    /// The arrival offsets, or `None` past `cap` tasks.
-    fn arrival_offsets(&self, rng: &mut StdRng, cap: usize) -> Option<Vec<Duration>> {
-        let exp_gap = |rate: f64, rng: &mut StdRng| -> f64 {
-            Dist::exp(secs_saturating(1.0 / rate))
-                .sample(rng)
-                .as_secs_f64()
-        };
-        let mut out = Vec::with_capacity(self.n.min(cap).min(1 << 20));
-        match self.arrivals {
-            Arrivals::Renewal { name, rate, cv } => {
-                if self.n > cap {
-                    return None;
-                }
-                let mean = secs_saturating(1.0 / rate);
-                let sd = secs_saturating(cv / rate);
-                let gap = match name {
-                    RenewalKind::Poisson => Dist::Exp { mean },
-                    RenewalKind::Periodic => Dist::Const { value: mean },
-                    RenewalKind::Normal => Dist::Normal { mean, sd },
-                    RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
-                };
-                let mut at = Duration::ZERO;
-                for i in 0..self.n {
-                    if i > 0 {
-                        at = at.saturating_add(gap.sample(rng)).min(MAX_TIME);
-                    }
-                    out.push(at);
-                }
-            }
-            Arrivals::Steps {
-                rate,
-                step_pct,
-                steps,
-                step_time,
-            } => {
-                let len = step_time.as_secs_f64();
-                for k in 0..steps {
-                    let r = rate * (1.0 + f64::from(k) * step_pct / 100.0);
-                    if r.is_nan() || r <= 0.0 {
-                        continue;
-                    }
-                    let (start, end) = (f64::from(k) * len, f64::from(k + 1) * len);
-                    let mut t = start + if k == 0 { 0.0 } else { exp_gap(r, rng) };
-                    while t < end {
-                        if out.len() >= cap {
-                            return None;
-                        }
-                        out.push(secs_saturating(t));
-                        t += exp_gap(r, rng);
-                    }
-                }
-            }
-            Arrivals::OnOff {
-                rate,
-                off_rate,
-                on,
-                off,
-            } => {
-                if self.n > cap {
-                    return None;
-                }
-                let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
-                if !(rate > 0.0 && on > 0.0 || off_rate > 0.0 && off > 0.0) {
-                    return Some(out); // no phase ever holds a task
-                }
-                let mut phase_start = 0.0;
-                let mut first = true;
-                while out.len() < self.n {
-                    for (r, len) in [(rate, on), (off_rate, off)] {
-                        if r <= 0.0 || len <= 0.0 {
-                            phase_start += len;
-                            continue;
-                        }
-                        let end = phase_start + len;
-                        let mut t = phase_start + if first { 0.0 } else { exp_gap(r, rng) };
-                        first = false;
-                        while t < end && out.len() < self.n {
-                            out.push(secs_saturating(t));
-                            t += exp_gap(r, rng);
-                        }
-                        phase_start = end;
-                    }
-                }
-            }
+    /// The same tasks as [`generate`](Self::generate), one at a time: memory
+    /// stays constant however many tasks the spec asks for (the simulator
+    /// runs ten million this way).
+    ///
+    /// ```
+    /// use tidepool_workload::GenSpec;
+    /// let spec: GenSpec = "onoff:rate=3000,off_rate=50,n=500,free=20,seed=4".parse().unwrap();
+    /// assert_eq!(spec.stream().collect::<Vec<_>>(), spec.generate().tasks);
+    /// ```
+    pub fn stream(&self) -> TaskStream {
+        TaskStream {
+            spec: self.clone(),
+            arrivals: ArrivalStream::new(&self.arrivals, self.n, self.seed),
+            svc_rng: StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15),
+            prev: Duration::ZERO,
+            index: 0,
         }
-        Some(out)
     }
 
     fn kind_name(&self) -> &'static str {
@@ -449,6 +400,235 @@ impl GenSpec {
             },
             Arrivals::Steps { .. } => "steps",
             Arrivals::OnOff { .. } => "onoff",
+            Arrivals::Closed { .. } => "closed",
+        }
+    }
+}
+
+/// The tasks of a [`GenSpec`], generated lazily ([`GenSpec::stream`]).
+#[derive(Debug)]
+pub struct TaskStream {
+    spec: GenSpec,
+    arrivals: ArrivalStream,
+    svc_rng: StdRng,
+    prev: Duration,
+    index: u64,
+}
+
+impl Iterator for TaskStream {
+    type Item = TaskSpec;
+
+    fn next(&mut self) -> Option<TaskSpec> {
+        let at = self.arrivals.next()?;
+        let exec = self.spec.service.sample(&mut self.svc_rng);
+        let free = match self.spec.free_after {
+            Some(after) if self.in_second_half(at) => after,
+            _ => self.spec.free,
+        };
+        let (cpu, blocked) = split_free(exec, free);
+        let i = self.index;
+        self.index += 1;
+        let task = TaskSpec {
+            request_id: i + 1,
+            app_id: (i % self.spec.apps.max(1)) + 1,
+            start_delay: at.saturating_sub(self.prev),
+            cpu,
+            blocked,
+        };
+        self.prev = at;
+        Some(task)
+    }
+}
+
+impl TaskStream {
+    /// Whether the next task belongs to the second half (`free_after`): by
+    /// count where the spec fixes it (`n` tasks), by time for `steps`.
+    fn in_second_half(&self, at: Duration) -> bool {
+        match self.spec.arrivals {
+            Arrivals::Steps {
+                steps, step_time, ..
+            } => at >= step_time.saturating_mul(steps) / 2,
+            _ => self.index >= self.spec.n.div_ceil(2) as u64,
+        }
+    }
+}
+
+/// Arrival offsets, drawn one at a time from the arrivals' own random stream.
+/// A closed loop's offsets are its think times summed, so that the task
+/// stream's differences give each think time back.
+#[derive(Debug)]
+struct ArrivalStream {
+    arrivals: Arrivals,
+    rng: StdRng,
+    /// Tasks still to give (renewal, on/off and closed; unbounded for steps).
+    left: usize,
+    /// Renewal and closed: the last offset; `None` before the first.
+    at: Option<Duration>,
+    /// Renewal: the distribution of the gaps, once built.
+    gap: Option<Dist>,
+    /// Steps: the current step and the next arrival in seconds.
+    step: u32,
+    t: Option<f64>,
+    /// On/off: which phase (even: on, odd: off), where it starts, and
+    /// whether the very first arrival is still to come.
+    phase: u64,
+    phase_start: f64,
+    first: bool,
+}
+
+fn exp_gap(rate: f64, rng: &mut StdRng) -> f64 {
+    Dist::exp(secs_saturating(1.0 / rate))
+        .sample(rng)
+        .as_secs_f64()
+}
+
+impl ArrivalStream {
+    fn new(arrivals: &Arrivals, n: usize, seed: u64) -> ArrivalStream {
+        ArrivalStream {
+            arrivals: *arrivals,
+            rng: StdRng::seed_from_u64(seed),
+            left: n,
+            at: None,
+            gap: None,
+            step: 0,
+            t: None,
+            phase: 0,
+            phase_start: 0.0,
+            first: true,
+        }
+    }
+
+    fn next(&mut self) -> Option<Duration> {
+        match self.arrivals {
+            Arrivals::Renewal { name, rate, cv } => {
+                if self.left == 0 {
+                    return None;
+                }
+                self.left -= 1;
+                let at = match self.at {
+                    None => Duration::ZERO,
+                    Some(prev) => {
+                        // The gap's distribution, built once (it is the
+                        // same for every arrival).
+                        let gap = *self.gap.get_or_insert_with(|| {
+                            let mean = secs_saturating(1.0 / rate);
+                            let sd = secs_saturating(cv / rate);
+                            match name {
+                                RenewalKind::Poisson => Dist::Exp { mean },
+                                RenewalKind::Periodic => Dist::Const { value: mean },
+                                RenewalKind::Normal => Dist::Normal { mean, sd },
+                                RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
+                            }
+                        });
+                        prev.saturating_add(gap.sample(&mut self.rng)).min(MAX_TIME)
+                    }
+                };
+                self.at = Some(at);
+                Some(at)
+            }
+            Arrivals::Closed { think, .. } => {
+                if self.left == 0 {
+                    return None;
+                }
+                self.left -= 1;
+                let at = self
+                    .at
+                    .unwrap_or(Duration::ZERO)
+                    .saturating_add(think.sample(&mut self.rng))
+                    .min(MAX_TIME);
+                self.at = Some(at);
+                Some(at)
+            }
+            Arrivals::Steps {
+                rate,
+                step_pct,
+                steps,
+                step_time,
+            } => {
+                let len = step_time.as_secs_f64();
+                while self.step < steps {
+                    let k = self.step;
+                    let r = rate * (1.0 + k as f64 * step_pct / 100.0);
+                    if r.is_nan() || r <= 0.0 {
+                        // A step whose rate fell to zero holds no task.
+                        self.step += 1;
+                        continue;
+                    }
+                    let end = (k + 1) as f64 * len;
+                    let t = match self.t {
+                        Some(t) => t,
+                        None => {
+                            k as f64 * len
+                                + if k == 0 {
+                                    0.0
+                                } else {
+                                    exp_gap(r, &mut self.rng)
+                                }
+                        }
+                    };
+                    if t < end {
+                        self.t = Some(t + exp_gap(r, &mut self.rng));
+                        return Some(secs_saturating(t));
+                    }
+                    self.step += 1;
+                    self.t = None;
+                }
+                None
+            }
+            Arrivals::OnOff {
+                rate,
+                off_rate,
+                on,
+                off,
+            } => {
+                if self.left == 0 {
+                    return None;
+                }
+                let (on, off) = (on.as_secs_f64(), off.as_secs_f64());
+                if !(rate > 0.0 && on > 0.0 || off_rate > 0.0 && off > 0.0) {
+                    return None; // no phase ever holds a task
+                }
+                loop {
+                    let (r, len) = if self.phase % 2 == 0 {
+                        (rate, on)
+                    } else {
+                        (off_rate, off)
+                    };
+                    if r <= 0.0 || len <= 0.0 {
+                        self.phase_start += len;
+                        self.phase += 1;
+                        self.t = None;
+                        continue;
+                    }
+                    let end = self.phase_start + len;
+                    let t = match self.t {
+                        Some(t) => t,
+                        None => {
+                            let first = std::mem::replace(&mut self.first, false);
+                            self.phase_start
+                                + if first {
+                                    0.0
+                                } else {
+                                    exp_gap(r, &mut self.rng)
+                                }
+                        }
+                    };
+                    if t < end {
+                        self.left -= 1;
+                        // The generator drew the next gap only while tasks
+                        // were still wanted: so does the stream.
+                        self.t = if self.left > 0 {
+                            Some(t + exp_gap(r, &mut self.rng))
+                        } else {
+                            None
+                        };
+                        return Some(secs_saturating(t));
+                    }
+                    self.phase_start = end;
+                    self.phase += 1;
+                    self.t = None;
+                }
+            }
         }
     }
 }
@@ -462,6 +642,11 @@ impl GenSpec {
 /// assert_eq!((cpu, blocked), (Duration::from_micros(100), Duration::from_micros(900)));
 /// ```
 pub fn split_free(exec: Duration, free: f64) -> (Duration, Duration) {
+    if free == 0.0 {
+        // Nothing blocked (what the general case computes, without the
+        // float round trip: the simulator streams millions of these).
+        return (exec, Duration::ZERO);
+    }
     let ns = exec.as_nanos() as f64;
     let blocked = Duration::from_nanos((ns * free.clamp(0.0, 100.0) / 100.0).round() as u64);
     let blocked = blocked.min(exec);
@@ -509,6 +694,7 @@ impl GenSpec {
             "normal" | "lognormal" => &["rate", "cv"],
             "steps" => &["rate", "step", "steps", "step_time"],
             "onoff" => &["rate", "on", "off", "off_rate"],
+            "closed" => &["clients", "think"],
             _ => return Err(SpecError::UnknownKind(shown(kind))),
         };
         let mut kv: BTreeMap<&str, &str> = BTreeMap::new();
@@ -535,10 +721,14 @@ impl GenSpec {
             }
         }
         let get = |k: &str| kv.get(k).copied();
-        let rate = positive_rate(
-            "rate",
-            get("rate").ok_or(SpecError::Missing("rate".into()))?,
-        )?;
+        let rate = if kind == "closed" {
+            0.0
+        } else {
+            positive_rate(
+                "rate",
+                get("rate").ok_or(SpecError::Missing("rate".into()))?,
+            )?
+        };
         let dur = |k: &str, default: Duration| -> Result<Duration, SpecError> {
             match get(k) {
                 Some(v) => parse_duration(v).map_err(|m| SpecError::bad(k, m)),
@@ -591,6 +781,21 @@ impl GenSpec {
                     step_time,
                 }
             }
+            "closed" => {
+                let clients = parse_num::<usize>(
+                    "clients",
+                    get("clients").ok_or(SpecError::Missing("clients".into()))?,
+                    "a positive integer",
+                )?;
+                if clients == 0 {
+                    return Err(SpecError::bad("clients", "must be >= 1"));
+                }
+                let think = match get("think") {
+                    Some(v) => Dist::parse_for(v, "think")?,
+                    None => Dist::exp(Duration::from_millis(1)),
+                };
+                Arrivals::Closed { clients, think }
+            }
             _ => {
                 let off_rate = match get("off_rate") {
                     Some(v) => {
@@ -632,6 +837,19 @@ impl GenSpec {
                 ),
             ));
         }
+        let free_after = match get("free_after") {
+            Some(v) => {
+                let f = parse_num::<f64>("free_after", v.trim_end_matches('%'), "a percentage")?;
+                if !(0.0..=100.0).contains(&f) {
+                    return Err(SpecError::bad(
+                        "free_after",
+                        format!("{f} is outside 0..=100 (percent of service time blocked)"),
+                    ));
+                }
+                Some(f)
+            }
+            None => None,
+        };
         let apps = match get("apps") {
             Some(v) => parse_num::<u64>("apps", v, "a positive integer")?,
             None => 1,
@@ -648,6 +866,7 @@ impl GenSpec {
             service,
             n: 1000,
             free,
+            free_after,
             apps,
             seed,
         };
@@ -694,15 +913,16 @@ impl fmt::Display for GenSpec {
                 format_duration(on),
                 format_duration(off)
             )?,
+            Arrivals::Closed { clients, think } => write!(f, "clients={clients},think={think}")?,
         }
         if !matches!(self.arrivals, Arrivals::Steps { .. }) {
             write!(f, ",n={}", self.n)?;
         }
-        write!(
-            f,
-            ",service={},free={},apps={},seed={}",
-            self.service, self.free, self.apps, self.seed
-        )
+        write!(f, ",service={},free={}", self.service, self.free)?;
+        if let Some(after) = self.free_after {
+            write!(f, ",free_after={after}")?;
+        }
+        write!(f, ",apps={},seed={}", self.apps, self.seed)
     }
 }
 
@@ -790,6 +1010,31 @@ mod tests {
     }
 
     #[test]
+    fn closed_loop_delays_are_think_times() {
+        let t = gen("closed:clients=8,think=const:2ms,n=100,service=const:1ms,seed=2");
+        assert_eq!(t.clients, Some(8));
+        assert_eq!(t.len(), 100);
+        assert!(t
+            .tasks
+            .iter()
+            .all(|t| t.start_delay == Duration::from_millis(2)));
+        let e = |s: &str| s.parse::<GenSpec>().unwrap_err().to_string();
+        assert_eq!(e("closed:n=10"), "missing required key `clients`");
+        assert!(e("closed:clients=0").contains("`clients`"));
+        assert!(e("closed:clients=2,rate=5").starts_with("unknown key `rate` for `closed`"));
+        assert_eq!(gen("poisson:rate=10,n=3").clients, None);
+    }
+
+    #[test]
+    fn free_after_changes_the_mix_halfway() {
+        let t = gen("poisson:rate=1000,service=const:1ms,n=5,free=90,free_after=10");
+        let blocked: Vec<u128> = t.tasks.iter().map(|t| t.blocked.as_micros()).collect();
+        assert_eq!(blocked, vec![900, 900, 900, 100, 100]);
+        let e = |s: &str| s.parse::<GenSpec>().unwrap_err().to_string();
+        assert!(e("poisson:rate=10,free_after=101").contains("`free_after`"));
+    }
+
+    #[test]
     fn apps_round_robin() {
         let t = gen("poisson:rate=100,n=6,apps=3");
         let apps: Vec<u64> = t.tasks.iter().map(|t| t.app_id).collect();
@@ -803,6 +1048,8 @@ mod tests {
             "lognormal:rate=100,cv=2,n=10,service=normal:1ms:100us,free=0,apps=2,seed=9",
             "steps:rate=500,step=10,steps=4,step_time=250ms,service=exp:1ms,free=50,apps=1,seed=1",
             "onoff:rate=3000,on=200ms,off=300ms,off_rate=10,n=100,service=const:1ms,free=70,apps=1,seed=1",
+            "closed:clients=16,think=exp:5ms,n=100,service=exp:2ms,free=70,apps=1,seed=3",
+            "poisson:rate=100,n=10,service=exp:1ms,free=90,free_after=10,apps=1,seed=1",
         ] {
             let spec: GenSpec = s.parse().unwrap();
             assert_eq!(spec.to_string(), s);

@@ -19,8 +19,11 @@
 //! | [`replay`](mod@replay) | the replay driver (thesis figure 5.2) |
 //! | [`metrics`] | per-task records and the papers' metrics |
 //! | [`result`] | [`RunResult`], the serialisable result of a run |
+//! | [`run`] | run a trace against the executor a policy spec names |
+//! | [`reproduce`] | the papers' headline experiments and their claims, side by side with ours |
 //! | [`sweep`] | run a trace on static pools of several sizes |
 //! | [`analysis`] | sweeps: RAIT, stable point, degradation point, safe zone, oracle |
+//! | [`compare`] | policies against the oracle: ratios, geometric means, medians over repeats, the bar, the verdict |
 //!
 //! ```
 //! use tidepool::ThreadPerRequest;
@@ -38,6 +41,7 @@
 
 pub mod analysis;
 pub mod body;
+pub mod compare;
 pub mod dist;
 pub mod error;
 pub mod format;
@@ -48,7 +52,9 @@ mod lines;
 pub mod median;
 pub mod metrics;
 pub mod replay;
+pub mod reproduce;
 pub mod result;
+pub mod run;
 pub mod suite;
 pub mod sweep;
 pub mod trace;
@@ -59,10 +65,10 @@ pub use body::{BusyLoop, CalibrationReport, TaskBody};
 pub use dist::Dist;
 pub use error::{SpecError, TraceError};
 pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
-pub use generate::GenSpec;
+pub use generate::{GenSpec, TaskStream};
 pub use limits::Limits;
 pub use median::median;
-pub use metrics::{LatencySummary, TaskRecord};
+pub use metrics::{LatencyAccumulator, LatencySummary, TaskRecord};
 pub use replay::{replay, replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
 pub use result::{DecisionEntry, RunResult};
 pub use suite::{suite_entry, suite_trace, SUITE};

@@ -53,6 +53,20 @@ pub fn secs_to_duration(secs: f64) -> Option<Duration> {
     if secs.is_nan() || secs < 0.0 {
         return None;
     }
+    // Fast path (generators convert two samples per task): below 1,000 s
+    // the product `secs·1e9` is within 2⁻¹⁴ ns of the exact one, so away
+    // from a half it rounds to the same whole ns as the exact conversion.
+    if secs < 1_000.0 {
+        let x = secs * 1e9;
+        let t = x as u64;
+        let f = x - t as f64;
+        if f < 0.499 {
+            return Some(Duration::from_nanos(t));
+        }
+        if f > 0.501 {
+            return Some(Duration::from_nanos(t + 1));
+        }
+    }
     Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| *d <= MAX_TIME)
@@ -132,5 +146,37 @@ mod tests {
         assert_eq!(shown("\"x\""), "\"x\"");
         let long = "é".repeat(100);
         assert!(shown(&long).ends_with("… (200 bytes)"));
+    }
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_conversion_equals_the_exact_one() {
+        let exact = |s: f64| Duration::try_from_secs_f64(s).ok();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..200_000u32 {
+            // xorshift: values spread over 1e-12 .. 1e3 s
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mantissa = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let s = mantissa * 10f64.powi((i % 15) as i32 - 12);
+            assert_eq!(secs_to_duration(s), exact(s), "{s:e}");
+        }
+        for s in [
+            0.0,
+            1e-9,
+            1.5e-9,
+            2.5e-9,
+            0.4999999e-9,
+            999.999_999_999_5,
+            1e-6,
+            1e-5,
+        ] {
+            assert_eq!(secs_to_duration(s), exact(s), "{s:e}");
+        }
     }
 }

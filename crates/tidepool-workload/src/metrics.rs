@@ -101,26 +101,93 @@ impl LatencySummary {
     /// assert_eq!(s.max_us, 3.0);
     /// ```
     pub fn from_ns<I: IntoIterator<Item = u64>>(samples: I) -> LatencySummary {
-        // 1 ns .. 1 hour at 3 significant digits; longer values saturate
-        // (the exact max is kept separately).
-        let mut h =
-            Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-        let (mut n, mut sum, mut min, mut max) = (0u64, 0u128, u64::MAX, 0u64);
+        let mut acc = LatencyAccumulator::default();
         for v in samples {
-            h.saturating_record(v);
-            n += 1;
-            sum += v as u128;
-            min = min.min(v);
-            max = max.max(v);
+            acc.record(v);
         }
+        acc.summary()
+    }
+}
+
+/// A [`LatencySummary`] built one sample at a time, in constant memory (the
+/// simulator summarises ten million tasks this way).
+///
+/// ```
+/// use tidepool_workload::metrics::{LatencyAccumulator, LatencySummary};
+/// let mut acc = LatencyAccumulator::default();
+/// acc.record(1_000);
+/// acc.record_n(3_000, 2);
+/// assert_eq!(acc.summary(), LatencySummary::from_ns([1_000, 3_000, 3_000]));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LatencyAccumulator {
+    hist: Histogram<u64>,
+    n: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl Default for LatencyAccumulator {
+    fn default() -> Self {
+        LatencyAccumulator {
+            // 1 ns .. 1 hour at 3 significant digits; longer values saturate
+            // (the exact max is kept separately).
+            hist: Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            n: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+}
+
+impl LatencyAccumulator {
+    /// Add one sample, in nanoseconds.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.record_n(ns, 1);
+    }
+
+    /// Add `n` samples of `ns` nanoseconds each.
+    #[inline]
+    pub fn record_n(&mut self, ns: u64, n: u64) {
         if n == 0 {
+            return;
+        }
+        let _ = self.hist.record_n(ns.clamp(1, self.hist.high()), n);
+        self.n += n;
+        self.sum += ns as u128 * n as u128;
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+    }
+
+    /// Samples so far.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Exact mean in nanoseconds (0 without samples).
+    pub fn mean_ns(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+
+    /// The summary of the samples so far: quantiles from the histogram,
+    /// mean, min and max exact.
+    pub fn summary(&self) -> LatencySummary {
+        if self.n == 0 {
             return LatencySummary::default();
         }
         let us = |v: u64| v as f64 / 1e3;
-        let q = |p: f64| us(h.value_at_quantile(p)).clamp(us(min), us(max));
+        let (min, max) = (self.min, self.max);
+        let q = |p: f64| us(self.hist.value_at_quantile(p)).clamp(us(min), us(max));
         LatencySummary {
-            count: n,
-            mean_us: sum as f64 / n as f64 / 1e3,
+            count: self.n,
+            mean_us: self.sum as f64 / self.n as f64 / 1e3,
             min_us: us(min),
             p50_us: q(0.5),
             p90_us: q(0.9),
@@ -252,30 +319,96 @@ pub struct ThreadMetrics {
 /// assert_eq!(m.size_series.len(), 3); // 2 at 0 ms, 4 at 2 ms, last sample
 /// ```
 pub fn thread_metrics(samples: &[ThreadSample]) -> ThreadMetrics {
-    if samples.is_empty() {
-        return ThreadMetrics::default();
+    let mut b = ThreadMetricsBuilder::default();
+    for s in samples {
+        b.push(s, 1);
     }
-    let n = samples.len() as f64;
-    let mut series: Vec<SizePoint> = Vec::new();
-    for (i, s) in samples.iter().enumerate() {
-        let changed = series
+    b.finish()
+}
+
+/// [`ThreadMetrics`] built one sample at a time: memory grows with the size
+/// changes, not with the samples.
+///
+/// ```
+/// use tidepool_workload::metrics::{thread_metrics, ThreadMetricsBuilder, ThreadSample};
+/// let s = |ms: u64, live| ThreadSample { at_ns: ms * 1_000_000, live, queued: 0, target: None };
+/// let mut b = ThreadMetricsBuilder::default();
+/// b.push(&s(0, 2), 2); // the same state sampled at 0 and 1 ms
+/// b.push(&s(2, 4), 1);
+/// b.push(&s(3, 4), 1);
+/// assert_eq!(b.finish(), thread_metrics(&[s(0, 2), s(1, 2), s(2, 4), s(3, 4)]));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ThreadMetricsBuilder {
+    n: u64,
+    live_sum: f64,
+    queue_sum: f64,
+    max_threads: usize,
+    max_queue: usize,
+    series: Vec<SizePoint>,
+    last: Option<(ThreadSample, u64)>,
+}
+
+impl ThreadMetricsBuilder {
+    /// Add `count` samples of the same state, the first taken at
+    /// `sample.at_ns` and the last `count - 1` intervals later (the caller
+    /// gives the interval through the next sample's time; only the last
+    /// sample's time matters for the series' final point).
+    pub fn push(&mut self, sample: &ThreadSample, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.n += count;
+        self.live_sum += sample.live as f64 * count as f64;
+        self.queue_sum += sample.queued as f64 * count as f64;
+        self.max_threads = self.max_threads.max(sample.live);
+        self.max_queue = self.max_queue.max(sample.queued);
+        let changed = self
+            .series
             .last()
-            .map_or(true, |p| p.live != s.live || p.target != s.target);
-        if changed || i + 1 == samples.len() {
-            series.push(SizePoint {
-                t_ms: s.at_ns as f64 / 1e6,
-                live: s.live,
-                target: s.target,
+            .map_or(true, |p| p.live != sample.live || p.target != sample.target);
+        if changed {
+            self.series.push(SizePoint {
+                t_ms: sample.at_ns as f64 / 1e6,
+                live: sample.live,
+                target: sample.target,
             });
         }
+        self.last = Some((*sample, count));
     }
-    ThreadMetrics {
-        avg_threads: samples.iter().map(|s| s.live as f64).sum::<f64>() / n,
-        max_threads: samples.iter().map(|s| s.live).max().unwrap_or(0),
-        avg_queue: samples.iter().map(|s| s.queued as f64).sum::<f64>() / n,
-        max_queue: samples.iter().map(|s| s.queued).max().unwrap_or(0),
-        samples: samples.len(),
-        size_series: series,
+
+    /// Set the time of the last sample pushed (for a run of equal samples,
+    /// the time of its final one).
+    pub fn last_at(&mut self, at_ns: u64) {
+        if let Some((s, _)) = &mut self.last {
+            s.at_ns = at_ns;
+        }
+    }
+
+    /// The metrics of everything pushed.
+    pub fn finish(mut self) -> ThreadMetrics {
+        let Some((last, _)) = self.last else {
+            return ThreadMetrics::default();
+        };
+        // The last sample always ends the series (unless it opened the
+        // last point itself).
+        let end = SizePoint {
+            t_ms: last.at_ns as f64 / 1e6,
+            live: last.live,
+            target: last.target,
+        };
+        if self.series.last() != Some(&end) {
+            self.series.push(end);
+        }
+        let n = self.n as f64;
+        ThreadMetrics {
+            avg_threads: self.live_sum / n,
+            max_threads: self.max_threads,
+            avg_queue: self.queue_sum / n,
+            max_queue: self.max_queue,
+            samples: self.n as usize,
+            size_series: self.series,
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! The replay driver (Xu 2004, figure 5.2): open-loop, real-time submission of
-//! a trace to any [`Executor`], measuring every task.
+//! The replay driver (Xu 2004, figure 5.2): real-time submission of a trace
+//! to any [`Executor`], measuring every task. Open loop by default; a trace
+//! with [`Trace::clients`] set is replayed as a closed loop (each client
+//! submits its next task a think time after its previous one was answered).
 //!
 //! The driver sleeps until shortly before each arrival and spins the rest
 //! (spin-sleep hybrid, with the thread's timer slack lowered to 1 µs on
@@ -10,6 +12,8 @@
 //! [`Executor::counts`] every millisecond for the threads-kept average and
 //! the pool-size trajectory.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -171,6 +175,87 @@ pub fn replay_pool(
     r
 }
 
+/// Which task of a trace is due next, and when (time since the replay's
+/// start, at the replay's speed).
+struct Due<'a> {
+    trace: &'a Trace,
+    speed: f64,
+    /// Tasks submitted so far.
+    popped: usize,
+    /// Open loop: the next task in trace order, and the last arrival time.
+    next: usize,
+    last_at: Duration,
+    /// Closed loop: each client's next task whose time is known.
+    ready: BinaryHeap<Reverse<(Duration, usize)>>,
+}
+
+impl<'a> Due<'a> {
+    fn new(trace: &'a Trace, speed: f64) -> Due<'a> {
+        let mut due = Due {
+            trace,
+            speed,
+            popped: 0,
+            next: 0,
+            last_at: Duration::ZERO,
+            ready: BinaryHeap::new(),
+        };
+        if let Some(c) = trace.clients {
+            // Each client's first task: its think time from the start.
+            for i in 0..c.min(trace.len()) {
+                due.ready.push(Reverse((due.think(i), i)));
+            }
+        }
+        due
+    }
+
+    fn closed(&self) -> bool {
+        self.trace.clients.is_some()
+    }
+
+    fn think(&self, i: usize) -> Duration {
+        secs_saturating(self.trace.tasks[i].start_delay.as_secs_f64() / self.speed)
+    }
+
+    fn done(&self) -> bool {
+        self.popped >= self.trace.len()
+    }
+
+    /// Task `i` was answered at `t` (finished, or rejected): in a closed loop
+    /// its client's next task is due a think time later.
+    fn answered(&mut self, i: usize, t: Duration) {
+        if let Some(c) = self.trace.clients {
+            let j = i + c;
+            if j < self.trace.len() {
+                self.ready
+                    .push(Reverse((t.saturating_add(self.think(j)).min(MAX_TIME), j)));
+            }
+        }
+    }
+
+    /// The next task and its time, if known yet.
+    fn peek(&self) -> Option<(usize, Duration)> {
+        if self.closed() {
+            self.ready.peek().map(|Reverse((at, i))| (*i, *at))
+        } else {
+            (self.next < self.trace.len()).then(|| {
+                let at = self.last_at.saturating_add(self.think(self.next));
+                (self.next, at.min(MAX_TIME))
+            })
+        }
+    }
+
+    /// Take the task [`Due::peek`] gave.
+    fn pop(&mut self) {
+        self.popped += 1;
+        if self.closed() {
+            self.ready.pop();
+        } else if let Some((_, at)) = self.peek() {
+            self.last_at = at;
+            self.next += 1;
+        }
+    }
+}
+
 /// Replay `trace` against `executor` with hooks.
 pub fn replay_with(
     trace: &Trace,
@@ -200,6 +285,9 @@ pub fn replay_with(
     let cpu0 = sys::process_cpu_time().unwrap_or_default();
     let epoch = Instant::now();
     let mut records: Vec<TaskRecord> = Vec::with_capacity(n);
+    // Index in the trace of each record (a closed loop submits out of order).
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<usize>();
     let mut was_cancelled = false;
     let target_probe = hooks.target_size;
 
@@ -255,35 +343,54 @@ pub fn replay_with(
             }
         };
 
-        let mut at = Duration::ZERO;
-        for (i, task) in trace.tasks.iter().enumerate() {
-            at = at
-                .saturating_add(secs_saturating(task.start_delay.as_secs_f64() / speed))
-                .min(MAX_TIME);
-            // pace: sleep until `spin` before the arrival, then spin
-            loop {
-                if cancelled() {
-                    break;
-                }
-                let now = epoch.elapsed();
-                if now >= at {
-                    break;
-                }
-                let left = at - now;
-                if left > opts.spin {
-                    std::thread::sleep((left - opts.spin).min(Duration::from_millis(20)));
-                    report(i, false, false);
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
+        // What is due next: the trace's order in an open loop; in a closed
+        // loop, the earliest of each client's next task, known once its
+        // previous task was answered (think time after the answer).
+        let mut due = Due::new(trace, speed);
+        let finished_at = |i: usize| {
+            Duration::from_nanos(slots[i].finished.load(Ordering::Acquire).saturating_sub(1))
+        };
+        while !due.done() {
             if cancelled() {
                 was_cancelled = true;
                 break;
             }
+            while let Ok(j) = done_rx.try_recv() {
+                due.answered(j, finished_at(j));
+            }
+            let Some((i, at)) = due.peek() else {
+                // Closed loop, every client waiting for its answer.
+                if let Ok(j) = done_rx.recv_timeout(Duration::from_millis(20)) {
+                    due.answered(j, finished_at(j));
+                }
+                report(records.len(), false, false);
+                continue;
+            };
+            let now = epoch.elapsed();
+            if now < at {
+                // pace: sleep until `spin` before the arrival, then spin
+                let left = at - now;
+                if left > opts.spin {
+                    let nap = (left - opts.spin).min(Duration::from_millis(20));
+                    if due.closed() {
+                        if let Ok(j) = done_rx.recv_timeout(nap) {
+                            due.answered(j, finished_at(j));
+                        }
+                    } else {
+                        std::thread::sleep(nap);
+                    }
+                    report(records.len(), false, false);
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            due.pop();
+            let task = &trace.tasks[i];
             let body = TaskBody::of(task);
             let slots_c = Arc::clone(&slots);
             let done = Arc::clone(&completed);
+            let tell = due.closed().then(|| done_tx.clone());
             let job = Box::new(move || {
                 slots_c[i]
                     .started
@@ -293,10 +400,18 @@ pub fn replay_with(
                     .finished
                     .store(ns_since(epoch) + 1, Ordering::Release);
                 done.fetch_add(1, Ordering::Release);
+                if let Some(tx) = tell {
+                    let _ = tx.send(i);
+                }
             });
             let submitted_ns = ns_since(epoch);
             let ok = executor.execute_job(job).is_ok();
             let accepted_ns = ns_since(epoch);
+            if !ok {
+                // The client gets no answer: it thinks from now on.
+                due.answered(i, epoch.elapsed());
+            }
+            order.push(i);
             records.push(TaskRecord {
                 request_id: task.request_id,
                 app_id: task.app_id,
@@ -306,9 +421,8 @@ pub fn replay_with(
                 started_ns: None,
                 finished_ns: None,
             });
-            report(i + 1, false, false);
+            report(records.len(), false, false);
         }
-
         // drain: wait for every accepted task, polling so cancel still works
         let accepted = records.iter().filter(|r| r.accepted_ns.is_some()).count() as u64;
         let drain_start = Instant::now();
@@ -336,7 +450,7 @@ pub fn replay_with(
         .unwrap_or_default()
         .saturating_sub(cpu0)
         .as_secs_f64();
-    for (i, r) in records.iter_mut().enumerate() {
+    for (r, &i) in records.iter_mut().zip(&order) {
         let get = |a: &AtomicU64| match a.load(Ordering::Acquire) {
             0 => None,
             v => Some(v - 1),

@@ -24,6 +24,24 @@ pub struct DecisionEntry {
 }
 
 impl DecisionEntry {
+    /// One decision at `t_ms` (e.g. from the simulator, which has no
+    /// [`tidepool::DecisionRecord`]); `trigger` as [`DecisionEntry::trigger`].
+    pub fn new(
+        t_ms: f64,
+        trigger: impl Into<String>,
+        old_target: usize,
+        new_target: usize,
+        reason: impl Into<String>,
+    ) -> Self {
+        DecisionEntry {
+            t_ms,
+            trigger: trigger.into(),
+            old_target,
+            new_target,
+            reason: reason.into(),
+        }
+    }
+
     /// Convert a pool decision; `offset` is the pool's age when the replay
     /// started, so `t_ms` lines up with the size trajectory.
     pub fn from_record(d: &tidepool::DecisionRecord, offset: std::time::Duration) -> Self {

@@ -1,5 +1,6 @@
-//! The standard workload suite: six named workloads, each a generator (or
-//! the embedded Azure trace) with a `scale` factor.
+//! The standard workload suite: twelve named workloads, each a generator
+//! (or the embedded Azure trace) with a `scale` factor and the static sizes
+//! its oracle sweep covers.
 //!
 //! `scale` stretches a workload's *length* (number of tasks, or step length
 //! for `steps`) and leaves its rates alone, so the best static pool size
@@ -13,6 +14,18 @@
 //! | `steps` | `steps:rate=500,step=10,steps=10,step_time=800ms,service=exp:2ms,free=50` | 0.5 → 0.95 cores | Oh & Kim's load raised in 10 % steps |
 //! | `bursty` | `onoff:rate=4000,on=200ms,off=400ms,off_rate=100,n=11000,service=exp:1ms,free=70` | 1.2 cores in bursts | on/off bursts |
 //! | `azure` | first 2,000 requests of the embedded Azure LLM trace, 60× compressed; 1 ms + 4 µs/context token + 40 µs/generated token, ≤ 100 ms; free 85 | ≈ 0.7 cores | real arrivals (bursty), sizes from token counts |
+//! | `sat100` | `poisson:rate=5000,n=30000,service=exp:2ms,free=100` | 0 | thesis fig. 6.1: all blocked; throughput grows with size up to ≈ 10 (λ·S), then flat |
+//! | `sat50` | `poisson:rate=4000,n=12000,service=exp:2ms,free=50` | 4 cores (2× the machine) | thesis fig. 6.2: arrivals faster than the CPU serves; the backlog drains at the CPU's pace |
+//! | `sat10` | `poisson:rate=4000,n=6000,service=exp:2ms,free=10` | 7.2 cores (3.6×) | thesis fig. 6.3: nearly all compute, overloaded |
+//! | `closed` | `closed:clients=64,think=exp:10ms,n=20000,service=exp:2ms,free=70` | up to 3.8 cores | 64 clients that wait for their answer, then think: a slow pool lowers the offered load |
+//! | `overload` | `poisson:rate=3000,n=12000,service=normal:1ms:100us,free=0` | 3 cores (1.5×) | CPU-bound overload: more threads than cores cannot help |
+//! | `shift` | `poisson:rate=1000,n=8000,service=exp:4ms,free=95,free_after=60` | 0.2 → 1.6 cores | the CPU/IO mix changes halfway: the best size falls |
+//!
+//! The first six offer less work than the machine can do, so every sizing
+//! policy that keeps up reaches the oracle's throughput and they differ only
+//! in waits. The last six are where the pool size decides throughput:
+//! arrivals faster than small pools serve (`sat*`, `overload`), or a closed
+//! loop whose throughput is set by how fast answers come back.
 //!
 //! The Azure slice (header + first 4,000 requests of
 //! `AzureLLMInferenceTrace_conv`, 2023-11-16) is embedded in the crate so
@@ -37,8 +50,51 @@ pub const AZURE_SLICE: &str = include_str!("../data/azure-conv-2023-first4000.cs
 /// Requests of the Azure slice used at scale 1.0.
 pub const AZURE_REQUESTS: usize = 2000;
 
-/// Names of the suite's workloads, in a fixed order.
-pub const SUITE: [&str; 6] = ["cpu", "io", "mixed", "steps", "bursty", "azure"];
+/// Names of the suite's workloads, in a fixed order: the six light ones,
+/// then the six where size decides throughput.
+pub const SUITE: [&str; 12] = [
+    "cpu", "io", "mixed", "steps", "bursty", "azure", "sat100", "sat50", "sat10", "closed",
+    "overload", "shift",
+];
+
+/// The workloads of [`SUITE`] where the pool size decides throughput.
+pub const SATURATED: [&str; 6] = ["sat100", "sat50", "sat10", "closed", "overload", "shift"];
+
+/// Static sizes each suite workload's oracle sweep covers by default: from
+/// below its best size to at least the policies' default `max` (100) where
+/// the workload can use that many threads.
+pub const SWEEP_SIZES: [(&str, &[usize]); 12] = [
+    ("cpu", &[1, 2, 3, 4, 8, 16]),
+    ("io", &[8, 16, 32, 64, 128]),
+    ("mixed", &[2, 4, 8, 16, 32, 64]),
+    ("steps", &[2, 4, 8, 16, 32, 64]),
+    ("bursty", &[2, 4, 8, 16, 32, 64, 128]),
+    ("azure", &[2, 4, 8, 16, 32, 64, 128]),
+    ("sat100", &[4, 8, 12, 16, 24, 32, 64, 128]),
+    ("sat50", &[2, 4, 8, 16, 32, 64, 128]),
+    ("sat10", &[1, 2, 3, 4, 8, 16, 32]),
+    ("closed", &[4, 8, 16, 32, 64, 128]),
+    ("overload", &[1, 2, 3, 4, 8, 16]),
+    ("shift", &[2, 4, 8, 16, 32, 64, 128]),
+];
+
+/// Sizes swept when the workload is not a suite workload: powers of two up
+/// to 128, past the policies' default `max` of 100.
+pub const DEFAULT_SWEEP_SIZES: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// The static sizes swept for a workload named `name` by default.
+///
+/// ```
+/// use tidepool_workload::suite::sweep_sizes;
+/// assert_eq!(sweep_sizes("io"), &[8, 16, 32, 64, 128]);
+/// assert_eq!(sweep_sizes("poisson:rate=10"), &[1, 2, 4, 8, 16, 32, 64, 128]);
+/// ```
+pub fn sweep_sizes(name: &str) -> &'static [usize] {
+    SWEEP_SIZES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&DEFAULT_SWEEP_SIZES[..], |(_, s)| s)
+}
 
 /// Where a suite workload's tasks come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +230,48 @@ pub fn suite_entry(name: &str, scale: f64) -> Result<SuiteEntry, SpecError> {
                 n(11_000)
             ))?,
         ),
+        "sat100" => (
+            "thesis fig. 6.1 (free 100): all blocked, 5000/s; throughput grows with size to ~10",
+            gen(&format!(
+                "poisson:rate=5000,n={},service=exp:2ms,free=100,seed=21",
+                n(30_000)
+            ))?,
+        ),
+        "sat50" => (
+            "thesis fig. 6.2 (free 50): arrivals at twice what the CPU serves",
+            gen(&format!(
+                "poisson:rate=4000,n={},service=exp:2ms,free=50,seed=22",
+                n(12_000)
+            ))?,
+        ),
+        "sat10" => (
+            "thesis fig. 6.3 (free 10): nearly all compute, 3.6x overloaded",
+            gen(&format!(
+                "poisson:rate=4000,n={},service=exp:2ms,free=10,seed=23",
+                n(6_000)
+            ))?,
+        ),
+        "closed" => (
+            "closed loop: 64 clients wait for their answer, think 10 ms, send again",
+            gen(&format!(
+                "closed:clients=64,think=exp:10ms,n={},service=exp:2ms,free=70,seed=24",
+                n(20_000)
+            ))?,
+        ),
+        "overload" => (
+            "CPU-bound overload: 1.5x what 2 cores serve; best size = cores",
+            gen(&format!(
+                "poisson:rate=3000,n={},service=normal:1ms:100us,free=0,seed=25",
+                n(12_000)
+            ))?,
+        ),
+        "shift" => (
+            "CPU/IO mix changes halfway: 95% blocked, then 60% blocked",
+            gen(&format!(
+                "poisson:rate=1000,n={},service=exp:4ms,free=95,free_after=60,seed=26",
+                n(8_000)
+            ))?,
+        ),
         "azure" => {
             let options = AzureOptions {
                 compress: 60.0,
@@ -214,15 +312,54 @@ pub fn suite_trace_with(name: &str, scale: f64, limits: &Limits) -> Result<Trace
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::TaskSpec;
 
     #[test]
     fn every_entry_builds_and_lasts_a_few_seconds() {
         for name in SUITE {
             let t = suite_trace(name, 1.0).unwrap();
             let s = t.stats();
-            assert!(s.span_s > 5.0 && s.span_s < 15.0, "{name}: {s:?}");
-            assert!(s.offered_cores < 1.6, "{name}: {s:?}");
+            // At least as long as the arrivals, or as 2 cores take to compute it all.
+            let run_s = s.span_s.max(s.offered_cores * s.span_s / 2.0);
+            assert!(run_s > 5.0 && run_s < 15.0, "{name}: {s:?}");
+            if !SATURATED.contains(&name) {
+                assert!(s.offered_cores < 1.6, "{name}: {s:?}");
+            }
             assert_eq!(t.name, format!("suite:{name}@1"));
+            assert!(sweep_sizes(name).len() >= 5, "{name}");
+        }
+    }
+
+    #[test]
+    fn saturated_entries_offer_more_than_small_pools_serve() {
+        // Offered work per second in busy workers (λ·S): above what 4
+        // threads can hold, so size decides throughput.
+        for name in ["sat100", "sat50", "sat10", "overload"] {
+            let s = suite_trace(name, 0.2).unwrap().stats();
+            let busy_workers = s.arrival_rate * s.mean_exec_us / 1e6;
+            assert!(busy_workers > 2.5, "{name}: {s:?}");
+        }
+        for name in ["sat50", "sat10", "overload"] {
+            let s = suite_trace(name, 0.2).unwrap().stats();
+            assert!(
+                s.offered_cores > 2.5,
+                "{name}: more than 2 cores of work: {s:?}"
+            );
+        }
+        let closed = suite_trace("closed", 0.1).unwrap();
+        assert_eq!(closed.clients, Some(64));
+        let shift = suite_trace("shift", 0.1).unwrap();
+        let (a, b) = shift.tasks.split_at(shift.len() / 2);
+        let share = |ts: &[TaskSpec]| {
+            ts.iter().map(|t| t.blocked.as_secs_f64()).sum::<f64>()
+                / ts.iter().map(|t| t.exec().as_secs_f64()).sum::<f64>()
+        };
+        assert!((share(a) - 0.95).abs() < 0.01 && (share(b) - 0.60).abs() < 0.01);
+        // the sweeps cover the policies' default max (100) where it matters
+        for name in [
+            "io", "bursty", "azure", "sat100", "sat50", "closed", "shift",
+        ] {
+            assert!(*sweep_sizes(name).last().unwrap() >= 100, "{name}");
         }
     }
 

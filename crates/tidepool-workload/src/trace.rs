@@ -77,6 +77,13 @@ pub struct Trace {
     pub name: String,
     /// The tasks, in arrival order.
     pub tasks: Vec<TaskSpec>,
+    /// `Some(n)`: a closed loop of `n` clients. Task `i` belongs to client
+    /// `i mod n`, and its start delay is the think time between the answer
+    /// to the client's previous task and this task's submission (the first
+    /// task of each client: from the start of the replay). `None`: an open
+    /// loop, start delays are arrival gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
 }
 
 /// Summary numbers of a trace, for reports and sanity checks.
@@ -99,12 +106,59 @@ pub struct TraceStats {
     pub offered_cores: f64,
 }
 
+impl TraceStats {
+    /// The summary of a stream of tasks in arrival order, in one pass and
+    /// constant memory.
+    ///
+    /// ```
+    /// use tidepool_workload::{GenSpec, TraceStats};
+    /// let spec: GenSpec = "poisson:rate=100,n=50".parse().unwrap();
+    /// assert_eq!(TraceStats::of(spec.stream()), spec.generate().stats());
+    /// ```
+    pub fn of(tasks: impl IntoIterator<Item = TaskSpec>) -> TraceStats {
+        let (mut n, mut span, mut cpu, mut blocked) = (0usize, Duration::ZERO, 0.0, 0.0);
+        for t in tasks {
+            n += 1;
+            span = span.saturating_add(t.start_delay);
+            cpu += t.cpu.as_secs_f64();
+            blocked += t.blocked.as_secs_f64();
+        }
+        if n == 0 {
+            return TraceStats::default();
+        }
+        TraceStats {
+            tasks: n,
+            span_s: 0.0,
+            arrival_rate: 0.0,
+            mean_exec_us: (cpu + blocked) * 1e6 / n as f64,
+            mean_cpu_us: cpu * 1e6 / n as f64,
+            mean_blocked_us: blocked * 1e6 / n as f64,
+            offered_cores: 0.0,
+        }
+        .with_span(span)
+    }
+
+    /// The same numbers over another span (a closed loop's is not the sum of
+    /// its delays: see [`Trace::span`]).
+    fn with_span(self, span: Duration) -> TraceStats {
+        let span_s = span.as_secs_f64();
+        let per_s = |x: f64| if span_s > 0.0 { x / span_s } else { 0.0 };
+        TraceStats {
+            span_s,
+            arrival_rate: per_s(self.tasks as f64),
+            offered_cores: per_s(self.mean_cpu_us * self.tasks as f64 / 1e6),
+            ..self
+        }
+    }
+}
+
 impl Trace {
     /// An empty trace named `name`.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             tasks: Vec::new(),
+            clients: None,
         }
     }
 
@@ -113,6 +167,7 @@ impl Trace {
         Self {
             name: name.into(),
             tasks,
+            clients: None,
         }
     }
 
@@ -144,30 +199,33 @@ impl Trace {
             .collect()
     }
 
-    /// Arrival time of the last task.
+    /// Arrival time of the last task. For a closed loop, the time the
+    /// busiest client takes when no task ever waits (its think times plus
+    /// its service times): the shortest its replay can be.
     pub fn span(&self) -> Duration {
-        self.tasks
-            .iter()
-            .fold(Duration::ZERO, |at, t| at.saturating_add(t.start_delay))
+        match self.clients {
+            Some(c) if c > 0 => {
+                let mut per_client = vec![Duration::ZERO; c];
+                for (i, t) in self.tasks.iter().enumerate() {
+                    per_client[i % c] = per_client[i % c]
+                        .saturating_add(t.start_delay)
+                        .saturating_add(t.exec());
+                }
+                per_client.into_iter().max().unwrap_or_default()
+            }
+            _ => self
+                .tasks
+                .iter()
+                .fold(Duration::ZERO, |at, t| at.saturating_add(t.start_delay)),
+        }
     }
 
     /// Summary numbers.
     pub fn stats(&self) -> TraceStats {
-        let n = self.tasks.len();
-        if n == 0 {
-            return TraceStats::default();
-        }
-        let span_s = self.span().as_secs_f64();
-        let cpu: f64 = self.tasks.iter().map(|t| t.cpu.as_secs_f64()).sum();
-        let blocked: f64 = self.tasks.iter().map(|t| t.blocked.as_secs_f64()).sum();
-        TraceStats {
-            tasks: n,
-            span_s,
-            arrival_rate: if span_s > 0.0 { n as f64 / span_s } else { 0.0 },
-            mean_exec_us: (cpu + blocked) * 1e6 / n as f64,
-            mean_cpu_us: cpu * 1e6 / n as f64,
-            mean_blocked_us: blocked * 1e6 / n as f64,
-            offered_cores: if span_s > 0.0 { cpu / span_s } else { 0.0 },
+        let stats = TraceStats::of(self.tasks.iter().copied());
+        match self.clients {
+            Some(_) => stats.with_span(self.span()),
+            None => stats,
         }
     }
 
@@ -194,6 +252,7 @@ impl Trace {
                     ..*t
                 })
                 .collect(),
+            clients: self.clients,
         }
     }
 
@@ -202,6 +261,7 @@ impl Trace {
         Trace {
             name: self.name.clone(),
             tasks: self.tasks.iter().take(n).copied().collect(),
+            clients: self.clients,
         }
     }
 }
@@ -231,5 +291,17 @@ mod tests {
         assert_eq!(f.tasks[1].blocked, us(150));
         assert_eq!(t.truncated(1).len(), 1);
         assert_eq!(Trace::new("e").stats(), TraceStats::default());
+    }
+
+    #[test]
+    fn closed_loop_span_is_the_busiest_clients_time() {
+        let mut t = Trace::new("c");
+        for i in 0..4 {
+            t.push(TaskSpec::new(i + 1, 1, us(100), us(50 * (i + 1))));
+        }
+        t.clients = Some(2);
+        // client 0: tasks 0 and 2 (150 + 250), client 1: tasks 1 and 3 (200 + 300)
+        assert_eq!(t.span(), us(500));
+        assert_eq!(t.truncated(2).clients, Some(2));
     }
 }

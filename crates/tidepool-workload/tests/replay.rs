@@ -336,3 +336,56 @@ fn thread_samples_stay_bounded() {
     assert!(r.sample_interval_ms >= 2.0, "{}", r.sample_interval_ms);
     assert!(r.size_series.len() <= 8, "{}", r.size_series.len());
 }
+
+/// A closed loop: every client's next task is submitted only after its
+/// previous one finished, a think time later, so at most `clients` tasks are
+/// ever in flight, whatever the executor.
+#[test]
+fn closed_loop_waits_for_each_answer_then_thinks() {
+    let trace = "closed:clients=3,think=const:1ms,n=30,service=const:2ms,free=100,seed=1"
+        .parse::<tidepool_workload::GenSpec>()
+        .unwrap()
+        .generate();
+    let o = ReplayOptions {
+        keep_records: true,
+        ..opts()
+    };
+    let r = replay(&trace, &ThreadPerRequest::new(), &o);
+    assert_eq!(r.completed, 30);
+    let mut by_task = vec![None; 30];
+    for rec in &r.records {
+        by_task[(rec.request_id - 1) as usize] = Some(*rec);
+    }
+    let by_task: Vec<_> = by_task.into_iter().map(Option::unwrap).collect();
+    for j in 3..30 {
+        let before = by_task[j - 3].finished_ns.unwrap();
+        let rec = by_task[j];
+        assert!(
+            rec.scheduled_ns >= before + 1_000_000,
+            "task {j} scheduled {} before its client's previous answer {before} + think",
+            rec.scheduled_ns
+        );
+        assert!(rec.submitted_ns >= rec.scheduled_ns);
+    }
+    // never more than 3 in flight: each submission comes after all but two
+    // of the earlier tasks finished
+    for (k, rec) in r.records.iter().enumerate() {
+        let finished_before = r.records[..k]
+            .iter()
+            .filter(|p| p.finished_ns.is_some_and(|f| f <= rec.submitted_ns))
+            .count();
+        assert!(k - finished_before < 3, "{k}: {finished_before}");
+    }
+}
+
+/// A rejected task in a closed loop still lets its client go on.
+#[test]
+fn closed_loop_survives_rejections() {
+    let trace = "closed:clients=2,think=const:100us,n=10,service=const:100us,seed=1"
+        .parse::<tidepool_workload::GenSpec>()
+        .unwrap()
+        .generate();
+    let r = replay(&trace, &RejectOdd::default(), &opts());
+    assert_eq!(r.submitted, 10);
+    assert_eq!(r.rejected + r.completed, 10);
+}

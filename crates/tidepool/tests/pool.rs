@@ -21,6 +21,17 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 #[derive(Clone, Default)]
 struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
 
+/// Opens its gate when dropped: declared after the pool, it lets the pool's
+/// drop (which joins the workers held at the gate) finish when an assertion
+/// fails, so the failure is reported instead of hanging the test run.
+struct OpenOnDrop(Gate);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 impl Gate {
     fn wait(&self) {
         let mut open = self.0 .0.lock().unwrap();
@@ -322,6 +333,7 @@ fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
         .policy(GrowAtMax(2))
         .build()
         .unwrap();
+    let _open = OpenOnDrop(gate.clone());
     // Every submit finds the workers held at the gate and the pool at its max.
     for _ in 0..8 {
         let g = gate.clone();
@@ -573,6 +585,106 @@ fn a_task_may_wait_for_its_pool_to_go_idle() {
         h.join_timeout(Duration::from_secs(10)).unwrap().unwrap(),
         "done"
     );
+}
+
+/// A task that submits into its own full, blocking pool: with one worker,
+/// waiting for room would wait forever (the only thread that could make room
+/// is the one waiting). The submitted task runs inline on the worker instead.
+#[test]
+fn a_task_submitting_into_its_own_full_pool_runs_it_inline() {
+    for flavor in [QueueFlavor::LockFree, QueueFlavor::Mutex] {
+        let pool = Arc::new(
+            Pool::builder()
+                .threads(1)
+                .queue(flavor)
+                .queue_capacity(1)
+                .build()
+                .unwrap(),
+        );
+        let inner = pool.clone();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let r = ran.clone();
+        let h = pool
+            .submit(move || {
+                let me = std::thread::current().id();
+                let handles: Vec<_> = (0..3)
+                    .map(|i| {
+                        let r = r.clone();
+                        inner
+                            .submit(move || {
+                                r.lock().unwrap().push(i);
+                                std::thread::current().id()
+                            })
+                            .unwrap()
+                    })
+                    .collect();
+                // The first fits in the queue; the others ran inline, here.
+                let inline: Vec<_> = handles[1..].iter().map(|h| h.is_finished()).collect();
+                (me, inline, handles)
+            })
+            .unwrap();
+        let (worker, inline, handles) = h
+            .join_timeout(Duration::from_secs(60))
+            .expect("no deadlock")
+            .unwrap();
+        assert_eq!(inline, vec![true, true], "{flavor}");
+        let threads: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(threads.iter().all(|t| *t == worker), "{flavor}");
+        assert_eq!(*ran.lock().unwrap(), vec![1, 2, 0], "{flavor}");
+        // A non-blocking submit from a task still reports a full queue.
+        let inner = pool.clone();
+        let full = pool
+            .submit(move || {
+                let _ = inner.execute(|| {}); // fills the slot
+                inner.try_execute(|| {})
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(full, Err(SubmitError::Full), "{flavor}");
+    }
+}
+
+/// Many submitters blocked on a tiny queue, every flavour: every task gets in
+/// and runs (the back-pressure protocol in `pool/room.rs`; its loom model is
+/// `loom_blocked_submitter_is_woken`).
+#[test]
+fn blocked_submitters_all_get_in() {
+    for flavor in [
+        QueueFlavor::Mutex,
+        QueueFlavor::Spin,
+        QueueFlavor::HYBRID,
+        QueueFlavor::LockFree,
+    ] {
+        let pool = Arc::new(
+            Pool::builder()
+                .threads(1)
+                .queue(flavor)
+                .queue_capacity(2)
+                .build()
+                .unwrap(),
+        );
+        let n = Arc::new(AtomicUsize::new(0));
+        let submitters: Vec<_> = (0..4)
+            .map(|_| {
+                let (pool, n) = (pool.clone(), n.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..300 {
+                        let n = n.clone();
+                        pool.execute(move || {
+                            n.fetch_add(1, Ordering::Relaxed);
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        pool.shutdown();
+        assert_eq!(n.load(Ordering::Relaxed), 1200, "{flavor}");
+    }
 }
 
 #[test]

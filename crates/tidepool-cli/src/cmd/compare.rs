@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
+use tidepool_workload::compare::verdict::verdict;
+use tidepool_workload::compare::BarGrid;
+use tidepool_workload::suite::sweep_sizes;
 
 use super::sweep::run_sweep;
 use super::{RepeatArgs, ReplayArgs};
@@ -29,11 +32,13 @@ const EXAMPLES: &str = "\
 Examples:
   tidepool compare --workload cpu
   tidepool compare --workload io --scale 0.25 --policies auto,xu-bode,hisdyn --sizes 4..64:x2
-  tidepool compare --workload suite --scale 0.25 --out report/     # all six, with a summary
+  tidepool compare --workload suite --scale 0.25 --out report/     # all twelve, with a summary
   tidepool compare -w mixed -w 'poisson:rate=3000,service=exp:300us,n=3000,free=80' --json
   tidepool compare -w cpu,io --scale 0.25 --repeats 3    # medians (min–max) over 3 runs
 
-Each workload is first swept over --sizes on static pools; the oracle is the best static
+Each workload is first swept over --sizes on static pools (by default each suite
+workload's own sizes, reaching past the policies' max of 100 where the workload can use
+that many threads, and 1,2,4,...,128 otherwise); the oracle is the best static
 size (the in-band size with the lowest mean turnaround, see `tidepool sweep --help`).
 Then every policy runs the same trace. `vs oracle` is throughput / oracle throughput
 (higher is better), p99 wait / oracle p99 wait (both floored at 1 µs) and mean
@@ -57,9 +62,11 @@ pub struct CompareArgs {
     /// Policy specs, comma-separated (repeatable).
     #[arg(long, short, value_name = "SPECS", default_value = DEFAULT_POLICIES, value_parser = lists::parse_policy_list)]
     pub policies: Vec<PolicyList>,
-    /// Static pool sizes swept to find the oracle.
-    #[arg(long, short, value_name = "SIZES", default_value = "1,2,4,8,16,32", value_parser = lists::parse_sizes)]
-    pub sizes: Sizes,
+    /// Static pool sizes swept to find the oracle [default: each suite
+    /// workload's own sizes, up to 128 where it can use that many threads;
+    /// 1,2,4,...,128 for other workloads]
+    #[arg(long, short, value_name = "SIZES", value_parser = lists::parse_sizes)]
+    pub sizes: Option<Sizes>,
     /// Throughput band of the sweep's safe zone (fraction of the best).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
     pub tolerance: f64,
@@ -282,19 +289,28 @@ pub fn text_report(s: &SuiteComparison) -> String {
             ));
         }
         out.push_str(" ==\n");
-        out.push_str(&policy_table(c).render());
+        out.push_str(&policy_table(c).render_for_stdout());
         out.push('\n');
     }
     if s.workloads.len() > 1 {
-        out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n");
-        out.push_str(&summary_table(&s.summary).render());
+        out.push_str("== summary: geometric means across workloads (throughput: higher is better; turnaround, p99 wait: lower is better; 1.00 = the oracle) ==\n");
+        out.push_str(&summary_table(&s.summary).render_for_stdout());
         out.push_str("\n== mean turnaround vs oracle, per workload ==\n");
-        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render());
+        out.push_str(
+            &matrix_table(&s.workloads, &s.summary, Ratio::Turnaround).render_for_stdout(),
+        );
         out.push('\n');
     }
     if !s.workloads.is_empty() {
         out.push_str("== p99 turnaround vs oracle, per workload (both floored at 1 µs) ==\n");
-        out.push_str(&matrix_table(&s.workloads, &s.summary, Ratio::P99Turnaround).render());
+        out.push_str(
+            &matrix_table(&s.workloads, &s.summary, Ratio::P99Turnaround).render_for_stdout(),
+        );
+    }
+    if !s.workloads.is_empty() {
+        out.push_str("\n== verdict ==\n");
+        out.push_str(&verdict(&BarGrid::of_run(&s.workloads)));
+        out.push('\n');
     }
     if s.cancelled {
         out.push_str("\n(stopped by Ctrl-C: partial results)\n");
@@ -315,22 +331,27 @@ pub fn repeated_text_report(r: &RepeatedComparison) -> String {
             fmt_oracle_sizes(w.oracle.as_ref()),
             fmt_repeats(m.repeats)
         ));
-        out.push_str(&median_policy_table(w).render());
+        out.push_str(&median_policy_table(w).render_for_stdout());
         out.push('\n');
     }
     if m.workloads.len() > 1 {
         out.push_str(&format!(
-            "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.000 = the oracle) ==\n",
+            "== summary over {}: geometric means across workloads in each repeat, median (min–max) over repeats (throughput: higher is better; turnaround, p99 wait: lower is better; 1.00 = the oracle) ==\n",
             fmt_repeats(m.repeats)
         ));
-        out.push_str(&median_summary_table(&m.summary).render());
+        out.push_str(&median_summary_table(&m.summary).render_for_stdout());
         out.push_str("\n== mean turnaround vs oracle, per workload, median over repeats ==\n");
-        out.push_str(&median_matrix_table(m, Ratio::Turnaround).render());
+        out.push_str(&median_matrix_table(m, Ratio::Turnaround).render_for_stdout());
         out.push('\n');
     }
     if !m.workloads.is_empty() {
         out.push_str("== p99 turnaround vs oracle, per workload, median over repeats (both floored at 1 µs) ==\n");
-        out.push_str(&median_matrix_table(m, Ratio::P99Turnaround).render());
+        out.push_str(&median_matrix_table(m, Ratio::P99Turnaround).render_for_stdout());
+    }
+    if !m.workloads.is_empty() {
+        out.push_str("\n== verdict ==\n");
+        out.push_str(&verdict(&BarGrid::of_medians(m)));
+        out.push('\n');
     }
     if let Some(note) = r.stop_note() {
         out.push_str(&format!("\n({note})\n"));
@@ -372,7 +393,13 @@ pub fn run(a: CompareArgs) -> anyhow::Result<()> {
     }
     let workloads = names
         .iter()
-        .map(|n| source::load(n, a.scale).map(|w| (w, a.sizes.0.clone())))
+        .map(|n| {
+            let sizes = a
+                .sizes
+                .as_ref()
+                .map_or_else(|| sweep_sizes(n).to_vec(), |s| s.0.clone());
+            source::load(n, a.scale).map(|w| (w, sizes))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let plan = Plan {
         workloads,

@@ -13,10 +13,15 @@ use tidepool_workload::limits::shown_f64;
 use tidepool_workload::Limits;
 
 pub mod calibrate;
+pub mod cluster;
 pub mod compare;
 pub mod demo;
 pub mod gen;
+pub mod node;
+pub mod pipeline;
+pub mod reproduce;
 pub mod run;
+pub mod sim;
 pub mod sweep;
 
 const ABOUT: &str =
@@ -29,10 +34,11 @@ against thread pools sized by different policies, measures the papers' metrics \
 static pool sizes to find the best one (the oracle), and compares policies against it, \
 with tables, JSON, CSV and SVG plots.
 
-Workloads: a suite name (cpu, io, mixed, steps, bursty, azure; `suite` = all six), a \
+Workloads: a suite name (cpu, io, mixed, steps, bursty, azure, and where size decides \
+throughput sat100, sat50, sat10, closed, overload, shift; `suite` = all twelve), a \
 generator spec such as `poisson:rate=2000,service=exp:200us,n=5000,free=50,seed=1` \
-(kinds: poisson, periodic, normal, lognormal, steps, onoff), or a trace file (thesis \
-format, .swf, Azure .csv).
+(kinds: poisson, periodic, normal, lognormal, steps, onoff, closed), or a trace file \
+(thesis format, .swf, Azure .csv).
 
 Policies: fixed:N, tpr, watermark[:MIN..MAX], xu-bode[:initial=N,stride=N], \
 hisdyn[:max=N,p=P], frequency, hill-climb, auto.
@@ -50,7 +56,9 @@ Examples:
   tidepool sweep --workload io --sizes 1..64:x2   # throughput/RAIT vs static size, safe zone
   tidepool compare --workload mixed --policies auto,xu-bode,hisdyn,tpr --out report/
   tidepool gen poisson:rate=2000,n=5000 -o my.trace
-  tidepool calibrate";
+  tidepool calibrate
+  tidepool reproduce all --json                   # the papers' claims beside ours
+  tidepool cluster up --nodes 3                   # a distributed pool on NATS JetStream";
 
 /// `tidepool`: the command line.
 #[derive(Debug, Parser)]
@@ -89,6 +97,16 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the busy-loop calibration error and the replay pacing error.
     Calibrate(calibrate::CalibrateArgs),
+    /// The comparison of `compare` in virtual time, at any core count; --validate, --bench.
+    Sim(sim::SimArgs),
+    /// Run the papers' headline experiments here; each claim beside ours, with a verdict.
+    Reproduce(reproduce::ReproduceArgs),
+    /// A distributed pool on NATS JetStream: up, replay, status, chaos.
+    Cluster(cluster::ClusterArgs),
+    /// Run one node of a cluster (a self-sizing pool fed by NATS JetStream).
+    Node(node::NodeCmdArgs),
+    /// Run a built-in pipeline (read → transform → checksum → write) and report its stages.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 /// Run the parsed command.
@@ -101,6 +119,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
+        Command::Cluster(a) => cluster::run(a),
+        Command::Node(a) => node::run(a),
+        Command::Pipeline(a) => pipeline::run(a),
     }
 }
 

@@ -24,7 +24,7 @@ Examples:
 --json prints one JSON object on stdout (progress goes to stderr): the run's metrics
 (docs/cli.md lists the fields). --out DIR writes result.json, records.csv (one row per
 task), size_series.csv (pool size over time), decisions.csv (the policy's decision log),
-size.svg and wait-cdf.svg.";
+size.svg and wait-ccdf.svg.";
 
 /// Options of `tidepool run`.
 #[derive(Debug, Args)]
@@ -87,7 +87,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if let Some(dir) = &a.out {
         write_files(dir, &w.label, &r)?;
         if !a.replay.quiet {
-            eprintln!("wrote result.json, records.csv, size_series.csv, decisions.csv, size.svg, wait-cdf.svg to {}", dir.display());
+            eprintln!("wrote result.json, records.csv, size_series.csv, decisions.csv, size.svg, wait-ccdf.svg to {}", dir.display());
         }
     }
     r.records.clear();
@@ -117,8 +117,8 @@ fn write_files(dir: &Path, label: &str, r: &RunResult) -> anyhow::Result<()> {
         label,
         &[(r.executor.as_str(), &r.size_series[..])],
     )?;
-    plot::cdf_chart(
-        &dir.join("wait-cdf.svg"),
+    plot::ccdf_chart(
+        &dir.join("wait-ccdf.svg"),
         label,
         &[(r.executor.as_str(), &r.records[..])],
     )?;

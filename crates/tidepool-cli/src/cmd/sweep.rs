@@ -39,9 +39,10 @@ pub struct SweepArgs {
     /// Suite name, generator spec or trace file.
     #[arg(long, short, value_name = "NAME_OR_SPEC")]
     pub workload: String,
-    /// Static pool sizes to try.
-    #[arg(long, short, value_name = "SIZES", default_value = "1,2,4,8,16,32", value_parser = lists::parse_sizes)]
-    pub sizes: Sizes,
+    /// Static pool sizes to try [default: a suite workload's own sizes,
+    /// 1,2,4,...,128 otherwise]
+    #[arg(long, short, value_name = "SIZES", value_parser = lists::parse_sizes)]
+    pub sizes: Option<Sizes>,
     /// Throughput band of the safe zone, as a fraction of the best (0.05 = 5%).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
     pub tolerance: f64,
@@ -119,8 +120,12 @@ pub fn run(a: SweepArgs) -> anyhow::Result<()> {
     }
     let w = source::load(&a.workload, a.scale)?;
     let _ = cancel::flag();
-    let mut rep = Reporter::new(a.replay.quiet, a.sizes.0.len());
-    let mut s = run_sweep(&w, &a.sizes.0, &settings, a.tolerance, &mut rep)?;
+    let sizes = a.sizes.as_ref().map_or_else(
+        || tidepool_workload::suite::sweep_sizes(&a.workload).to_vec(),
+        |s| s.0.clone(),
+    );
+    let mut rep = Reporter::new(a.replay.quiet, sizes.len());
+    let mut s = run_sweep(&w, &sizes, &settings, a.tolerance, &mut rep)?;
     rep.finish();
     for r in &mut s.runs {
         r.result.records.clear();

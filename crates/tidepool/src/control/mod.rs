@@ -14,6 +14,8 @@
 //! | `sizes.rs` | [`Sizes`]: the `(live, target)` transitions (reserve, release surplus, keep-alive expiry, raise target to live) |
 //! | `apply.rs` | [`Limits`] and [`apply`]: a decision's new bounds, keep-alive, growth and slice settings, and its clamped target |
 //! | `schedule.rs` | [`Scheduler`]: the periodic tick, the events and their priority, the at-max throttle |
+//! | `observe.rs` | [`observation`]: the policy's [`Observation`](crate::policy::Observation) from the state now and the window's statistics |
+//! | `starve.rs` | [`wants_worker`]: whether a task that woke nobody tries to spawn a worker |
 //!
 //! A simulator drives them like the pool's controller does:
 //!
@@ -53,9 +55,13 @@
 //! ```
 
 mod apply;
+mod observe;
 mod schedule;
 mod sizes;
+mod starve;
 
 pub use apply::{apply, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS};
+pub use observe::observation;
 pub use schedule::{Call, Events, Next, Scheduler, AT_MAX_INTERVAL};
 pub use sizes::Sizes;
+pub use starve::wants_worker;

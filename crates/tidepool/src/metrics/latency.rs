@@ -39,9 +39,10 @@ impl Default for Latency {
 }
 
 impl Latency {
-    /// Record one latency in nanoseconds.
-    #[cfg(test)]
-    pub(crate) fn record(&mut self, ns: u64) {
+    /// Record one latency in nanoseconds (the pool records in bulk through
+    /// its per-worker buckets; a simulator records each task).
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
         self.sum_ns += ns as u128;
         // An auto-resizing histogram accepts any u64.
         let _ = self.hist.record(ns.max(1));

@@ -23,22 +23,7 @@ use std::time::Duration;
 use super::watermark::Watermark;
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 
-/// The job waiting probability `(c / (i·n))^n` of figure 3's `CalcWaitProb`:
-/// the chance that a job arrives while all `n` threads are busy, with `i` the
-/// mean interval between arrivals and `c` the mean processing time (any unit,
-/// the same for both).
-pub fn wait_probability(interval: f64, processing: f64, threads: usize) -> f64 {
-    let n = threads as f64;
-    if threads == 0 {
-        return 1.0;
-    }
-    let load = processing / (interval * n);
-    if load.is_nan() {
-        // 0/0: no processing time and no interval; nobody ever waits.
-        return 0.0;
-    }
-    load.powi(threads.min(i32::MAX as usize) as i32)
-}
+pub use super::queueing::wait_probability;
 
 /// Figure 3's `AdjustThreadRange`, line for line: the new lower limit of the
 /// thread range, searched linearly from `current` threads.

@@ -8,7 +8,7 @@ use super::shared::Shared;
 use super::{apply_target, snapshot};
 use crate::control::{self, Call, Next, Scheduler};
 use crate::metrics::{DecisionRecord, PoolStats};
-use crate::policy::{Decision, Observation, Schedule, SizingPolicy, Trigger};
+use crate::policy::{Decision, Schedule, SizingPolicy, Trigger};
 use crate::sync::{lock, Arc};
 
 struct Controller {
@@ -99,7 +99,7 @@ impl Controller {
 
     fn call(&mut self, trigger: Trigger) {
         let now = snapshot(&self.shared);
-        let obs = observation(trigger, &now, &now.since(&self.previous));
+        let obs = control::observation(trigger, &now, &now.since(&self.previous));
         self.previous = now;
         let decision = self.policy.decide(&obs);
         if decision.is_hold() {
@@ -117,38 +117,6 @@ impl Controller {
         };
         crate::events::decided(&self.shared.config.name, &record);
         lock(&self.shared.decisions).push(record);
-    }
-}
-
-/// The policy's view of one window.
-fn observation(trigger: Trigger, now: &PoolStats, w: &PoolStats) -> Observation {
-    Observation {
-        trigger,
-        now: now.elapsed,
-        window: w.elapsed,
-        arrivals: w.submitted,
-        completions: w.completed,
-        mean_wait: w.wait.mean(),
-        p99_wait: w.wait.quantile(0.99),
-        mean_service: w.service.mean(),
-        mean_interarrival: (w.submitted > 0)
-            .then(|| w.elapsed / w.submitted.min(u32::MAX as u64) as u32),
-        queue_len: now.queue_len,
-        live: now.live_threads,
-        busy: now.busy_threads,
-        idle: now.idle_threads,
-        target: now.target_size,
-        min: now.min_threads,
-        max: now.max_threads,
-        threads_created: w.threads_created,
-        threads_retired: w.threads_retired,
-        busy_time: w.busy_time(),
-        cpu_time: w.worker_cpu_time,
-        run_delay: w.worker_run_delay,
-        sampled_task_cpu: w.sampled_task_cpu,
-        sampled_task_time: w.sampled_task_time,
-        sampled_tasks: w.sampled_tasks,
-        cores: now.cores,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `loom` model tests of the protocols where a lost update would hang or
-//! corrupt the pool: the idle/wake protocol, the resize/retire protocol, and
-//! the at-max signal to the controller.
+//! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
+//! resize/retire protocol, and the at-max signal to the controller.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
@@ -125,11 +125,52 @@ fn shared(min: usize, initial: usize, max: usize) -> Arc<Shared> {
         .initial_threads(initial)
         .max_threads(max)
         .config_for_tests();
+    reserved(config, initial)
+}
+
+/// Shared state for `config`, with `initial` worker slots reserved (no
+/// thread is started: the model's threads play the workers).
+fn reserved(config: super::builder::Config, initial: usize) -> Arc<Shared> {
     let s = Arc::new(Shared::new(config));
     for _ in 0..initial {
         assert!(s.reserve_worker(initial));
     }
     s
+}
+
+/// Back-pressure (`pool::room`): a submitter finds the bounded queue full
+/// and blocks; a worker pops a task, making room, and notifies. The submitter
+/// always gets its task in. loom's `wait_timeout` never times out, so the
+/// safety-net poll cannot hide a lost wake-up: loom reports a deadlock. The
+/// mutex flavour stands for the lock-based ones (one shared `Deque`, whose
+/// length is mirrored with a `Release` store).
+#[test]
+fn loom_blocked_submitter_is_woken() {
+    use crate::queue::QueueFlavor;
+    use crate::task::Task;
+    model(|| {
+        let config = Builder::default()
+            .threads(1)
+            .queue(QueueFlavor::Mutex)
+            .queue_capacity(1)
+            .config_for_tests();
+        let s = reserved(config, 1);
+        s.queue.push(Task::new(|| false)).unwrap();
+        let worker = {
+            let s = s.clone();
+            thread::spawn(move || {
+                // The worker loop's pop, then `execute`'s first step.
+                let task = s.queue.pop().expect("the queue is full");
+                s.notify_room();
+                task.run();
+            })
+        };
+        if let Err(back) = s.queue.push(Task::new(|| false)) {
+            s.push_blocking(back, None).unwrap();
+        }
+        worker.join().unwrap();
+        assert_eq!(s.queue.len(), 1);
+    });
 }
 
 /// Shrink while two workers decide to retire and a submitter spawns on

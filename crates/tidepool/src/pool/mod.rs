@@ -5,11 +5,12 @@ mod controller;
 mod join;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod room;
 mod shared;
 pub(crate) mod sleep;
 mod worker;
 
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 pub use builder::{Builder, OnFull, MAX_THREADS};
@@ -17,7 +18,6 @@ pub use join::JoinHandle;
 
 use crate::error::{BuildError, SubmitError};
 use crate::executor::{Executor, ExecutorCounts, Job};
-use crate::metrics::clock::Clock;
 use crate::metrics::{DecisionRecord, PoolStats, SizeSample};
 use crate::policy::SizingPolicy;
 use crate::sync::{lock, Arc, Mutex};
@@ -26,9 +26,14 @@ use crate::task::Task;
 use builder::Config;
 use shared::Shared;
 
-/// How long a submit blocked on a full queue sleeps between re-checks at most
-/// (a safety net: workers wake blocked submitters as they pop).
-const ROOM_POLL: Duration = Duration::from_millis(10);
+/// Where a submitted task went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pushed {
+    /// Into the queue.
+    Queued,
+    /// Nowhere: it already ran on the submitting worker (see `push_when_room`).
+    RanInline,
+}
 
 /// An elastic, instrumented thread pool.
 ///
@@ -217,7 +222,9 @@ impl Pool {
             return Err(SubmitError::ShutDown);
         }
         if let Err(back) = shared.queue.push(task) {
-            self.push_when_room(back, wait)?;
+            if self.push_when_room(back, wait)? == Pushed::RanInline {
+                return Ok(());
+            }
         }
         let woke = shared.sleepers.notify_work_after(shared.push_is_seq_cst);
         if shared.is_shutdown() {
@@ -238,44 +245,27 @@ impl Pool {
     }
 
     /// The queue was full: wait for room (or fail) according to `wait`.
+    ///
+    /// A worker of this pool never waits for room in its own queue: if every
+    /// worker did, nobody would ever make room (a deadlock). Its task runs
+    /// right here instead, inline, as part of the calling task — the
+    /// back-pressure then is that the caller is busy for as long as it runs.
     #[cold]
-    fn push_when_room(&self, mut task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
+    fn push_when_room(&self, task: Task, wait: Option<Duration>) -> Result<Pushed, SubmitError> {
         let shared = &*self.shared;
         if wait == Some(Duration::ZERO) {
             shared.counters.rejected.fetch_add(1, Relaxed);
             return Err(SubmitError::Full);
         }
+        if worker::is_worker_of(shared) {
+            task.run();
+            return Ok(Pushed::RanInline);
+        }
         // A wait too long to be an instant (`Duration::MAX`) waits without a deadline.
-        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
-        shared.blocked.fetch_add(1, SeqCst);
-        let result = loop {
-            // Make sure someone is draining the queue while we wait.
-            shared.sleepers.notify_work();
-            let step = match deadline {
-                None => ROOM_POLL,
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        shared.counters.rejected.fetch_add(1, Relaxed);
-                        break Err(SubmitError::Timeout(wait.unwrap_or_default()));
-                    }
-                    (d - now).min(ROOM_POLL)
-                }
-            };
-            shared.wait_for_room(step);
-            if shared.is_shutdown() {
-                break Err(SubmitError::ShutDown);
-            }
-            if shared.records.is_some() && task.stamps.submitted != 0 {
-                task.stamps.accepted = Clock::ticks();
-            }
-            match shared.queue.push(task) {
-                Ok(()) => break Ok(()),
-                Err(back) => task = back,
-            }
-        };
-        shared.blocked.fetch_sub(1, SeqCst);
-        result
+        let deadline = wait.and_then(|w| Some((Instant::now().checked_add(w)?, w)));
+        shared
+            .push_blocking(task, deadline)
+            .map(|()| Pushed::Queued)
     }
 
     /// Set the target size to `n`, clamped into `min..=max`; returns the new

@@ -2,18 +2,22 @@
 //! size-changing mechanics: spawning a worker and retiring one.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
 use super::builder::{Config, OnFull};
+use super::room::Room;
 use super::sleep::Sleepers;
 use crate::control::{Events, Limits, Sizes};
+use crate::error::SubmitError;
+use crate::metrics::clock::Clock;
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
+use crate::task::Task;
 
 /// Live and target counts ([`Sizes`]), packed in one word so that every
 /// decision that compares them (retire only while `live > target`, spawn only
@@ -133,6 +137,10 @@ impl ControlSignal {
     }
 }
 
+/// How long a submit blocked on a full queue sleeps between re-checks at most
+/// (a safety net only: workers wake blocked submitters as they pop).
+const ROOM_POLL: Duration = Duration::from_millis(10);
+
 /// `Shared::worker_slice_ns` while nobody asked for a slice.
 pub(crate) const NO_SLICE: u64 = u64::MAX;
 
@@ -149,6 +157,8 @@ pub(crate) struct Shared {
     pub(crate) queue: Box<dyn TaskQueue>,
     /// `queue.push_is_seq_cst()`, read once.
     pub(crate) push_is_seq_cst: bool,
+    /// `queue.pop_is_seq_cst()`, read once.
+    pub(crate) pop_is_seq_cst: bool,
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<PackedSizes>,
     /// Set when shutdown begins (see `Pool::push` for the protocol).
@@ -167,8 +177,7 @@ pub(crate) struct Shared {
     /// Which submissions get timestamps (with statistics on).
     pub(crate) sampler: Sampler,
     /// Submitters blocked on a full queue, and where they wait.
-    pub(crate) blocked: AtomicUsize,
-    pub(crate) room: (Mutex<()>, Condvar),
+    pub(crate) room: Room,
     pub(crate) control: ControlSignal,
     pub(crate) started_instant: std::time::Instant,
     pub(crate) series: Option<Mutex<Vec<SizeSample>>>,
@@ -182,6 +191,7 @@ impl Shared {
         let queue = config.flavor.build(config.capacity);
         Shared {
             push_is_seq_cst: queue.push_is_seq_cst(),
+            pop_is_seq_cst: queue.pop_is_seq_cst(),
             sizes: CachePadded::new(PackedSizes::new(
                 Sizes::new(0, config.initial),
                 config.min,
@@ -197,8 +207,7 @@ impl Shared {
             counters: Counters::default(),
             records: config.statistics.then(Records::default),
             sampler: Sampler::default(),
-            blocked: AtomicUsize::new(0),
-            room: (Mutex::new(()), Condvar::new()),
+            room: Room::default(),
             control: ControlSignal::default(),
             started_instant: std::time::Instant::now(),
             series: config.size_series.then(|| Mutex::new(Vec::new())),
@@ -323,13 +332,11 @@ impl Shared {
         }
     }
 
-    /// Wake one submitter blocked on a full queue, if any.
+    /// A worker took a task: wake the submitters blocked on a full queue,
+    /// if any (see `pool::room`).
     #[inline]
     pub(crate) fn notify_room(&self) {
-        if self.blocked.load(SeqCst) > 0 {
-            let _guard = lock(&self.room.0);
-            self.room.1.notify_all();
-        }
+        self.room.notify_after_pop(self.pop_is_seq_cst);
     }
 
     /// Whether `submit` should block (true) or reject (false) on a full queue.
@@ -337,15 +344,50 @@ impl Shared {
         self.config.on_full == OnFull::Block
     }
 
-    /// Wait up to `timeout` for room in the queue (woken by workers' pops).
+    /// Back-pressure (see `pool::room`): push `task`, waiting for room until
+    /// `deadline` (`None`: forever; the `Duration` is the caller's timeout, for
+    /// the error) or until the pool shuts down.
+    pub(crate) fn push_blocking(
+        &self,
+        mut task: Task,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<(), SubmitError> {
+        self.room.enter();
+        let result = loop {
+            // Make sure someone is draining the queue while we wait.
+            self.sleepers.notify_work();
+            let step = match deadline {
+                None => ROOM_POLL,
+                Some((d, timeout)) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        self.counters.rejected.fetch_add(1, Relaxed);
+                        break Err(SubmitError::Timeout(timeout));
+                    }
+                    (d - now).min(ROOM_POLL)
+                }
+            };
+            self.wait_for_room(step);
+            if self.is_shutdown() {
+                break Err(SubmitError::ShutDown);
+            }
+            if self.records.is_some() && task.stamps.submitted != 0 {
+                task.stamps.accepted = Clock::ticks();
+            }
+            match self.queue.push(task) {
+                Ok(()) => break Ok(()),
+                Err(back) => task = back,
+            }
+        };
+        self.room.leave();
+        result
+    }
+
+    /// Wait up to `timeout` for room in the queue (woken by workers' pops)
+    /// or for shutdown. The caller is counted in `room` (`Room::enter`).
     pub(crate) fn wait_for_room(&self, timeout: Duration) {
-        let guard = lock(&self.room.0);
-        // Re-check under the lock: a pop between our failed push and here
-        // would otherwise be a lost wake-up (notify_room takes the same lock).
-        if self.queue_has_room() && !self.is_shutdown() {
-            return;
-        }
-        let _ = self.room.1.wait_timeout(guard, timeout);
+        self.room
+            .wait(timeout, || self.queue_has_room() || self.is_shutdown());
     }
 
     fn queue_has_room(&self) -> bool {
@@ -360,10 +402,7 @@ impl Shared {
         self.shut.store(true, SeqCst);
         fence(SeqCst);
         self.closed.store(true, Release);
-        {
-            let _guard = lock(&self.room.0);
-            self.room.1.notify_all();
-        }
+        self.room.notify_all();
         self.sleepers.wake_all();
     }
 

@@ -105,13 +105,16 @@ impl Worker {
         let shared = &*self.shared;
         POOL.with(|p| p.set(shared as *const Shared as usize));
         loop {
-            self.follow_slice();
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one.
                 self.retire(false);
                 return;
             }
             if let Some(task) = shared.queue.pop().or_else(|| self.search()) {
+                // After the pop, so a slice the policy set before this task
+                // was submitted is in force for it (the pop synchronises with
+                // the push), however long this worker had been searching.
+                self.follow_slice();
                 self.execute(task);
                 continue;
             }

@@ -2,7 +2,9 @@
 //! can be read without taking their lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::sync::AtomicUsize;
 
 use crate::task::Task;
 

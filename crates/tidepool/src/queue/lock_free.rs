@@ -1,19 +1,19 @@
 //! The fastest flavour: crossbeam's lock-free queues.
 //!
-//! Unbounded, it is a preallocated ring (`ArrayQueue`) that spills into a
-//! mutex-guarded deque only while the ring is full. Tasks are stored by value
-//! (56 bytes); a segmented lock-free list (`SegQueue`) would allocate a fresh
-//! ~2 KiB block every 31 tasks — `malloc`, page faults and zeroing on the
-//! submit path, measured at a quarter of the CPU time in a backlog. The ring
-//! reuses its slots forever, and the overflow deque keeps its buffer: once
-//! the ring is full the pool is backlogged anyway, and a short lock there
-//! costs less than fresh memory.
+//! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is a
+//! preallocated ring that spills into a segmented lock-free list
+//! (`SegQueue`) only while the ring is full. Tasks are stored by value (56
+//! bytes). The ring reuses its slots forever; the list allocates a ~2 KiB
+//! block every 31 tasks (`malloc`, page faults, zeroing), which is why it is
+//! not the whole queue — but once the ring is full the pool is backlogged,
+//! and there the list's lock-free push and pop matter more than its
+//! allocations: the mutex-guarded deque that used to be the overflow made
+//! every push and pop of a backlog contend on one lock (with two submitters
+//! on two cores, a quarter of all CPU time in `Overflow::push`/`pop`, and
+//! futex sleeps on a quiet machine; `docs/design.md`, "Why two submitters
+//! lost").
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Mutex;
-
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::{ArrayQueue, SegQueue};
 
 use super::TaskQueue;
 use crate::task::Task;
@@ -27,49 +27,9 @@ pub struct LockFreeQueue {
     /// The preallocated ring: the whole queue when bounded; when unbounded,
     /// used while the overflow is empty.
     ring: ArrayQueue<Task>,
-    /// Unbounded only: what did not fit in the ring.
-    overflow: Option<Overflow>,
-}
-
-/// Tasks pushed while the ring was full, and every later task until this
-/// drains (so order is kept: the ring's tasks are older).
-#[derive(Debug, Default)]
-struct Overflow {
-    /// Tasks in `deque`, changed with `SeqCst` read-modify-writes (see
-    /// `push_is_seq_cst`) and read without the lock.
-    len: AtomicUsize,
-    deque: Mutex<VecDeque<Task>>,
-}
-
-impl Overflow {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Task>> {
-        self.deque.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len.load(SeqCst) == 0
-    }
-
-    fn push(&self, task: Task) {
-        let mut deque = self.lock();
-        deque.push_back(task);
-        self.len.fetch_add(1, SeqCst);
-    }
-
-    fn pop(&self) -> Option<Task> {
-        if self.is_empty() {
-            return None;
-        }
-        let mut deque = self.lock();
-        let task = deque.pop_front();
-        if task.is_some() {
-            self.len.fetch_sub(1, SeqCst);
-        } else {
-            // Drained: give back the memory a long backlog grew.
-            deque.shrink_to(RING_SLOTS);
-        }
-        task
-    }
+    /// Unbounded only: tasks pushed while the ring was full, and every later
+    /// task until this drains (so order is kept: the ring's tasks are older).
+    overflow: Option<SegQueue<Task>>,
 }
 
 impl LockFreeQueue {
@@ -78,7 +38,7 @@ impl LockFreeQueue {
         match capacity {
             None => LockFreeQueue {
                 ring: ArrayQueue::new(RING_SLOTS),
-                overflow: Some(Overflow::default()),
+                overflow: Some(SegQueue::new()),
             },
             Some(n) => LockFreeQueue {
                 ring: ArrayQueue::new(n.max(1)),
@@ -112,28 +72,34 @@ impl TaskQueue for LockFreeQueue {
     fn pop(&self) -> Option<Task> {
         self.ring
             .pop()
-            .or_else(|| self.overflow.as_ref().and_then(Overflow::pop))
+            .or_else(|| self.overflow.as_ref().and_then(SegQueue::pop))
     }
 
     fn len(&self) -> usize {
-        self.ring.len() + self.overflow.as_ref().map_or(0, |o| o.len.load(SeqCst))
+        self.ring.len() + self.overflow.as_ref().map_or(0, SegQueue::len)
     }
 
     #[inline]
     fn is_empty(&self) -> bool {
-        self.ring.is_empty() && self.overflow.as_ref().map_or(true, Overflow::is_empty)
+        self.ring.is_empty() && self.overflow.as_ref().map_or(true, SegQueue::is_empty)
     }
 
     fn spin_before_park(&self) -> bool {
         true
     }
 
-    /// crossbeam-queue 0.3's `ArrayQueue::push` moves the tail with a `SeqCst`
-    /// compare-exchange and `is_empty` loads head and tail with `SeqCst`
-    /// (checked against the source of the locked version; re-check when
-    /// upgrading); the overflow counts its tasks with `SeqCst` read-modify-
-    /// writes and is read with `SeqCst` loads.
+    /// crossbeam-queue 0.3's `ArrayQueue::push` and `SegQueue::push` move the
+    /// tail with a `SeqCst` compare-exchange, and their `is_empty` loads head
+    /// and tail with `SeqCst` (checked against the source of the locked
+    /// version, 0.3.14; re-check when upgrading).
     fn push_is_seq_cst(&self) -> bool {
+        true
+    }
+
+    /// Likewise both `pop`s move the head with a `SeqCst` compare-exchange and
+    /// `len` loads head and tail with `SeqCst`. (Only the bounded queue — the
+    /// ring alone — ever blocks a submitter.)
+    fn pop_is_seq_cst(&self) -> bool {
         true
     }
 }
@@ -147,7 +113,7 @@ mod tests {
     fn spills_past_the_ring_and_keeps_order() {
         let q = LockFreeQueue::new(None);
         let out = Arc::new(Mutex::new(Vec::new()));
-        let n = RING_SLOTS + 100;
+        let n = 2 * RING_SLOTS + 100;
         for i in 0..n {
             let out = out.clone();
             q.push(Task::new(move || {
@@ -174,5 +140,49 @@ mod tests {
         }
         assert!(q.is_empty());
         assert_eq!(*out.lock().unwrap(), (0..n + 5).collect::<Vec<_>>());
+    }
+
+    /// A backlog drained by two workers while two submitters keep adding:
+    /// every task runs exactly once, through the ring and the overflow.
+    #[test]
+    fn a_backlog_drains_through_refills_exactly_once() {
+        const PER: usize = 3 * RING_SLOTS;
+        let q = Arc::new(LockFreeQueue::new(None));
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = |ran: &Arc<std::sync::atomic::AtomicUsize>| {
+            let ran = ran.clone();
+            Task::new(move || {
+                ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                false
+            })
+        };
+        for _ in 0..PER {
+            q.push(task(&ran)).unwrap();
+        }
+        assert!(q.len() >= PER && !q.overflow.as_ref().unwrap().is_empty());
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let (q, ran) = (q.clone(), ran.clone());
+                std::thread::spawn(move || {
+                    if i < 2 {
+                        for _ in 0..PER {
+                            q.push(task(&ran)).unwrap();
+                        }
+                    } else {
+                        while ran.load(std::sync::atomic::Ordering::Relaxed) < 3 * PER {
+                            match q.pop() {
+                                Some(t) => t.run(),
+                                None => std::thread::yield_now(),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 3 * PER);
+        assert!(q.is_empty() && q.pop().is_none() && q.len() == 0);
     }
 }

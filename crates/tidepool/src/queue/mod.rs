@@ -5,10 +5,8 @@
 //! queue itself, and whether an idle worker spins a little before it parks.
 
 mod deque;
-mod hybrid;
 mod lock_free;
-mod mutex;
-mod spin;
+mod locked;
 mod spin_lock;
 
 use std::fmt;
@@ -17,10 +15,8 @@ use std::time::Duration;
 
 use crate::task::Task;
 
-pub use hybrid::HybridQueue;
 pub use lock_free::LockFreeQueue;
-pub use mutex::MutexQueue;
-pub use spin::SpinQueue;
+use locked::{HybridQueue, MutexQueue, SpinQueue};
 
 /// A multi-producer multi-consumer FIFO of tasks, optionally bounded.
 pub trait TaskQueue: Send + Sync + fmt::Debug {
@@ -41,6 +37,12 @@ pub trait TaskQueue: Send + Sync + fmt::Debug {
     /// and `is_empty` reads with `SeqCst`: then the wake-up protocol needs no
     /// extra fence on the submit path (see `pool::sleep`). False is always safe.
     fn push_is_seq_cst(&self) -> bool {
+        false
+    }
+    /// True if every successful `pop` includes a `SeqCst` read-modify-write
+    /// and `len` reads with `SeqCst`: then the back-pressure protocol needs
+    /// no extra fence after a pop (see `pool::room`). False is always safe.
+    fn pop_is_seq_cst(&self) -> bool {
         false
     }
 }

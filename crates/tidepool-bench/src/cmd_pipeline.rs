@@ -1,0 +1,98 @@
+//! The `pipeline` and `roysden` subcommands' options and entry points.
+
+use clap::Args;
+
+use crate::pipeline::{self, Impl};
+use crate::roysden::{self, Variant};
+
+/// Options of `tidepool-bench pipeline`.
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Items per run.
+    #[arg(long, default_value_t = 4000)]
+    pub items: usize,
+    /// Interleaved runs of every implementation × shape; the median counts.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Only these shapes (comma-separated; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub shape: Vec<String>,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Run `tidepool-bench pipeline`.
+pub fn pipeline(a: PipelineArgs) {
+    if a.items == 0 || a.repeats == 0 {
+        eprintln!("tidepool-bench pipeline: --items and --repeats must be at least 1");
+        std::process::exit(2);
+    }
+    let names: Vec<&str> = pipeline::shapes(1).iter().map(|s| s.name).collect();
+    if let Some(bad) = a.shape.iter().find(|s| !names.contains(&s.as_str())) {
+        eprintln!(
+            "tidepool-bench pipeline: unknown shape `{bad}`: expected one of {}",
+            names.join(", ")
+        );
+        std::process::exit(2);
+    }
+    let b = pipeline::run(a.items, a.repeats, &Impl::ALL, &a.shape, a.quiet);
+    if a.json {
+        println!("{}", serde_json::to_string(&b).expect("serializable"));
+    } else {
+        print!("{}", pipeline::table(&b));
+    }
+}
+
+/// Options of `tidepool-bench roysden`.
+#[derive(Debug, Args)]
+pub struct RoysdenArgs {
+    /// Small files and 3 runs per arm: a smoke test that takes seconds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Runs per arm (default 30; 3 with --quick).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Only this program (compute or io; default both).
+    #[arg(long, value_parser = ["compute", "io"])]
+    pub variant: Option<String>,
+    /// Directory for the data files (default: a fresh one under the temp dir).
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// Print one JSON object instead of Markdown tables.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Run `tidepool-bench roysden`.
+pub fn roysden(a: RoysdenArgs) {
+    let runs = a.runs.unwrap_or(if a.quick { 3 } else { 30 });
+    if runs < 2 {
+        eprintln!("tidepool-bench roysden: --runs must be at least 2 (the t-test needs two)");
+        std::process::exit(2);
+    }
+    let variants = match a.variant.as_deref() {
+        Some("compute") => vec![Variant::Compute],
+        Some("io") => vec![Variant::Io],
+        _ => vec![Variant::Compute, Variant::Io],
+    };
+    let dir = a.dir.clone().unwrap_or_else(roysden::default_dir);
+    let result = roysden::run(&dir, runs, a.quick, &variants, a.quiet);
+    if a.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    match result {
+        Ok(r) if a.json => println!("{}", serde_json::to_string(&r).expect("serializable")),
+        Ok(r) => print!("{}", roysden::markdown(&r)),
+        Err(e) => {
+            eprintln!("tidepool-bench roysden: {e}");
+            std::process::exit(1);
+        }
+    }
+}

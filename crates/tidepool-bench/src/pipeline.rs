@@ -1,0 +1,512 @@
+//! The `pipeline` benchmark: pipelined programs of several shapes, run by
+//! tidepool-pipeline and by peers in the same process, interleaved, against
+//! the throughput bound the shape implies.
+//!
+//! Peers: a hand-written crossbeam-channel thread-per-stage pipeline (the
+//! usual way to write one by hand), `pariter` (`readahead` puts the upstream
+//! on its own thread, `parallel_map` replicates a stage in order) and
+//! `pipeliner` (`with_threads(n).map(f)`, a stage on n threads, unordered).
+//! Every implementation runs the same stage bodies on `Vec<u64>` items of
+//! [`ITEM_WORDS`] words; the peers, whose items are iterator values, make a
+//! fresh vector per item, tidepool-pipeline recycles a fixed pool.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use tidepool_workload::median;
+use tidepool_workload::BusyLoop;
+
+/// Words per item (4 KiB).
+pub const ITEM_WORDS: usize = 512;
+/// Items in flight: tidepool's buffer pool, the peers' queue capacities.
+pub const IN_FLIGHT: usize = 8;
+
+/// What one stage does per item.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Work {
+    /// Busy-wait this many microseconds of CPU.
+    Spin(u64),
+    /// Block (sleep) this many microseconds, as a disk or network call would.
+    Block(u64),
+}
+
+/// One stage of a shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageDef {
+    /// Its name.
+    pub name: &'static str,
+    /// Its work per item.
+    pub work: Work,
+    /// Threads that run it.
+    pub replicas: usize,
+}
+
+/// A pipeline shape: the first stage is the source, the last the sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// Its name in the JSON.
+    pub name: &'static str,
+    /// Its stages.
+    pub stages: Vec<StageDef>,
+}
+
+const fn st(name: &'static str, work: Work, replicas: usize) -> StageDef {
+    StageDef {
+        name,
+        work,
+        replicas,
+    }
+}
+
+/// The three shapes of the issue, sized for `cores` CPUs.
+pub fn shapes(cores: usize) -> Vec<Shape> {
+    vec![
+        Shape {
+            name: "balanced-compute",
+            stages: vec![
+                st("read", Work::Spin(20), 1),
+                st("a", Work::Spin(20), 1),
+                st("b", Work::Spin(20), 1),
+                st("write", Work::Spin(20), 1),
+            ],
+        },
+        Shape {
+            name: "slow-stage-replicated",
+            stages: vec![
+                st("read", Work::Spin(10), 1),
+                st("slow", Work::Spin(80), cores.max(2)),
+                st("write", Work::Spin(10), 1),
+            ],
+        },
+        Shape {
+            name: "compute-plus-blocking-io",
+            stages: vec![
+                st("read", Work::Block(200), 1),
+                st("compute", Work::Spin(60), 1),
+                st("write", Work::Block(200), 1),
+            ],
+        },
+    ]
+}
+
+/// Do a stage's work on an item.
+#[inline]
+pub fn work(w: Work, item: &mut [u64]) {
+    match w {
+        Work::Spin(us) => BusyLoop::global().burn(Duration::from_micros(us)),
+        Work::Block(us) => std::thread::sleep(Duration::from_micros(us)),
+    }
+    item[0] = item[0].wrapping_add(1);
+}
+
+/// How long one [`Work::Block`] of `us` really takes here (timer slack and
+/// wake-up included): the median of a few trials.
+pub fn measure_block(us: u64) -> Duration {
+    let mut v: Vec<f64> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            std::thread::sleep(Duration::from_micros(us));
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    Duration::from_secs_f64(median(v.iter().copied()).unwrap_or(0.0))
+}
+
+/// The most items per second the shape allows on `cores` CPUs: the slowest
+/// stage (its cost over its threads) or the CPUs (all compute over `cores`),
+/// whichever is lower. `block` is the real cost of each blocking stage.
+pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f64 {
+    let cost = |w: Work| match w {
+        Work::Spin(us) => us as f64 * 1e-6,
+        Work::Block(us) => block(us).as_secs_f64(),
+    };
+    let stage = shape
+        .stages
+        .iter()
+        .map(|s| s.replicas as f64 / cost(s.work))
+        .fold(f64::INFINITY, f64::min);
+    let cpu: f64 = shape
+        .stages
+        .iter()
+        .map(|s| match s.work {
+            Work::Spin(us) => us as f64 * 1e-6,
+            Work::Block(_) => 0.0,
+        })
+        .sum();
+    stage.min(if cpu > 0.0 {
+        cores as f64 / cpu
+    } else {
+        f64::INFINITY
+    })
+}
+
+/// An implementation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Impl {
+    /// This crate's pipelines.
+    Tidepool,
+    /// Hand-written crossbeam-channel threads.
+    Crossbeam,
+    /// `pariter`.
+    Pariter,
+    /// `pipeliner`.
+    Pipeliner,
+}
+
+impl Impl {
+    /// All of them, tidepool first.
+    pub const ALL: [Impl; 4] = [
+        Impl::Tidepool,
+        Impl::Crossbeam,
+        Impl::Pariter,
+        Impl::Pipeliner,
+    ];
+
+    /// The name in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Tidepool => "tidepool-pipeline",
+            Impl::Crossbeam => "crossbeam-threads",
+            Impl::Pariter => "pariter",
+            Impl::Pipeliner => "pipeliner",
+        }
+    }
+
+    /// Run `items` items through `shape`; returns items per second and the
+    /// process's CPU time (user + system) per item, in microseconds.
+    pub fn run(self, shape: &Shape, items: usize) -> (f64, f64) {
+        let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
+        let t = Instant::now();
+        let done = match self {
+            Impl::Tidepool => run_tidepool(shape, items),
+            Impl::Crossbeam => run_crossbeam(shape, items),
+            Impl::Pariter => run_pariter(shape, items),
+            Impl::Pipeliner => run_pipeliner(shape, items),
+        };
+        assert_eq!(done, items, "{} lost items", self.name());
+        let ips = items as f64 / t.elapsed().as_secs_f64();
+        let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+        (ips, cpu.as_secs_f64() * 1e6 / items as f64)
+    }
+}
+
+fn run_tidepool(shape: &Shape, items: usize) -> usize {
+    use tidepool_pipeline::{Context, Flow, Order, Pipeline};
+    let src = shape.stages[0].work;
+    let mut b = Pipeline::builder(shape.name)
+        .buffers(IN_FLIGHT, || vec![0u64; ITEM_WORDS])
+        .source(
+            "read",
+            move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, tidepool_pipeline::BoxError> {
+                work(src, buf);
+                Ok(if cx.round() + 1 >= items as u64 {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            },
+        );
+    for s in &shape.stages[1..] {
+        let w = s.work;
+        let f = move |buf: &mut Vec<u64>, _: &Context| -> Result<(), tidepool_pipeline::BoxError> {
+            work(w, buf);
+            Ok(())
+        };
+        b = if s.replicas > 1 {
+            b.replicated(s.name, s.replicas, move || f)
+                .order(Order::Unordered)
+        } else {
+            b.stage(s.name, f)
+        };
+    }
+    let report = b
+        .build()
+        .expect("valid shape")
+        .run()
+        .expect("no stage fails");
+    report.stages.last().map_or(0, |s| s.items as usize)
+}
+
+fn run_crossbeam(shape: &Shape, items: usize) -> usize {
+    use crossbeam_channel::bounded;
+    let n = shape.stages.len();
+    std::thread::scope(|scope| {
+        let (tx0, mut rx) = bounded::<Vec<u64>>(IN_FLIGHT / n.max(1));
+        let src = shape.stages[0].work;
+        scope.spawn(move || {
+            for _ in 0..items {
+                let mut v = vec![0u64; ITEM_WORDS];
+                work(src, &mut v);
+                if tx0.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        for s in &shape.stages[1..n - 1] {
+            let (tx, next) = bounded::<Vec<u64>>(IN_FLIGHT / n.max(1));
+            for _ in 0..s.replicas {
+                let (rx, tx, w) = (rx.clone(), tx.clone(), s.work);
+                scope.spawn(move || {
+                    for mut v in rx {
+                        work(w, &mut v);
+                        if tx.send(v).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            rx = next;
+        }
+        let sink = shape.stages[n - 1].work;
+        let mut count = 0;
+        for mut v in rx {
+            work(sink, &mut v);
+            count += 1;
+        }
+        count
+    })
+}
+
+fn run_pariter(shape: &Shape, items: usize) -> usize {
+    use pariter::IteratorExt;
+    let stages = shape.stages.clone();
+    let src = stages[0].work;
+    let mut it: Box<dyn Iterator<Item = Vec<u64>> + Send> = Box::new((0..items).map(move |_| {
+        let mut v = vec![0u64; ITEM_WORDS];
+        work(src, &mut v);
+        v
+    }));
+    for s in &stages[1..] {
+        let w = s.work;
+        let f = move |mut v: Vec<u64>| {
+            work(w, &mut v);
+            v
+        };
+        it = if s.replicas > 1 {
+            Box::new(it.parallel_map_custom(|o| o.threads(s.replicas).buffer_size(IN_FLIGHT), f))
+        } else {
+            // readahead runs everything upstream on its own thread.
+            Box::new(
+                it.readahead_custom(|o| o.buffer_size(IN_FLIGHT / stages.len()))
+                    .map(f),
+            )
+        };
+    }
+    it.count()
+}
+
+fn run_pipeliner(shape: &Shape, items: usize) -> usize {
+    use pipeliner::Pipeline;
+    let stages = shape.stages.clone();
+    let src = stages[0].work;
+    let mut it: Box<dyn Iterator<Item = Vec<u64>> + Send> = Box::new((0..items).map(move |_| {
+        let mut v = vec![0u64; ITEM_WORDS];
+        work(src, &mut v);
+        v
+    }));
+    for s in &stages[1..] {
+        let w = s.work;
+        it = Box::new(
+            it.with_threads(s.replicas)
+                .out_buffer(IN_FLIGHT / stages.len())
+                .map(move |mut v: Vec<u64>| {
+                    work(w, &mut v);
+                    v
+                }),
+        );
+    }
+    it.count()
+}
+
+/// One implementation's result on one shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImplResult {
+    /// The implementation.
+    #[serde(rename = "impl")]
+    pub imp: String,
+    /// Median items per second over the repeats.
+    pub items_per_sec: f64,
+    /// Every repeat's items per second.
+    pub repeats: Vec<f64>,
+    /// Median over the bound.
+    pub of_bound: f64,
+    /// Median CPU time of the process per item, microseconds (the stages'
+    /// own work included: compare it with the shape's compute per item).
+    pub cpu_us_per_item: f64,
+}
+
+/// One shape's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    /// The shape.
+    pub name: String,
+    /// Its throughput bound on this machine.
+    pub bound_items_per_sec: f64,
+    /// One entry per implementation.
+    pub results: Vec<ImplResult>,
+}
+
+/// The whole benchmark's output.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineBench {
+    /// One entry per shape.
+    pub scenarios: Vec<ScenarioResult>,
+    /// Items per run.
+    pub items: usize,
+    /// Repeats per implementation and shape.
+    pub repeats: usize,
+    /// Logical CPUs.
+    pub cores: usize,
+    /// The 1-minute load average before the run.
+    pub load_before: Option<f64>,
+}
+
+/// Run every shape × implementation `repeats` times, interleaved (each
+/// repeat visits the implementations in a rotated order).
+///
+/// `only` names the shapes to run (empty: all).
+pub fn run(
+    items: usize,
+    repeats: usize,
+    impls: &[Impl],
+    only: &[String],
+    quiet: bool,
+) -> PipelineBench {
+    BusyLoop::global(); // calibrated here, outside any measurement
+    let cores = tidepool::sys::cores();
+    let load_before = tidepool::sys::load_average().map(|l| l[0]);
+    let mut block_cost = std::collections::HashMap::new();
+    let mut scenarios = Vec::new();
+    for shape in shapes(cores) {
+        if !only.is_empty() && !only.iter().any(|n| n == shape.name) {
+            continue;
+        }
+        for s in &shape.stages {
+            if let Work::Block(us) = s.work {
+                block_cost.entry(us).or_insert_with(|| measure_block(us));
+            }
+        }
+        let bound = bound(&shape, cores, |us| block_cost[&us]);
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        // Warm-up: one short run each.
+        for imp in impls {
+            imp.run(&shape, items / 10 + 1);
+        }
+        for rep in 0..repeats {
+            for k in 0..impls.len() {
+                let i = (k + rep) % impls.len();
+                let (ips, cpu_us) = impls[i].run(&shape, items);
+                cpu[i].push(cpu_us);
+                if !quiet {
+                    eprintln!(
+                        "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s ({:.0}% of bound)",
+                        shape.name,
+                        impls[i].name(),
+                        rep + 1,
+                        100.0 * ips / bound
+                    );
+                }
+                samples[i].push(ips);
+            }
+        }
+        let results = impls
+            .iter()
+            .zip(samples)
+            .zip(cpu)
+            .map(|((imp, v), c)| {
+                let m = median(v.iter().copied()).unwrap_or(0.0);
+                ImplResult {
+                    imp: imp.name().into(),
+                    items_per_sec: m,
+                    repeats: v,
+                    of_bound: m / bound,
+                    cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
+                }
+            })
+            .collect();
+        scenarios.push(ScenarioResult {
+            name: shape.name.into(),
+            bound_items_per_sec: bound,
+            results,
+        });
+    }
+    PipelineBench {
+        scenarios,
+        items,
+        repeats,
+        cores,
+        load_before,
+    }
+}
+
+/// The readable table.
+pub fn table(b: &PipelineBench) -> String {
+    let mut out = format!(
+        "pipeline: {} items per run, median of {} interleaved repeats, {} cores, load {:.2}\n",
+        b.items,
+        b.repeats,
+        b.cores,
+        b.load_before.unwrap_or(f64::NAN)
+    );
+    for s in &b.scenarios {
+        out += &format!(
+            "\n{} (bound {:.0} items/s)\n",
+            s.name, s.bound_items_per_sec
+        );
+        let best_peer = s
+            .results
+            .iter()
+            .filter(|r| r.imp != "tidepool-pipeline")
+            .map(|r| r.items_per_sec)
+            .fold(0.0, f64::max);
+        for r in &s.results {
+            let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.repeats.iter().copied().fold(0.0, f64::max);
+            out += &format!(
+                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  (range {:.0}..{:.0}){}\n",
+                r.imp,
+                r.items_per_sec,
+                100.0 * r.of_bound,
+                r.cpu_us_per_item,
+                lo,
+                hi,
+                if r.imp == "tidepool-pipeline" && best_peer > 0.0 {
+                    format!("  {:.3}x best peer", r.items_per_sec / best_peer)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_follow_the_slowest_stage_or_the_cpus() {
+        let s = shapes(2);
+        // 4 × 20 µs of compute on 2 cores: 25 000/s; each stage alone 50 000/s.
+        assert!((bound(&s[0], 2, |_| Duration::ZERO) - 25_000.0).abs() < 1.0);
+        // 100 µs of compute per item on 2 cores: 20 000/s.
+        assert!((bound(&s[1], 2, |_| Duration::ZERO) - 20_000.0).abs() < 1.0);
+        // Blocking stages of 250 µs real cost: 4 000/s.
+        let b = bound(&s[2], 2, |_| Duration::from_micros(250));
+        assert!((b - 4_000.0).abs() < 1.0, "{b}");
+    }
+
+    #[test]
+    fn every_impl_passes_every_item() {
+        BusyLoop::global();
+        for shape in shapes(2) {
+            for imp in Impl::ALL {
+                assert!(imp.run(&shape, 50).0 > 0.0, "{}", imp.name());
+            }
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! `tidepool cluster up|replay|status|chaos`: a distributed pool on NATS
+//! JetStream (see docs/cluster.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use tidepool::{policy::PolicySpec, QueueFlavor};
+use tidepool_cluster::args::{block_on, stop_signal, BrokerArgs};
+use tidepool_cluster::chaos::{self, ChaosOptions};
+use tidepool_cluster::process::{NodeCommand, NodeProcess};
+use tidepool_cluster::replay::{replay, ClusterRun};
+use tidepool_cluster::{status, Client, NatsServer};
+use tidepool_workload::dist::parse_duration;
+
+use crate::error::usage;
+use crate::print;
+use crate::source;
+use crate::table::{fmt_us, Table};
+
+const EXAMPLES: &str = "\
+Examples:
+  tidepool cluster up --nodes 3                       # local broker + 3 node processes
+  tidepool cluster replay --nats nats://127.0.0.1:4222 -w io
+  tidepool cluster replay --local 3 -w 'poisson:rate=2000,service=exp:20ms,free=100,n=5000'
+  tidepool cluster status --nats nats://127.0.0.1:4222
+  tidepool cluster chaos --json";
+
+/// Options of `tidepool cluster`.
+#[derive(Debug, Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ClusterArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+/// The `cluster` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start a local broker and node processes; print how to submit and stop.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster up --nodes 3\n  tidepool cluster up --nodes 2 --policy frequency --queue hybrid --port 4222"
+    )]
+    Up(UpArgs),
+    /// Replay a workload across the cluster: response, wait, turnaround, pool sizes.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster replay --nats nats://127.0.0.1:4222 -w io\n  tidepool cluster replay --local 3 -w 'poisson:rate=1000,service=exp:20ms,free=100,n=5000' --json"
+    )]
+    Replay(ReplayArgs),
+    /// Per node: pool size, in flight, completed, failures.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster status --nats nats://127.0.0.1:4222\n  tidepool cluster status --json"
+    )]
+    Status(StatusArgs),
+    /// Kill a node and restart the broker mid-run; count lost and duplicate results.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster chaos --json\n  tidepool cluster chaos --requests 2000 --nodes 3 --task 20ms"
+    )]
+    Chaos(ChaosArgs),
+}
+
+/// How local node processes run (`up`, `replay --local`).
+#[derive(Debug, Clone, Args)]
+pub struct LocalNodeArgs {
+    /// Sizing policy of each node's pool (auto, frequency, fixed:N, ...).
+    #[arg(long, value_name = "SPEC", default_value = "auto")]
+    pub policy: String,
+    /// Queue flavour of each node's pool (lock-free, mutex, spin, hybrid).
+    #[arg(long, value_name = "FLAVOUR", default_value = "lock-free")]
+    pub queue: String,
+    /// Upper bound of each node's pool.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_threads: usize,
+}
+
+impl LocalNodeArgs {
+    fn check(&self) -> anyhow::Result<()> {
+        let spec = PolicySpec::parse(&self.policy).map_err(|e| usage(e.to_string()))?;
+        if spec == PolicySpec::ThreadPerRequest {
+            return Err(usage(
+                "--policy tpr is not a pool policy: a node needs a pool",
+            ));
+        }
+        self.queue
+            .parse::<QueueFlavor>()
+            .map_err(|e| usage(e.to_string()))?;
+        if !(1..=tidepool::MAX_THREADS).contains(&self.max_threads) {
+            return Err(usage(format!(
+                "--max-threads {} must be between 1 and {}",
+                self.max_threads,
+                tidepool::MAX_THREADS
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `cluster up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Node processes to start (1..=64).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub nodes: usize,
+    /// Broker port (default: a free one).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Keep the broker's store (and node logs) here instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub local: LocalNodeArgs,
+}
+
+/// `cluster replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// Workload: suite name, generator spec or trace file.
+    #[arg(long, short, value_name = "WORKLOAD")]
+    pub workload: String,
+    /// Replay speed: 2 halves every arrival gap.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Start a private broker and this many local nodes for the run (ignores --nats).
+    #[arg(long, value_name = "N")]
+    pub local: Option<usize>,
+    #[command(flatten)]
+    pub nodes: LocalNodeArgs,
+    /// Give up waiting for results this long after the last submission.
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print one JSON object instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cluster status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Broker URL(s).
+    #[arg(
+        long = "nats",
+        value_name = "URL",
+        env = "TIDEPOOL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub url: String,
+    /// How long to listen for the nodes' reports (they report twice a second).
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    pub listen: Duration,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cluster chaos`.
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// Requests to submit.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 10_000)]
+    pub requests: usize,
+    /// Node processes (one is killed).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub nodes: usize,
+    /// How long each request sleeps.
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
+    pub task: Duration,
+    /// Pool limit of each node.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_threads: usize,
+    /// Ack wait: how soon the killed node's requests go to the others.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub ack_wait: Duration,
+    /// Keep node logs, journals and the broker store here.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print the JSON report only.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run a `cluster` subcommand.
+pub fn run(a: ClusterArgs) -> anyhow::Result<()> {
+    match a.command {
+        ClusterCommand::Up(a) => up(a),
+        ClusterCommand::Replay(a) => replay_cmd(a),
+        ClusterCommand::Status(a) => status_cmd(a),
+        ClusterCommand::Chaos(a) => chaos_cmd(a),
+    }
+}
+
+/// Nodes are this same program's `node` subcommand.
+fn node_command() -> anyhow::Result<NodeCommand> {
+    let exe = std::env::current_exe()?;
+    Ok(NodeCommand {
+        program: exe,
+        prefix: vec!["node".into()],
+    })
+}
+
+/// A private broker and `n` node processes, stopped when dropped.
+struct LocalCluster {
+    nodes: Vec<NodeProcess>,
+    broker: NatsServer,
+}
+
+impl LocalCluster {
+    fn start(
+        n: usize,
+        nodes: &LocalNodeArgs,
+        dir: Option<&std::path::Path>,
+        port: Option<u16>,
+        log_nodes: bool,
+    ) -> anyhow::Result<LocalCluster> {
+        nodes.check()?;
+        if !(1..=64).contains(&n) {
+            return Err(usage(format!("--nodes {n} must be between 1 and 64")));
+        }
+        let broker = match (dir, port) {
+            (None, None) => NatsServer::start()?,
+            (dir, port) => {
+                let dir = dir.map(PathBuf::from).unwrap_or_else(|| {
+                    std::env::temp_dir().join(format!("tidepool-cluster-{}", std::process::id()))
+                });
+                let port = match port {
+                    Some(p) => p,
+                    None => tidepool_cluster::server::free_port()?,
+                };
+                NatsServer::start_in(&dir, port)?
+            }
+        };
+        let cmd = node_command()?;
+        let mut procs = Vec::new();
+        for i in 0..n {
+            let args = vec![
+                "--nats".to_string(),
+                broker.url(),
+                "--name".into(),
+                format!("node-{i}"),
+                "--policy".into(),
+                nodes.policy.clone(),
+                "--queue".into(),
+                nodes.queue.clone(),
+                "--max-threads".into(),
+                nodes.max_threads.to_string(),
+            ];
+            let log = dir.map(|d| d.join(format!("node-{i}.log")));
+            let log = if log_nodes { log } else { None };
+            procs.push(cmd.spawn(args, log.as_deref())?);
+        }
+        Ok(LocalCluster {
+            nodes: procs,
+            broker,
+        })
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            n.stop(Duration::from_secs(30));
+        }
+        self.broker.stop();
+    }
+}
+
+fn up(a: UpArgs) -> anyhow::Result<()> {
+    let cluster = LocalCluster::start(a.nodes, &a.local, a.dir.as_deref(), a.port, true)?;
+    let url = cluster.broker.url();
+    print(&format!(
+        "broker: {url} (pid {}, log {})\nnodes:  {} × tidepool node --policy {} --queue {}\n\n\
+         submit: tidepool cluster replay --nats {url} -w io\n\
+         status: tidepool cluster status --nats {url}\n\
+         stop:   Ctrl-C (or SIGTERM) here: the nodes finish what they run, then the broker stops\n",
+        cluster.broker.pid().unwrap_or(0),
+        cluster.broker.log_path().display(),
+        a.nodes,
+        a.local.policy,
+        a.local.queue,
+    ));
+    block_on(stop_signal())?;
+    eprintln!("stopping {} nodes and the broker", a.nodes);
+    drop(cluster);
+    Ok(())
+}
+
+fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
+    let settings = a.broker.settings().map_err(usage)?;
+    if !(a.speed.is_finite() && a.speed > 0.0) {
+        return Err(usage(format!("--speed {} must be > 0", a.speed)));
+    }
+    let w = source::load(&a.workload, 1.0)?;
+    let local = match a.local {
+        Some(n) => Some(LocalCluster::start(n, &a.nodes, None, None, false)?),
+        None => None,
+    };
+    let url = local
+        .as_ref()
+        .map_or(a.broker.url.clone(), |c| c.broker.url());
+    let cpu0 = local.as_ref().and_then(|c| c.broker.cpu_time());
+    let mut run = block_on(async {
+        let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
+        if let Some(n) = a.local {
+            // Let the local nodes connect before the clock starts.
+            status::wait_for_nodes(client.nats(), n, Duration::from_secs(60)).await?;
+        }
+        replay(&client, &w.trace, a.speed, a.timeout).await
+    })??;
+    if let (Some(c0), Some(c1)) = (cpu0, local.as_ref().and_then(|c| c.broker.cpu_time())) {
+        run.broker_cpu_us_per_request =
+            Some((c1 - c0).as_secs_f64() * 1e6 / run.requests.max(1) as f64);
+    }
+    drop(local);
+    if a.json {
+        print(&format!("{}\n", serde_json::to_string(&run)?));
+    } else {
+        print(&render(&run));
+    }
+    Ok(())
+}
+
+fn render(r: &ClusterRun) -> String {
+    let m = &r.metrics;
+    let mut t = Table::new(vec!["metric", "mean", "p50", "p99", "max"]);
+    for (name, l) in [
+        ("response (submit → stored)", &m.response),
+        ("wait (stored → started)", &m.wait),
+        ("processing", &m.processing),
+        ("turnaround (submit → finished)", &m.turnaround),
+        ("submit → start (broker hop)", &r.submit_to_start),
+        ("end to end (submit → result)", &r.end_to_end),
+    ] {
+        t.row(vec![
+            name.to_string(),
+            fmt_us(l.mean_us),
+            fmt_us(l.p50_us),
+            fmt_us(l.p99_us),
+            fmt_us(l.max_us),
+        ]);
+    }
+    let mut nodes = Table::new(vec![
+        "node",
+        "results",
+        "pool min",
+        "pool mean",
+        "pool max",
+        "pool last",
+    ]);
+    for (node, n) in &r.per_node {
+        let sizes: Vec<f64> = r
+            .pool_sizes
+            .get(node)
+            .map(|v| v.iter().map(|p| p[1]).collect())
+            .unwrap_or_default();
+        let (min, max) = sizes
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(a, b), &s| (a.min(s), b.max(s)));
+        let mean = sizes.iter().sum::<f64>() / sizes.len().max(1) as f64;
+        let last = sizes.last().copied().unwrap_or(0.0);
+        nodes.row(vec![
+            node.clone(),
+            n.to_string(),
+            if sizes.is_empty() {
+                "-".into()
+            } else {
+                format!("{min:.0}")
+            },
+            format!("{mean:.1}"),
+            format!("{max:.0}"),
+            format!("{last:.0}"),
+        ]);
+    }
+    let cpu = r.broker_cpu_us_per_request.map_or(String::new(), |c| {
+        format!("broker CPU: {c:.0} µs per request\n")
+    });
+    format!(
+        "{}: {} requests, {} failed, {:.0} results/s over {:.2} s\n{cpu}\n{}\n{}",
+        r.workload,
+        r.requests,
+        r.failed,
+        m.throughput,
+        m.duration_s,
+        t.render(),
+        nodes.render()
+    )
+}
+
+fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
+    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
+    let nodes = block_on(async {
+        let client = tidepool_cluster::protocol::connect(
+            &a.url,
+            "tidepool-status",
+            Some(Duration::from_secs(10)),
+        )
+        .await?;
+        status::collect(&client, a.listen).await
+    })??;
+    if a.json {
+        let list: Vec<_> = nodes.values().collect();
+        print(&format!("{}\n", serde_json::to_string(&list)?));
+        return Ok(());
+    }
+    if nodes.is_empty() {
+        print(&format!(
+            "no node reported within {:?} on {}\n",
+            a.listen, a.url
+        ));
+        return Ok(());
+    }
+    let mut t = Table::new(vec![
+        "node",
+        "policy",
+        "pool",
+        "target",
+        "in flight",
+        "completed",
+        "failures",
+        "redelivered",
+        "dead",
+    ]);
+    for s in nodes.values() {
+        t.row(vec![
+            s.node.clone(),
+            s.policy.clone(),
+            s.pool_size.to_string(),
+            s.target_size.to_string(),
+            s.in_flight.to_string(),
+            s.completed.to_string(),
+            s.failures.to_string(),
+            s.redelivered.to_string(),
+            s.dead_lettered.to_string(),
+        ]);
+    }
+    print(&t.render());
+    Ok(())
+}
+
+fn chaos_cmd(a: ChaosArgs) -> anyhow::Result<()> {
+    let mut opts = ChaosOptions::new(node_command()?);
+    opts.requests = a.requests;
+    opts.nodes = a.nodes;
+    opts.task = a.task;
+    opts.max_threads = a.max_threads;
+    opts.ack_wait = a.ack_wait;
+    opts.verbose = !a.json;
+    let dir = a.dir.clone().unwrap_or_else(chaos::temp_dir);
+    let report = block_on(chaos::run(&opts, &dir))?.map_err(|e| {
+        if e.to_string().contains("must be between") {
+            usage(e.to_string())
+        } else {
+            e
+        }
+    })?;
+    if a.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    print(&format!("{}\n", serde_json::to_string(&report)?));
+    if !report.ok {
+        anyhow::bail!("chaos: the goal was not met (lost, duplicate or unexplained executions)");
+    }
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! `tidepool pipeline`: the report, the output folder, and bad input.
+
+use std::process::Command;
+
+fn tidepool(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tidepool"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn json_report_names_every_stage_and_the_limiting_one() {
+    let out = tidepool(&[
+        "pipeline",
+        "--items",
+        "60",
+        "--replicas",
+        "2",
+        "--io-us",
+        "50",
+        "--compute-us",
+        "50",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read", "transform", "checksum", "write"]);
+    assert!(v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["items"] == 60));
+    assert_eq!(v["pipelines"][0]["rounds"], 60);
+    let table = tidepool(&[
+        "pipeline",
+        "--items",
+        "30",
+        "--io-us",
+        "10",
+        "--compute-us",
+        "10",
+    ]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("limiting stage"));
+}
+
+#[test]
+fn out_writes_the_report_and_charts() {
+    let dir = std::env::temp_dir().join(format!("tidepool-pipeline-cmd-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let out = tidepool(&[
+        "pipeline",
+        "--items",
+        "40",
+        "--io-us",
+        "20",
+        "--compute-us",
+        "20",
+        "--out",
+        d,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["report.json", "stages.csv", "depth.svg", "threads.svg"] {
+        let len = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_options_are_usage_errors_that_name_the_option() {
+    for (args, needle) in [
+        (vec!["pipeline", "--items", "0"], "--items"),
+        (vec!["pipeline", "--replicas", "many"], "--replicas"),
+        (vec!["pipeline", "--io-priority", "nice:40"], "-20..=19"),
+        (
+            vec!["pipeline", "--compute-priority", "dynamic-up"],
+            "fixed priority only",
+        ),
+        (vec!["pipeline", "--buffers", "0"], "--buffers"),
+    ] {
+        let out = tidepool(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_output_folder_that_cannot_be_written_is_an_error() {
+    let out = tidepool(&[
+        "pipeline",
+        "--items",
+        "5",
+        "--io-us",
+        "1",
+        "--compute-us",
+        "1",
+        "--out",
+        "/proc/no-such-dir",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/proc/no-such-dir"));
+}

@@ -1,0 +1,37 @@
+//! # tidepool-cluster
+//!
+//! A distributed tidepool: nodes that each run a self-sizing [`tidepool::Pool`]
+//! and share work through NATS JetStream, and lose nothing when a node dies.
+//! See `docs/cluster.md` for the architecture and the exact guarantees.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`protocol`] | streams, subjects, headers, settings, connecting with retries |
+//! | [`tasks`] | tasks that travel (name + payload) and the built-in handlers |
+//! | [`node`] | a node: pulls what its pool can start, runs, records, acks |
+//! | [`client`] | submit a request and await its result; batches |
+//! | [`replay`](mod@replay) | replay a tidepool workload across the cluster, with the papers' metrics |
+//! | [`status`] | collect the nodes' status reports |
+//! | [`audit`] | count results, duplicates and dead letters in the streams |
+//! | [`chaos`] | the chaos scenario: kill a node, restart the broker, count |
+//! | [`server`] | start a private `nats-server` (tests, demos, `cluster up`) |
+//! | [`process`] | node processes and signals |
+//! | [`args`] | the node's command-line options (`tidepool-node`, `tidepool node`) |
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod audit;
+pub mod chaos;
+pub mod client;
+pub mod node;
+pub mod process;
+pub mod protocol;
+pub mod replay;
+pub mod server;
+pub mod status;
+pub mod tasks;
+
+pub use client::{Client, Pending, TaskResult};
+pub use node::{Node, NodeConfig, NodeStatus};
+pub use protocol::Settings;
+pub use server::NatsServer;

@@ -1,0 +1,64 @@
+//! Shared by the integration tests: a private broker, node processes from
+//! the crate's own `tidepool-node` binary, a client.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tidepool_cluster::process::{NodeCommand, NodeProcess};
+use tidepool_cluster::{Client, NatsServer, Settings};
+
+pub fn node_command() -> NodeCommand {
+    NodeCommand::new(env!("CARGO_BIN_EXE_tidepool-node"))
+}
+
+/// Settings with a short ack wait so that redeliveries come soon.
+pub fn settings(ack_wait: Duration, max_deliver: u32) -> Settings {
+    Settings {
+        ack_wait,
+        max_deliver,
+        ..Settings::default()
+    }
+}
+
+/// Start a node on `url` named `name`, logging to `dir/name.log`.
+pub fn start_node(dir: &Path, url: &str, name: &str, extra: &[&str]) -> NodeProcess {
+    let mut args: Vec<String> = vec![
+        "--nats".into(),
+        url.into(),
+        "--name".into(),
+        name.into(),
+        "--journal".into(),
+        journal(dir, name).display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    node_command()
+        .spawn(args, Some(&dir.join(format!("{name}.log"))))
+        .expect("start node")
+}
+
+pub fn journal(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.journal"))
+}
+
+pub fn log(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
+}
+
+/// Poll `cond` every 50 ms for up to `limit` (generous: the machine is loaded).
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+pub async fn client(server: &NatsServer, s: &Settings) -> Client {
+    Client::connect(&server.url(), s, Duration::from_secs(30))
+        .await
+        .expect("client connects")
+}

@@ -1,0 +1,389 @@
+//! Describing a pipeline: its buffers, its source, its thread groups.
+
+use std::sync::{Arc, Mutex};
+
+use tidepool::policy::PolicySpec;
+
+use crate::error::BuildError;
+use crate::priority::PrioritySpec;
+use crate::stage::{Context, Source, Stage};
+
+/// Makes one instance of a stage (one per thread that runs it).
+pub(crate) type Maker<B> = Arc<Mutex<dyn FnMut() -> Box<dyn Stage<B>> + Send>>;
+
+/// A fork's routing function: which branch a buffer takes.
+pub(crate) type Route<B> = Box<dyn FnMut(&B, &Context) -> usize + Send>;
+
+/// Whether a replicated stage (or a join) keeps its input order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Buffers leave in the order they arrived (oneTBB `serial_in_order`
+    /// downstream, FastFlow's ordered farm).
+    #[default]
+    Ordered,
+    /// Buffers leave as soon as they are done.
+    Unordered,
+}
+
+/// How many threads run a thread group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replicas {
+    /// A fixed number of threads.
+    Fixed(usize),
+    /// As many as a tidepool sizing policy decides, between 1 and `max`:
+    /// the stage's buffers are tasks of a tidepool pool run by that policy.
+    Sized {
+        /// The sizing policy (`auto` by default).
+        policy: PolicySpec,
+        /// The most threads the policy may use.
+        max: usize,
+    },
+}
+
+pub(crate) struct StageSpec<B> {
+    pub(crate) name: String,
+    pub(crate) make: Maker<B>,
+}
+
+pub(crate) struct ForkSpec<B> {
+    pub(crate) route: Route<B>,
+    pub(crate) branches: Vec<Builder<B>>,
+    pub(crate) order: Order,
+}
+
+/// A thread group: consecutive stages run by the same thread(s).
+pub(crate) struct GroupSpec<B> {
+    pub(crate) stages: Vec<StageSpec<B>>,
+    pub(crate) replicas: Replicas,
+    pub(crate) order: Order,
+    pub(crate) repeat: usize,
+    pub(crate) priority: Option<PrioritySpec>,
+    pub(crate) shared: Option<SharedStage<B>>,
+    pub(crate) fork: Option<ForkSpec<B>>,
+}
+
+impl<B> GroupSpec<B> {
+    fn new(stages: Vec<StageSpec<B>>) -> Self {
+        GroupSpec {
+            stages,
+            replicas: Replicas::Fixed(1),
+            order: Order::Ordered,
+            repeat: 1,
+            priority: None,
+            shared: None,
+            fork: None,
+        }
+    }
+}
+
+/// A stage that two or more pipelines share (FG 2.0's intersecting
+/// pipelines): one thread serves the buffers of all of them, each going on
+/// along its own pipeline. Clone the handle into each pipeline's builder
+/// with [`Builder::shared`] and run the pipelines with [`crate::run_all`].
+pub struct SharedStage<B> {
+    pub(crate) inner: Arc<SharedInner<B>>,
+}
+
+pub(crate) struct SharedInner<B> {
+    pub(crate) name: String,
+    pub(crate) stage: Mutex<Option<Box<dyn Stage<B>>>>,
+    pub(crate) priority: Option<PrioritySpec>,
+}
+
+impl<B> Clone for SharedStage<B> {
+    fn clone(&self) -> Self {
+        SharedStage {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: 'static> SharedStage<B> {
+    /// A shared stage running `stage` on one thread.
+    pub fn new(name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
+        Self::with_priority(name, stage, None)
+    }
+
+    /// A shared stage whose thread runs at a priority.
+    pub fn with_priority(
+        name: impl Into<String>,
+        stage: impl Stage<B> + 'static,
+        priority: Option<PrioritySpec>,
+    ) -> Self {
+        SharedStage {
+            inner: Arc::new(SharedInner {
+                name: name.into(),
+                stage: Mutex::new(Some(Box::new(stage))),
+                priority,
+            }),
+        }
+    }
+}
+
+/// Describes a pipeline ([`crate::Pipeline::builder`]) or a fork's branch
+/// ([`Builder::branch`]): a chain of thread groups.
+///
+/// Every [`stage`](Builder::stage) starts a new thread group (one thread per
+/// stage by default); [`then`](Builder::then) puts a stage on the previous
+/// stage's thread (a multistage thread); the modifiers
+/// ([`replicas`](Builder::replicas), [`repeat`](Builder::repeat),
+/// [`priority`](Builder::priority), …) apply to the latest group.
+pub struct Builder<B> {
+    pub(crate) name: String,
+    pub(crate) buffers: Option<(usize, Box<dyn FnMut() -> B + Send>)>,
+    pub(crate) source: Option<(String, Box<dyn Source<B>>)>,
+    pub(crate) groups: Vec<GroupSpec<B>>,
+    pub(crate) errors: Vec<String>,
+}
+
+fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
+    let mut once = Some(Box::new(stage) as Box<dyn Stage<B>>);
+    Arc::new(Mutex::new(move || {
+        once.take()
+            .expect("a single-instance stage is made once (replicas need a factory)")
+    }))
+}
+
+impl<B: Send + 'static> Builder<B> {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
+        Builder {
+            name: name.into(),
+            buffers: None,
+            source: None,
+            groups: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// A fork's branch: a chain of stages without source or buffers.
+    pub fn branch() -> Self {
+        Self::new("branch")
+    }
+
+    /// The buffer pool: `count` buffers made once by `make` before the run,
+    /// then recycled. It bounds the buffers in flight.
+    pub fn buffers(mut self, count: usize, make: impl FnMut() -> B + Send + 'static) -> Self {
+        self.buffers = Some((count, Box::new(make)));
+        self
+    }
+
+    /// The source stage, on its own thread (add stages to that thread with
+    /// [`then`](Builder::then)).
+    pub fn source(mut self, name: impl Into<String>, source: impl Source<B> + 'static) -> Self {
+        if self.source.is_some() {
+            self.errors.push("a pipeline has one source".into());
+        }
+        if !self.groups.is_empty() {
+            self.errors
+                .push("the source comes before every stage".into());
+        }
+        self.source = Some((name.into(), Box::new(source)));
+        self.groups.push(GroupSpec::new(Vec::new()));
+        self
+    }
+
+    /// A stage on a thread group of its own.
+    pub fn stage(mut self, name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
+        self.groups.push(GroupSpec::new(vec![StageSpec {
+            name: name.into(),
+            make: single(stage),
+        }]));
+        self
+    }
+
+    /// A stage on the previous stage's thread(s): a multistage thread.
+    pub fn then(mut self, name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
+        let name = name.into();
+        match self.groups.last_mut() {
+            Some(g) if g.shared.is_none() && g.fork.is_none() => g.stages.push(StageSpec {
+                name,
+                make: single(stage),
+            }),
+            _ => self
+                .errors
+                .push(format!("`then({name})` needs a previous stage of this chain to join (not a shared stage or a fork)")),
+        }
+        self
+    }
+
+    /// A stage run by `replicas` threads, each with its own instance from
+    /// `make` ([`Order::Ordered`] by default; see [`order`](Builder::order)).
+    pub fn replicated<S: Stage<B> + 'static>(
+        mut self,
+        name: impl Into<String>,
+        replicas: usize,
+        mut make: impl FnMut() -> S + Send + 'static,
+    ) -> Self {
+        let mut g = GroupSpec::new(vec![StageSpec {
+            name: name.into(),
+            make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+        }]);
+        g.replicas = Replicas::Fixed(replicas);
+        self.groups.push(g);
+        self
+    }
+
+    /// A self-sizing replicated stage: its buffers run as tasks of a tidepool
+    /// pool whose size `policy` sets at run time (`auto` grows it while the
+    /// stage blocks, keeps it near the core count while it computes), up to
+    /// `max` threads; each thread makes its own instance with `make`.
+    pub fn sized<S: Stage<B> + 'static>(
+        mut self,
+        name: impl Into<String>,
+        policy: PolicySpec,
+        max: usize,
+        mut make: impl FnMut() -> S + Send + 'static,
+    ) -> Self {
+        let mut g = GroupSpec::new(vec![StageSpec {
+            name: name.into(),
+            make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+        }]);
+        g.replicas = Replicas::Sized { policy, max };
+        self.groups.push(g);
+        self
+    }
+
+    /// The output order of the latest (replicated) group.
+    pub fn order(mut self, order: Order) -> Self {
+        if let Some(g) = self.last("order") {
+            g.order = order;
+        }
+        self
+    }
+
+    /// Multistage repeat: the latest group takes `k` buffers per round and
+    /// runs each of its stages on all of them before the next stage (e.g. a
+    /// read+write thread does two reads, then two writes).
+    pub fn repeat(mut self, k: usize) -> Self {
+        if let Some(g) = self.last("repeat") {
+            g.repeat = k;
+        }
+        self
+    }
+
+    /// The priority policy of the latest group's threads.
+    pub fn priority(mut self, spec: PrioritySpec) -> Self {
+        if let Some(g) = self.last("priority") {
+            g.priority = Some(spec);
+        }
+        self
+    }
+
+    /// A stage shared with other pipelines (see [`SharedStage`]).
+    pub fn shared(mut self, stage: &SharedStage<B>) -> Self {
+        let mut g = GroupSpec::new(Vec::new());
+        g.priority = stage.inner.priority;
+        g.shared = Some(stage.clone());
+        self.groups.push(g);
+        self
+    }
+
+    /// Fork after the latest group: `route` sends each buffer down one of
+    /// `branches`, and the branches join again before the next stage (in
+    /// the fork's order if `order` is [`Order::Ordered`]). Branch stages
+    /// that the stream's last buffer does not pass get an empty last buffer
+    /// ([`Context::is_empty`]) so that they too get the last-buffer notice.
+    pub fn fork(
+        mut self,
+        route: impl FnMut(&B, &Context) -> usize + Send + 'static,
+        branches: Vec<Builder<B>>,
+        order: Order,
+    ) -> Self {
+        let spec = ForkSpec {
+            route: Box::new(route),
+            branches,
+            order,
+        };
+        match self.groups.last_mut() {
+            Some(g) if g.fork.is_none() => g.fork = Some(spec),
+            _ => self.errors.push(
+                "`fork` needs a previous stage of this chain (and one fork per stage)".into(),
+            ),
+        }
+        self
+    }
+
+    fn last(&mut self, what: &str) -> Option<&mut GroupSpec<B>> {
+        if self.groups.is_empty() {
+            self.errors.push(format!(
+                "`{what}` applies to the latest stage, and there is none"
+            ));
+        }
+        self.groups.last_mut()
+    }
+
+    /// Check the description and make the pipeline.
+    pub fn build(self) -> Result<crate::Pipeline<B>, BuildError> {
+        crate::Pipeline::new(self)
+    }
+}
+
+pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Vec<String>) {
+    errors.extend(b.errors.iter().cloned());
+    for (i, g) in b.groups.iter().enumerate() {
+        let name = g
+            .stages
+            .first()
+            .map(|s| s.name.clone())
+            .or_else(|| g.shared.as_ref().map(|s| s.inner.name.clone()))
+            .unwrap_or_else(|| "source".into());
+        if g.repeat == 0 {
+            errors.push(format!("stage `{name}`: repeat must be at least 1"));
+        }
+        match &g.replicas {
+            Replicas::Fixed(0) => errors.push(format!("stage `{name}`: replicas must be at least 1")),
+            Replicas::Fixed(n) if *n > 1 && g.fork.is_some() => errors.push(format!(
+                "stage `{name}`: a fork routes from a single thread; put the fork after the replicated stage"
+            )),
+            Replicas::Sized { max, .. } => {
+                if *max == 0 {
+                    errors.push(format!("stage `{name}`: a self-sizing stage needs max >= 1"));
+                }
+                if g.repeat > 1 || g.fork.is_some() {
+                    errors.push(format!(
+                        "stage `{name}`: a self-sizing stage takes neither repeat nor fork"
+                    ));
+                }
+                if !matches!(g.priority, None | Some(PrioritySpec::Fixed(_))) {
+                    errors.push(format!(
+                        "stage `{name}`: a self-sizing stage takes a fixed priority only (nice:N, batch, idle)"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if g.stages.len() > 1 && g.replicas != Replicas::Fixed(1) {
+            errors.push(format!(
+                "stage `{name}`: `then` cannot add to a replicated stage's threads"
+            ));
+        }
+        if i == 0 && !in_branch && b.source.is_some() && g.replicas != Replicas::Fixed(1) {
+            errors.push("the source runs on one thread".into());
+        }
+        if g.shared.is_some() && in_branch {
+            errors.push(format!("shared stage `{name}`: not inside a fork's branch"));
+        }
+        if let Some(f) = &g.fork {
+            if in_branch {
+                errors.push(format!("stage `{name}`: forks do not nest"));
+            }
+            if g.shared.is_some() {
+                errors.push(format!("shared stage `{name}` cannot fork"));
+            }
+            if f.branches.len() < 2 {
+                errors.push(format!("fork after `{name}`: needs two or more branches"));
+            }
+            for br in &f.branches {
+                if br.source.is_some() || br.buffers.is_some() {
+                    errors.push(format!(
+                        "fork after `{name}`: a branch has no source or buffers of its own"
+                    ));
+                }
+                if br.groups.is_empty() {
+                    errors.push(format!("fork after `{name}`: a branch needs a stage"));
+                }
+                validate_chain(br, true, errors);
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The queue between two thread groups, and the end-of-stream protocol.
+//!
+//! # Protocol
+//!
+//! Buffers are created once, before the run, and circulate: the source takes
+//! an empty one from its pipeline's *free queue*, fills it, and every stage
+//! conveys it to the next queue; after the last stage it goes back to the
+//! free queue. Nothing else creates or destroys a buffer, so the buffers in
+//! flight never exceed the pool, and a push never has to wait for room: a
+//! queue can never hold more buffers than exist.
+//!
+//! **End of stream by counting.** Each queue counts, per pipeline, the
+//! buffers popped from it. The producer side tells the queue how many buffers
+//! of that pipeline will ever arrive ([`Queue::set_total`]), and it does so
+//! *before* it pushes the final one. The pop that makes the count equal the
+//! total is the queue's last: it is flagged `last` (that is the last-buffer
+//! notice the consumer's stages see, exactly once, since exactly one pop can
+//! make a count reach a fixed total), and once every pipeline feeding the
+//! queue is complete, every later or waiting pop returns [`Pop::End`].
+//! Counting, not a marker that travels in order, is what makes this right
+//! after unordered replicas and fork/join, where buffers overtake each other.
+//!
+//! Why the total is always known in time: the final arrival at a queue is the
+//! last push into it; the producer that learns the total (the source when it
+//! fills its last buffer, a stage group when it pops its own last buffer, a
+//! fork once it has routed its last) sets it before its own push, and every
+//! push into the queue, that one included, precedes the final arrival.
+//!
+//! **Abort.** [`Queue::abort`] marks the queue failed and wakes every waiter;
+//! every pop and push after it fails. The run aborts every queue when any stage
+//! fails, so no thread stays blocked in the framework: each returns, runs its
+//! cleanup and exits, and the buffers it held are dropped with it.
+//!
+//! Lost wake-ups: waiters count themselves under the lock and wait on the
+//! condition variable under the same lock, so a push (notify one), the pop
+//! that completes the queue (notify all) and an abort (notify all) always find
+//! them.
+
+use std::collections::VecDeque;
+
+use crate::sync::{lock, Condvar, Mutex};
+
+/// What a pop returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pop<T> {
+    /// A buffer: its arrival index among its pipeline's buffers at this
+    /// queue, and whether it is the last one.
+    Item {
+        /// The buffer.
+        item: T,
+        /// Which pipeline it belongs to.
+        pipe: usize,
+        /// How many buffers of that pipeline this queue gave out before it.
+        index: u64,
+        /// It is the last buffer of its pipeline at this queue.
+        last: bool,
+    },
+    /// Every pipeline feeding this queue has delivered all its buffers.
+    End,
+    /// The run failed.
+    Aborted,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Count {
+    popped: u64,
+    total: Option<u64>,
+}
+
+#[derive(Debug)]
+struct State<T> {
+    items: VecDeque<(usize, T)>,
+    counts: Vec<Count>,
+    complete: usize,
+    aborted: bool,
+    waiters: usize,
+}
+
+/// A FIFO of buffers between thread groups, with the end-of-stream count.
+#[derive(Debug)]
+pub(crate) struct Queue<T> {
+    state: Mutex<State<T>>,
+    cv: Condvar,
+}
+
+impl<T> Queue<T> {
+    /// A queue in a run of `pipes` pipelines, fed by those in `feeding`
+    /// (more than one for a shared stage); the others count as complete.
+    pub(crate) fn new(pipes: usize, feeding: &[usize], capacity: usize) -> Self {
+        debug_assert!(!feeding.is_empty() && feeding.iter().all(|&p| p < pipes));
+        Queue {
+            state: Mutex::new(State {
+                items: VecDeque::with_capacity(capacity),
+                counts: vec![Count::default(); pipes],
+                complete: pipes - feeding.len(),
+                aborted: false,
+                waiters: 0,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Add a buffer of pipeline `pipe`; gives it back if the run failed.
+    /// Returns the queue's length after the push.
+    pub(crate) fn push(&self, pipe: usize, item: T) -> Result<usize, T> {
+        let mut s = lock(&self.state);
+        if s.aborted {
+            return Err(item);
+        }
+        s.items.push_back((pipe, item));
+        let len = s.items.len();
+        let wake = s.waiters > 0;
+        drop(s);
+        if wake {
+            self.cv.notify_one();
+        }
+        Ok(len)
+    }
+
+    /// Announce how many buffers of `pipe` will ever be popped from this
+    /// queue. Must come before the push of the final one (see the protocol).
+    pub(crate) fn set_total(&self, pipe: usize, total: u64) {
+        let mut s = lock(&self.state);
+        let c = &mut s.counts[pipe];
+        debug_assert!(c.total.is_none(), "total set twice");
+        debug_assert!(c.popped < total, "total set after the final pop");
+        c.total = Some(total);
+    }
+
+    /// Take the oldest buffer, waiting for one if needed.
+    pub(crate) fn pop(&self) -> Pop<T> {
+        let mut s = lock(&self.state);
+        loop {
+            if s.aborted {
+                return Pop::Aborted;
+            }
+            if let Some((pipe, item)) = s.items.pop_front() {
+                let c = &mut s.counts[pipe];
+                let index = c.popped;
+                c.popped += 1;
+                let last = c.total == Some(c.popped);
+                if last {
+                    s.complete += 1;
+                    if s.complete == s.counts.len() && s.waiters > 0 {
+                        self.cv.notify_all();
+                    }
+                }
+                return Pop::Item {
+                    item,
+                    pipe,
+                    index,
+                    last,
+                };
+            }
+            if s.complete == s.counts.len() {
+                return Pop::End;
+            }
+            s.waiters += 1;
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.waiters -= 1;
+        }
+    }
+
+    /// Buffers waiting in the queue.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.state).items.len()
+    }
+
+    /// Fail the queue: wake every waiter; every later push and pop fails.
+    /// Returns the buffers that were waiting (for the caller to drop).
+    pub(crate) fn abort(&self) -> Vec<T> {
+        let mut s = lock(&self.state);
+        s.aborted = true;
+        let items = s.items.drain(..).map(|(_, t)| t).collect();
+        drop(s);
+        self.cv.notify_all();
+        items
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn item(p: Pop<u32>) -> (u32, u64, bool) {
+        match p {
+            Pop::Item {
+                item, index, last, ..
+            } => (item, index, last),
+            other => panic!("expected an item, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_pop_that_reaches_the_total_is_last_then_end() {
+        let q = Queue::new(1, &[0], 4);
+        q.push(0, 7).unwrap();
+        q.set_total(0, 2);
+        q.push(0, 8).unwrap();
+        assert_eq!(item(q.pop()), (7, 0, false));
+        assert_eq!(item(q.pop()), (8, 1, true));
+        assert_eq!(q.pop(), Pop::End);
+    }
+
+    #[test]
+    fn a_shared_queue_ends_when_every_pipeline_is_complete() {
+        let q = Queue::new(2, &[0, 1], 4);
+        q.set_total(0, 1);
+        q.push(0, 1).unwrap();
+        assert!(item(q.pop()).2, "pipeline 0's only buffer is its last");
+        q.set_total(1, 1);
+        q.push(1, 2).unwrap();
+        assert!(item(q.pop()).2);
+        assert_eq!(q.pop(), Pop::End);
+    }
+
+    #[test]
+    fn a_queue_not_fed_by_a_pipeline_does_not_wait_for_it() {
+        let q = Queue::new(3, &[1], 4);
+        q.set_total(1, 1);
+        q.push(1, 5).unwrap();
+        assert!(item(q.pop()).2);
+        assert_eq!(q.pop(), Pop::End);
+    }
+
+    #[test]
+    fn abort_wakes_a_waiter_and_fails_pushes() {
+        let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1));
+        let q2 = q.clone();
+        let waiter = std::thread::spawn(move || q2.pop());
+        // Wait until the waiter is really blocked (no timing margin involved).
+        while lock(&q.state).waiters == 0 {
+            std::thread::yield_now();
+        }
+        q.abort();
+        assert_eq!(waiter.join().unwrap(), Pop::Aborted);
+        assert_eq!(q.push(0, 1), Err(1));
+    }
+}

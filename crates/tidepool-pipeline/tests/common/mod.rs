@@ -1,0 +1,92 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tidepool_pipeline::{BoxError, Context, Flow};
+
+/// A buffer that counts how many of its kind exist.
+pub struct Counted {
+    pub round: u64,
+    pub value: u64,
+    pub path: Vec<&'static str>,
+    live: Arc<AtomicUsize>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Makes [`Counted`] buffers and tracks them.
+#[derive(Clone, Default)]
+pub struct Buffers {
+    pub live: Arc<AtomicUsize>,
+    pub made: Arc<AtomicUsize>,
+}
+
+impl Buffers {
+    pub fn maker(&self) -> impl FnMut() -> Counted + Send + 'static {
+        let b = self.clone();
+        move || {
+            b.made.fetch_add(1, Ordering::SeqCst);
+            b.live.fetch_add(1, Ordering::SeqCst);
+            Counted {
+                round: u64::MAX,
+                value: 0,
+                path: Vec::with_capacity(8),
+                live: b.live.clone(),
+            }
+        }
+    }
+}
+
+/// A source of `n` rounds: value = round.
+pub fn counter(n: u64) -> impl FnMut(&mut Counted, &Context) -> Result<Flow, BoxError> + Send {
+    move |b, cx| {
+        b.round = cx.round();
+        b.value = cx.round();
+        b.path.clear();
+        Ok(if cx.round() + 1 >= n {
+            Flow::Last
+        } else {
+            Flow::More
+        })
+    }
+}
+
+/// Records every last-buffer notice: (stage, pipeline, empty).
+#[derive(Clone, Default)]
+pub struct Notices(pub Arc<Mutex<Vec<(String, String, bool)>>>);
+
+impl Notices {
+    pub fn see(&self, cx: &Context) {
+        if cx.is_last() {
+            self.0.lock().unwrap().push((
+                cx.stage().to_string(),
+                cx.pipeline().to_string(),
+                cx.is_empty(),
+            ));
+        }
+    }
+    pub fn of(&self, stage: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n.0 == stage)
+            .count()
+    }
+}
+
+/// A little deterministic work that varies by round (no sleeping).
+pub fn spin(round: u64, salt: u64) -> u64 {
+    let n = (round.wrapping_mul(2654435761).wrapping_add(salt) % 7) * 2000;
+    let mut x = round;
+    for i in 0..n {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    x
+}

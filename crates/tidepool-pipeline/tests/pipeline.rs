@@ -1,0 +1,590 @@
+//! The pipeline's features, each with a test that fails when it breaks.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{counter, spin, Buffers, Counted, Notices};
+use tidepool::policy::PolicySpec;
+use tidepool_pipeline::{
+    run_all, BoxError, Builder, Context, Flow, Order, Pipeline, SharedStage, Stage, Step,
+};
+
+type R = Result<(), BoxError>;
+
+#[test]
+fn a_linear_pipeline_passes_every_round_and_notifies_every_stage_once() {
+    let bufs = Buffers::default();
+    let notices = Notices::default();
+    let (n1, n2) = (notices.clone(), notices.clone());
+    let sum = Arc::new(Mutex::new(0u64));
+    let s2 = sum.clone();
+    let report = Pipeline::builder("linear")
+        .buffers(3, bufs.maker())
+        .source("read", counter(1000))
+        .stage("double", move |b: &mut Counted, cx: &Context| -> R {
+            n1.see(cx);
+            b.value *= 2;
+            Ok(())
+        })
+        .stage("sum", move |b: &mut Counted, cx: &Context| -> R {
+            n2.see(cx);
+            *s2.lock().unwrap() += b.value;
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(*sum.lock().unwrap(), 999 * 1000);
+    assert_eq!(report.pipelines[0].rounds, 1000);
+    assert_eq!((notices.of("double"), notices.of("sum")), (1, 1));
+    assert_eq!(report.stages.len(), 3);
+    assert!(report.stages.iter().all(|s| s.items == 1000), "{report:?}");
+    assert!(report.limiting().is_some());
+    // Buffers: made once, all gone with the run.
+    assert_eq!(bufs.made.load(Ordering::SeqCst), 3);
+    assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_stage_may_share_its_context_with_scoped_threads() {
+    Pipeline::builder("scoped")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(3))
+        .stage("split", |b: &mut Counted, cx: &Context| -> R {
+            let (lo, hi) = std::thread::scope(|s| {
+                let h = s.spawn(|| cx.round() * 2);
+                (cx.round(), h.join().unwrap())
+            });
+            b.value = lo + hi;
+            assert_eq!(cx.stage(), "split");
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+}
+
+#[test]
+fn buffers_in_flight_never_exceed_the_pool() {
+    for pool in [1, 2, 5] {
+        let bufs = Buffers::default();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (f1, f2, p1) = (in_flight.clone(), in_flight.clone(), peak.clone());
+        let mut src = counter(500);
+        Pipeline::builder("bound")
+            .buffers(pool, bufs.maker())
+            .source("read", move |b: &mut Counted, cx: &Context| {
+                let now = f1.fetch_add(1, Ordering::SeqCst) + 1;
+                p1.fetch_max(now, Ordering::SeqCst);
+                src(b, cx)
+            })
+            .replicated("work", 3, || {
+                |b: &mut Counted, cx: &Context| -> R {
+                    b.value = spin(cx.round(), 1);
+                    Ok(())
+                }
+            })
+            .order(Order::Unordered)
+            .stage("write", move |_: &mut Counted, _: &Context| -> R {
+                f2.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        assert!(peak.load(Ordering::SeqCst) <= pool, "pool {pool}");
+        assert_eq!(
+            bufs.made.load(Ordering::SeqCst),
+            pool,
+            "no allocation per round"
+        );
+    }
+}
+
+#[test]
+fn ordered_replicas_keep_the_input_order_and_unordered_ones_lose_nothing() {
+    for order in [Order::Ordered, Order::Unordered] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let notices = Notices::default();
+        let (s, n1, n2) = (seen.clone(), notices.clone(), notices.clone());
+        Pipeline::builder("replicas")
+            .buffers(8, Buffers::default().maker())
+            .source("read", counter(400))
+            .replicated("work", 4, move || {
+                let n = n1.clone();
+                move |b: &mut Counted, cx: &Context| -> R {
+                    n.see(cx);
+                    b.value = spin(cx.round(), cx.replica() as u64);
+                    Ok(())
+                }
+            })
+            .order(order)
+            .stage("check", move |b: &mut Counted, cx: &Context| -> R {
+                n2.see(cx);
+                s.lock().unwrap().push(b.round);
+                Ok(())
+            })
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        if order == Order::Ordered {
+            assert_eq!(seen, (0..400).collect::<Vec<_>>());
+        } else {
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..400).collect::<Vec<_>>());
+        }
+        assert_eq!(
+            (notices.of("work"), notices.of("check")),
+            (1, 1),
+            "{order:?}"
+        );
+    }
+}
+
+#[test]
+fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
+    let tids = Arc::new(Mutex::new(std::collections::BTreeMap::<
+        String,
+        std::collections::BTreeSet<i32>,
+    >::new()));
+    let rec = |name: &'static str,
+               t: &Arc<
+        Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>,
+    >| {
+        let t = t.clone();
+        move |_: &mut Counted, _: &Context| -> R {
+            t.lock()
+                .unwrap()
+                .entry(name.into())
+                .or_default()
+                .insert(tidepool_pipeline::sys::thread_id());
+            Ok(())
+        }
+    };
+    let report = Pipeline::builder("multistage")
+        .buffers(4, Buffers::default().maker())
+        .source("read", counter(50))
+        .then("a", rec("a", &tids))
+        .stage("b", rec("b", &tids))
+        .then("c", rec("c", &tids))
+        .stage("d", rec("d", &tids))
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let t = tids.lock().unwrap();
+    assert!(t.values().all(|s| s.len() == 1));
+    assert_eq!(t["b"], t["c"], "then runs on the previous stage's thread");
+    assert_ne!(t["a"], t["b"]);
+    assert_ne!(t["c"], t["d"]);
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["read+a", "b+c", "d"]);
+}
+
+#[test]
+fn repeat_runs_each_stage_on_k_buffers_before_the_next_stage() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (l1, l2) = (log.clone(), log.clone());
+    Pipeline::builder("repeat")
+        .buffers(3, Buffers::default().maker())
+        .source("read", counter(5))
+        .stage("in", move |b: &mut Counted, _: &Context| -> R {
+            l1.lock().unwrap().push(("in", b.round));
+            Ok(())
+        })
+        .then("out", move |b: &mut Counted, _: &Context| -> R {
+            l2.lock().unwrap().push(("out", b.round));
+            Ok(())
+        })
+        .repeat(2)
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            ("in", 0),
+            ("in", 1),
+            ("out", 0),
+            ("out", 1),
+            ("in", 2),
+            ("in", 3),
+            ("out", 2),
+            ("out", 3),
+            ("in", 4),
+            ("out", 4)
+        ]
+    );
+}
+
+#[test]
+fn repeat_needs_enough_buffers() {
+    let e = Pipeline::builder("starved")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(5))
+        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .repeat(2)
+        .stage("b", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .repeat(2)
+        .build()
+        .err()
+        .expect("2 buffers cannot feed two groups that each hold one while waiting");
+    assert!(e.to_string().contains("at least 3"), "{e}");
+}
+
+fn tag(name: &'static str, n: &Notices) -> impl Stage<Counted> {
+    let n = n.clone();
+    move |b: &mut Counted, cx: &Context| -> R {
+        n.see(cx);
+        if !cx.is_empty() {
+            b.path.push(name);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn fork_routes_each_buffer_down_one_branch_and_the_join_restores_order() {
+    for order in [Order::Ordered, Order::Unordered] {
+        let notices = Notices::default();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, n) = (seen.clone(), notices.clone());
+        Pipeline::builder("fork")
+            .buffers(6, Buffers::default().maker())
+            .source("read", counter(301))
+            .stage("split", tag("split", &notices))
+            .fork(
+                |b: &Counted, _: &Context| (b.value % 3) as usize,
+                vec![
+                    Builder::branch().stage("zero", tag("zero", &notices)),
+                    Builder::branch()
+                        .replicated("one", 2, {
+                            let n = notices.clone();
+                            move || tag("one", &n)
+                        })
+                        .stage("one-b", tag("one-b", &notices)),
+                    Builder::branch().stage("two", tag("two", &notices)),
+                ],
+                order,
+            )
+            .stage("merge", move |b: &mut Counted, cx: &Context| -> R {
+                n.see(cx);
+                s.lock().unwrap().push((b.round, b.path.clone()));
+                Ok(())
+            })
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 301);
+        let rounds: Vec<u64> = seen.iter().map(|x| x.0).collect();
+        if order == Order::Ordered {
+            assert_eq!(rounds, (0..301).collect::<Vec<_>>());
+        }
+        for (r, path) in &seen {
+            let want: &[&str] = match r % 3 {
+                0 => &["split", "zero"],
+                1 => &["split", "one", "one-b"],
+                _ => &["split", "two"],
+            };
+            assert_eq!(path, want, "round {r}");
+        }
+        for st in ["split", "zero", "one", "one-b", "two", "merge"] {
+            assert_eq!(notices.of(st), 1, "{st} {order:?}");
+        }
+        // Round 300 (the last) goes down branch 0: the others get an empty last.
+        let empties: Vec<String> = notices
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n.2)
+            .map(|n| n.0.clone())
+            .collect();
+        let mut empties = empties;
+        empties.sort();
+        assert_eq!(empties, ["one", "one-b", "two"]);
+    }
+}
+
+#[test]
+fn a_source_that_ends_empty_still_notifies_every_stage() {
+    let notices = Notices::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    let report = Pipeline::builder("empty")
+        .buffers(2, Buffers::default().maker())
+        .source("read", |_: &mut Counted, _: &Context| Ok(Flow::End))
+        .stage("a", tag("a", &notices))
+        .fork(
+            |_: &Counted, _: &Context| 1,
+            vec![
+                Builder::branch().stage("x", tag("x", &notices)),
+                Builder::branch().stage("y", tag("y", &notices)),
+            ],
+            Order::Ordered,
+        )
+        .stage("b", move |_: &mut Counted, cx: &Context| -> R {
+            assert!(cx.is_last() && cx.is_empty());
+            c.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    assert_eq!(report.pipelines[0].rounds, 1);
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    for st in ["a", "x", "y"] {
+        assert_eq!(notices.of(st), 1, "{st}");
+    }
+    assert!(notices.0.lock().unwrap().iter().all(|n| n.2));
+}
+
+#[test]
+fn two_pipelines_share_a_stage() {
+    let notices = Notices::default();
+    let n = notices.clone();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let sv = served.clone();
+    let shared = SharedStage::new("disk", move |b: &mut Counted, cx: &Context| -> R {
+        n.see(cx);
+        sv.lock().unwrap().push((
+            cx.pipeline().to_string(),
+            tidepool_pipeline::sys::thread_id(),
+        ));
+        b.value += 1000;
+        Ok(())
+    });
+    let sums: Vec<Arc<Mutex<u64>>> = (0..2).map(|_| Arc::default()).collect();
+    let make = |name: &str, n: u64, sum: Arc<Mutex<u64>>| {
+        Pipeline::builder(name)
+            .buffers(3, Buffers::default().maker())
+            .source("read", counter(n))
+            .shared(&shared)
+            .stage("sum", move |b: &mut Counted, _: &Context| -> R {
+                *sum.lock().unwrap() += b.value;
+                Ok(())
+            })
+            .build()
+            .unwrap()
+    };
+    let report = run_all(vec![
+        make("a", 100, sums[0].clone()),
+        make("b", 50, sums[1].clone()),
+    ])
+    .unwrap();
+    assert_eq!(*sums[0].lock().unwrap(), (0..100).sum::<u64>() + 100 * 1000);
+    assert_eq!(*sums[1].lock().unwrap(), (0..50).sum::<u64>() + 50 * 1000);
+    let served_now = served.lock().unwrap().clone();
+    assert_eq!(served_now.len(), 150);
+    let tids: std::collections::BTreeSet<i32> = served_now.iter().map(|s| s.1).collect();
+    assert_eq!(tids.len(), 1, "one thread serves both pipelines");
+    let mut lasts: Vec<String> = notices
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|n| n.1.clone())
+        .collect();
+    lasts.sort();
+    assert_eq!(
+        lasts,
+        ["a", "b"],
+        "the shared stage sees each pipeline's last once"
+    );
+    let disk = report.stages.iter().find(|s| s.name == "disk").unwrap();
+    assert_eq!((disk.items, disk.pipelines.len()), (150, 2));
+    // The shared stage is handed back after a run: a second run uses it again.
+    run_all(vec![make("a", 10, Arc::default())]).unwrap();
+    assert_eq!(served.lock().unwrap().len(), 160);
+}
+
+#[test]
+fn a_self_sizing_stage_runs_under_a_tidepool_policy() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let inits = Arc::new(AtomicUsize::new(0));
+    let cleanups = Arc::new(AtomicUsize::new(0));
+    struct Io(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    impl Stage<Counted> for Io {
+        fn init(&mut self) -> R {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn process(&mut self, b: &mut Counted, _: &Context) -> R {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            b.value += 1;
+            Ok(())
+        }
+        fn cleanup(&mut self) -> R {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let (i, c) = (inits.clone(), cleanups.clone());
+    let report = Pipeline::builder("sized")
+        .buffers(8, Buffers::default().maker())
+        .source("read", counter(300))
+        .sized(
+            "fetch",
+            PolicySpec::parse("fixed:3").unwrap(),
+            3,
+            move || Io(i.clone(), c.clone()),
+        )
+        .stage("check", move |b: &mut Counted, _: &Context| -> R {
+            s.lock().unwrap().push((b.round, b.value));
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        (0..300).map(|r| (r, r + 1)).collect::<Vec<_>>(),
+        "ordered by default"
+    );
+    let fetch = report.stages.iter().find(|s| s.name == "fetch").unwrap();
+    assert_eq!(fetch.items, 300);
+    assert!(
+        fetch.threads >= 1 && fetch.threads <= 3,
+        "{}",
+        fetch.threads
+    );
+    assert!(inits.load(Ordering::SeqCst) >= 1);
+    assert_eq!(
+        inits.load(Ordering::SeqCst),
+        cleanups.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn init_and_cleanup_run_once_per_stage_instance_on_its_thread() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    struct S(&'static str, Arc<Mutex<Vec<(String, i32)>>>);
+    impl Stage<Counted> for S {
+        fn init(&mut self) -> R {
+            self.1.lock().unwrap().push((
+                format!("init {}", self.0),
+                tidepool_pipeline::sys::thread_id(),
+            ));
+            Ok(())
+        }
+        fn process(&mut self, _: &mut Counted, _: &Context) -> R {
+            Ok(())
+        }
+        fn cleanup(&mut self) -> R {
+            self.1.lock().unwrap().push((
+                format!("cleanup {}", self.0),
+                tidepool_pipeline::sys::thread_id(),
+            ));
+            Ok(())
+        }
+    }
+    Pipeline::builder("lifecycle")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(10))
+        .stage("a", S("a", log.clone()))
+        .replicated("b", 2, {
+            let l = log.clone();
+            move || S("b", l.clone())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let log = log.lock().unwrap().clone();
+    let count = |s: &str| log.iter().filter(|e| e.0 == s).count();
+    assert_eq!((count("init a"), count("cleanup a")), (1, 1));
+    assert_eq!((count("init b"), count("cleanup b")), (2, 2));
+    let tid = |s: &str| log.iter().find(|e| e.0 == s).unwrap().1;
+    assert_eq!(tid("init a"), tid("cleanup a"));
+}
+
+#[test]
+fn build_errors_name_the_problem() {
+    let e = Pipeline::<Counted>::builder("x")
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no source") && e.contains("no buffers"), "{e}");
+    let e = Pipeline::builder("x")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(1))
+        .replicated("r", 0, || |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("replicas must be at least 1"), "{e}");
+    let e = Pipeline::builder("x")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(1))
+        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .fork(
+            |_: &Counted, _: &Context| 0,
+            vec![Builder::branch().stage("only", |_: &mut Counted, _: &Context| -> R { Ok(()) })],
+            Order::Ordered,
+        )
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("two or more branches"), "{e}");
+    // A fork holds the last buffer while it takes empty ones: one buffer
+    // would deadlock, so it is refused.
+    let e = Pipeline::builder("x")
+        .buffers(1, Buffers::default().maker())
+        .source("read", counter(3))
+        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .fork(
+            |_: &Counted, _: &Context| 0,
+            vec![
+                Builder::branch().stage("p", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                Builder::branch().stage("q", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+            ],
+            Order::Ordered,
+        )
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 2"), "{e}");
+}
+
+#[test]
+fn a_route_out_of_range_is_an_error_not_a_hang() {
+    let e = Pipeline::builder("x")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(10))
+        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .fork(
+            |b: &Counted, _: &Context| if b.round == 4 { 7 } else { 0 },
+            vec![
+                Builder::branch().stage("p", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                Builder::branch().stage("q", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+            ],
+            Order::Ordered,
+        )
+        .build()
+        .unwrap()
+        .run()
+        .unwrap_err();
+    assert_eq!((e.step, e.round), (Step::Route, Some(4)));
+    assert!(e.to_string().contains("branch 7"), "{e}");
+}

@@ -1,0 +1,119 @@
+//! What the machine model charges for what the pool does besides running
+//! tasks: starting a thread, waking a parked one, and the oversleep of a
+//! task's blocked part. [`Costs::measure`] times them on this machine.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Delays the model adds (pure delays: they hold no core).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Costs {
+    /// From a spawn decision to the new worker taking work.
+    pub spawn: Duration,
+    /// From a submit waking a parked worker to that worker running.
+    pub wake: Duration,
+    /// Extra time each sleep of a task's blocked part takes beyond what it
+    /// asked (timer slack and the wake-up; the replay's task bodies sleep in
+    /// up to 8 slices).
+    pub oversleep: Duration,
+}
+
+impl Costs {
+    /// No costs: the textbook queueing models the validation runs.
+    pub const ZERO: Costs = Costs {
+        spawn: Duration::ZERO,
+        wake: Duration::ZERO,
+        oversleep: Duration::ZERO,
+    };
+
+    /// Medians measured on the project's 2-core machine by
+    /// `tidepool sim --measure-costs` (load average 48, docs/sim.md): the
+    /// default.
+    pub const CALIBRATED: Costs = Costs {
+        spawn: Duration::from_micros(42),
+        wake: Duration::from_micros(18),
+        oversleep: Duration::from_micros(89),
+    };
+
+    /// Time the three costs here, `rounds` times each, and take medians
+    /// (a few hundred milliseconds for 50 rounds).
+    pub fn measure(rounds: usize) -> Costs {
+        let rounds = rounds.max(1);
+        Costs {
+            spawn: median((0..rounds).map(|_| spawn_once()).collect()),
+            wake: median((0..rounds).map(|_| wake_once()).collect()),
+            oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
+        }
+    }
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs::CALIBRATED
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Spawn a thread and time until its first instruction.
+fn spawn_once() -> Duration {
+    let t0 = Instant::now();
+    std::thread::spawn(move || t0.elapsed())
+        .join()
+        .unwrap_or_default()
+}
+
+/// Park a thread on a condvar, notify it, and time until it runs.
+fn wake_once() -> Duration {
+    let pair = Arc::new((Mutex::new(None::<Instant>), Condvar::new()));
+    let theirs = Arc::clone(&pair);
+    let waiter = std::thread::spawn(move || {
+        let (m, cv) = &*theirs;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(t) = *g {
+                return t.elapsed();
+            }
+            g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    });
+    // Let it park first.
+    std::thread::sleep(Duration::from_millis(2));
+    let (m, cv) = &*pair;
+    *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    cv.notify_one();
+    waiter.join().unwrap_or_default()
+}
+
+/// Sleep 1 ms on a fresh thread (default timer slack, like a worker) and
+/// time the excess.
+fn oversleep_once() -> Duration {
+    std::thread::spawn(|| {
+        let asked = Duration::from_millis(1);
+        let t0 = Instant::now();
+        std::thread::sleep(asked);
+        t0.elapsed().saturating_sub(asked)
+    })
+    .join()
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_costs_are_positive_and_bounded() {
+        let c = Costs::measure(3);
+        // A sleep never returns early; nothing here takes a second.
+        for d in [c.spawn, c.wake, c.oversleep] {
+            assert!(d < Duration::from_secs(1), "{c:?}");
+        }
+        assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");
+    }
+}

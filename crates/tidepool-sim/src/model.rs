@@ -1,0 +1,967 @@
+//! The simulation: tasks arrive from a stream, a modelled pool (or a thread
+//! per request) runs them on the modelled cores, and the pool's rules come
+//! from `tidepool::control` — the same functions the real pool calls.
+//!
+//! A worker's life, as in `tidepool::pool::worker`: between two tasks it
+//! retires if the pool has a surplus ([`Sizes::release_surplus`]), else
+//! takes the queue's oldest task, else parks on the idle stack (LIFO: the
+//! most recently parked is woken first, so the surplus really goes idle and
+//! its keep-alive runs out, [`Sizes::expire`]). A submit wakes the top of
+//! the idle stack; with nobody idle it may spawn ([`wants_worker`],
+//! [`Sizes::reserve`] up to `max`, [`Sizes::raise_target_to_live`]) or
+//! raise an at-max event. The policy is called when [`Scheduler`] says so,
+//! sees [`observation`]'s view of the window, and its decision goes through
+//! [`apply`].
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tidepool::control::{apply, observation, wants_worker, Events, Limits, Next, Scheduler, Sizes};
+use tidepool::policy::{Schedule, SizingPolicy, Trigger};
+use tidepool::PoolStats;
+use tidepool_workload::body::TaskBody;
+use tidepool_workload::metrics::{
+    LatencyAccumulator, TaskRecord, ThreadMetricsBuilder, ThreadSample,
+};
+use tidepool_workload::{DecisionEntry, TaskSpec};
+
+use crate::config::{ExecutorModel, SimConfig};
+use crate::cpu::Cpu;
+use crate::events::{Calendar, Event};
+use crate::outcome::{Bin, LittlesLaw, SimOutcome, Steady};
+
+/// A task in the system.
+#[derive(Debug, Clone, Copy)]
+struct Task {
+    index: u64,
+    request_id: u64,
+    app_id: u64,
+    arrival: u64,
+    cpu: u64,
+    blocked: u64,
+}
+
+/// A task on a worker: its body's compute/sleep slices, as the replay runs it.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    task: Task,
+    started: u64,
+    slices: u32,
+    done: u32,
+}
+
+impl Running {
+    /// (compute, blocked) of the current slice; the last takes the remainder.
+    fn slice(&self) -> (u64, u64) {
+        let n = u64::from(self.slices);
+        let (c, b) = (self.task.cpu / n, self.task.blocked / n);
+        if self.done + 1 == self.slices {
+            (self.task.cpu - c * (n - 1), self.task.blocked - b * (n - 1))
+        } else {
+            (c, b)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Starting,
+    Idle,
+    Waking,
+    Computing,
+    Blocked,
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Worker {
+    state: State,
+    /// The task it runs (a thread per request: from its creation, not yet
+    /// started while `state` is `Starting`).
+    run: Option<Running>,
+    /// When the current park's keep-alive runs out.
+    deadline: u64,
+    /// The earliest keep-alive event pending for this worker (at most a few
+    /// are: see `park`).
+    timer: u64,
+}
+
+/// The policy and when to call it.
+struct Control {
+    policy: Box<dyn SizingPolicy>,
+    scheduler: Option<Scheduler>,
+    events: Events,
+    /// When the scheduler next has something due without new events.
+    at: Option<u64>,
+    /// Statistics of the window since the last call.
+    window: PoolStats,
+    last_call: u64,
+    cpu_at_call: f64,
+    delay_at_call: f64,
+}
+
+/// The simulator's state.
+pub(crate) struct Sim {
+    now: u64,
+    cores: usize,
+    spawn: u64,
+    wake: u64,
+    oversleep: u64,
+    per_request: bool,
+    cpu: Cpu,
+    calendar: Calendar,
+    workers: Vec<Worker>,
+    free: Vec<u32>,
+    /// Parked workers, oldest at the front, the LIFO top at the back.
+    idle: VecDeque<u32>,
+    queue: VecDeque<Task>,
+    capacity: Option<usize>,
+    sizes: Sizes,
+    limits: Limits,
+    control: Option<Control>,
+    /// Threads alive (per request; the pool's is `sizes.live`).
+    threads: usize,
+    // What is measured.
+    events_handled: u64,
+    submitted: u64,
+    accepted: u64,
+    completed: u64,
+    created: u64,
+    created_at_start: u64,
+    in_system: u64,
+    /// Accepted tasks not started yet (queued, or waiting for their thread).
+    waiting: u64,
+    first_arrival: Option<u64>,
+    last_finish: u64,
+    in_system_ns: u128,
+    queue_ns: u128,
+    threads_ns: u128,
+    turnaround_sum: u128,
+    wait_sum: u128,
+    wait: LatencyAccumulator,
+    /// A run of equal waits not yet in `wait`: (wait, count).
+    wait_run: (u64, u64),
+    processing: LatencyAccumulator,
+    turnaround: LatencyAccumulator,
+    sample_interval: u64,
+    next_sample: u64,
+    samples: ThreadMetricsBuilder,
+    keep_records: bool,
+    records: Vec<TaskRecord>,
+    keep_decisions: bool,
+    decisions: Vec<DecisionEntry>,
+    warmup: u64,
+    steady: Steady,
+    steady_from: Option<(u64, u128)>,
+    /// The last arrival: the thread average stops there (not in the drain).
+    steady_to: (u64, u128),
+    threshold: Option<u64>,
+    bin_edges: Vec<u64>,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Sim {
+    pub(crate) fn new(config: SimConfig) -> Sim {
+        let SimConfig {
+            cores,
+            costs,
+            executor,
+            sample_interval,
+            keep_records,
+            keep_decisions,
+            warmup_tasks,
+            wait_threshold,
+            size_bins,
+        } = config;
+        let cores = cores.max(1);
+        let mut sim = Sim {
+            now: 0,
+            cores,
+            spawn: ns(costs.spawn),
+            wake: ns(costs.wake),
+            oversleep: ns(costs.oversleep),
+            per_request: false,
+            cpu: Cpu::new(cores),
+            calendar: Calendar::default(),
+            workers: Vec::new(),
+            free: Vec::new(),
+            idle: VecDeque::new(),
+            queue: VecDeque::new(),
+            capacity: None,
+            sizes: Sizes::default(),
+            limits: Limits {
+                min: 0,
+                max: usize::MAX,
+                keep_alive: Duration::MAX,
+                grow_on_demand: false,
+                worker_slice: None,
+            },
+            control: None,
+            threads: 0,
+            events_handled: 0,
+            submitted: 0,
+            accepted: 0,
+            completed: 0,
+            created: 0,
+            created_at_start: 0,
+            in_system: 0,
+            waiting: 0,
+            first_arrival: None,
+            last_finish: 0,
+            in_system_ns: 0,
+            queue_ns: 0,
+            threads_ns: 0,
+            turnaround_sum: 0,
+            wait_sum: 0,
+            wait: LatencyAccumulator::default(),
+            wait_run: (0, 0),
+            processing: LatencyAccumulator::default(),
+            turnaround: LatencyAccumulator::default(),
+            sample_interval: ns(sample_interval).max(1),
+            next_sample: 0,
+            samples: ThreadMetricsBuilder::default(),
+            keep_records,
+            records: Vec::new(),
+            keep_decisions,
+            decisions: Vec::new(),
+            warmup: warmup_tasks,
+            steady: Steady {
+                bins: vec![
+                    Bin::default();
+                    if size_bins.is_empty() {
+                        0
+                    } else {
+                        size_bins.len() + 1
+                    }
+                ],
+                ..Steady::default()
+            },
+            steady_from: None,
+            steady_to: (0, 0),
+            threshold: wait_threshold.map(ns),
+            bin_edges: size_bins.into_iter().map(ns).collect(),
+        };
+        match executor {
+            ExecutorModel::PerRequest => sim.per_request = true,
+            ExecutorModel::Pool(p) => {
+                sim.capacity = p.capacity;
+                sim.limits = Limits {
+                    min: p.min,
+                    max: p.max,
+                    keep_alive: p.keep_alive,
+                    grow_on_demand: false,
+                    worker_slice: None,
+                };
+                sim.sizes = Sizes::new(0, p.initial);
+                for _ in 0..p.initial {
+                    match sim.sizes.reserve(p.initial) {
+                        Some(s) => {
+                            sim.sizes = s;
+                            sim.spawn_worker(None);
+                        }
+                        None => break,
+                    }
+                }
+                sim.created_at_start = sim.created;
+                if let Some(policy) = p.policy {
+                    sim.control = Some(Control {
+                        policy,
+                        scheduler: None,
+                        events: Events::default(),
+                        at: None,
+                        window: PoolStats::default(),
+                        last_call: 0,
+                        cpu_at_call: 0.0,
+                        delay_at_call: 0.0,
+                    });
+                    sim.call(Trigger::Start);
+                    if let Some(c) = &mut sim.control {
+                        let schedule = c.policy.schedule();
+                        if schedule != Schedule::default() {
+                            c.scheduler = Some(Scheduler::new(schedule, Duration::ZERO));
+                            // Ask the scheduler now when the first call is
+                            // due (without this a policy that only ticks,
+                            // such as `frequency`, was never called again).
+                            c.at = Some(0);
+                        }
+                    }
+                    sim.poll_policy();
+                }
+            }
+        }
+        sim
+    }
+
+    /// Run every task of `tasks` to completion.
+    pub(crate) fn run(
+        mut self,
+        tasks: impl Iterator<Item = TaskSpec>,
+        workload: &str,
+    ) -> SimOutcome {
+        let mut tasks = tasks;
+        let mut index = 0u64;
+        let mut at = 0u64;
+        let mut next = tasks.next().map(|t| {
+            at = at.saturating_add(ns(t.start_delay));
+            (at, t)
+        });
+        loop {
+            let ta = next.as_ref().map_or(u64::MAX, |(t, _)| *t);
+            let tc = self.cpu.next_done().unwrap_or(u64::MAX);
+            let te = self.calendar.next_at().unwrap_or(u64::MAX);
+            let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
+            let t = ta.min(tc).min(te).min(tp);
+            if t == u64::MAX {
+                break;
+            }
+            self.advance(t);
+            self.events_handled += 1;
+            if tc == t {
+                while let Some(w) = self.cpu.pop_done() {
+                    self.compute_done(w);
+                }
+            } else if te == t {
+                if let Some((_, e)) = self.calendar.pop() {
+                    self.handle(e);
+                }
+            } else if ta == t {
+                if let Some((arrival, spec)) = next.take() {
+                    self.submit(Task {
+                        index,
+                        request_id: spec.request_id,
+                        app_id: spec.app_id,
+                        arrival,
+                        cpu: ns(spec.cpu),
+                        blocked: ns(spec.blocked),
+                    });
+                    index += 1;
+                    next = tasks.next().map(|t| {
+                        at = at.saturating_add(ns(t.start_delay));
+                        (at, t)
+                    });
+                }
+            }
+            self.poll_policy();
+            if next.is_none() && self.in_system == 0 {
+                // Nothing left but timers of idle workers and policy ticks.
+                break;
+            }
+        }
+        let end = self.last_finish.max(self.now);
+        self.flush_samples(end + 1);
+        self.finish(workload, index)
+    }
+
+    /// Let time run to `t`: integrals, samples, the cores.
+    #[inline]
+    fn advance(&mut self, t: u64) {
+        if t <= self.now {
+            return;
+        }
+        let dt = u128::from(t - self.now);
+        self.in_system_ns += dt * u128::from(self.in_system);
+        self.queue_ns += dt * u128::from(self.waiting);
+        self.threads_ns += dt * self.live() as u128;
+        if t > self.next_sample {
+            self.flush_samples(t);
+        }
+        self.cpu.advance(t);
+        self.now = t;
+    }
+
+    /// Record the samples due before `t` (the state has not changed since).
+    fn flush_samples(&mut self, t: u64) {
+        if t <= self.next_sample {
+            return;
+        }
+        let k = (t - 1 - self.next_sample) / self.sample_interval + 1;
+        let sample = ThreadSample {
+            at_ns: self.next_sample,
+            live: self.live(),
+            queued: self.queue.len(),
+            target: (!self.per_request).then_some(self.sizes.target),
+        };
+        self.samples.push(&sample, k);
+        self.samples
+            .last_at(self.next_sample + (k - 1) * self.sample_interval);
+        self.next_sample += k * self.sample_interval;
+    }
+
+    #[inline]
+    fn live(&self) -> usize {
+        if self.per_request {
+            self.threads
+        } else {
+            self.sizes.live
+        }
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::Ready(w) => {
+                if self.per_request {
+                    let task = self.workers[w as usize].run.take().map(|r| r.task);
+                    if let Some(task) = task {
+                        if !self.start_task(w, task) {
+                            self.leave(w);
+                        }
+                    }
+                } else {
+                    self.run_worker(w);
+                }
+            }
+            Event::Woken(w) => self.run_worker(w),
+            Event::Unblocked(w) => self.slice_done(w),
+            Event::KeepAlive(w) => self.keep_alive(w),
+        }
+    }
+
+    /// A task arrives.
+    fn submit(&mut self, task: Task) {
+        self.submitted += 1;
+        self.first_arrival.get_or_insert(task.arrival);
+        if task.index == self.warmup {
+            self.steady_from = Some((self.now, self.threads_ns));
+        }
+        let steady = task.index >= self.warmup;
+        if steady {
+            self.steady_to = (self.now, self.threads_ns);
+        }
+        if steady {
+            self.steady.submitted += 1;
+        }
+        if let Some(c) = &mut self.control {
+            c.window.submitted += 1;
+        }
+        if self.per_request {
+            self.accept();
+            self.threads += 1;
+            self.spawn_worker(Some(task));
+            return;
+        }
+        if self.wake == 0 {
+            // An idle worker takes the task at once: it never waits in the
+            // queue (so a queue with no room still admits it).
+            if let Some(w) = self.idle.pop_back() {
+                self.accept();
+                if !self.start_task(w, task) {
+                    self.run_worker(w);
+                }
+                return;
+            }
+        }
+        if self.capacity.is_some_and(|cap| self.queue.len() >= cap) {
+            if steady {
+                self.steady.rejected += 1;
+            }
+            if let Some(c) = &mut self.control {
+                c.window.submitted -= 1;
+                c.window.rejected += 1;
+            }
+            return;
+        }
+        self.accept();
+        self.queue.push_back(task);
+        if let Some(w) = self.idle.pop_back() {
+            self.workers[w as usize].state = State::Waking;
+            self.calendar.push(self.now + self.wake, Event::Woken(w));
+        } else if wants_worker(
+            self.sizes.live,
+            self.limits.grow_on_demand,
+            0,
+            self.queue.len(),
+        ) {
+            match self.sizes.reserve(self.limits.max.max(1)) {
+                Some(s) => {
+                    self.sizes = s.raise_target_to_live().unwrap_or(s);
+                    self.spawn_worker(None);
+                    if let Some(c) = &mut self.control {
+                        if let Some(s) = &c.scheduler {
+                            s.starved(&mut c.events);
+                        }
+                    }
+                }
+                None => {
+                    if let Some(c) = &mut self.control {
+                        if let Some(s) = &c.scheduler {
+                            s.at_max(&mut c.events);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn accept(&mut self) {
+        self.accepted += 1;
+        self.in_system += 1;
+        self.waiting += 1;
+    }
+
+    /// Start a thread (its slot is reserved); it takes work after the spawn cost.
+    fn spawn_worker(&mut self, own: Option<Task>) {
+        let worker = Worker {
+            state: State::Starting,
+            run: own.map(|task| Running {
+                task,
+                started: 0,
+                slices: 1,
+                done: 0,
+            }),
+            deadline: 0,
+            timer: u64::MAX,
+        };
+        let w = match self.free.pop() {
+            Some(w) => {
+                self.workers[w as usize] = worker;
+                w
+            }
+            None => {
+                self.workers.push(worker);
+                (self.workers.len() - 1) as u32
+            }
+        };
+        self.created += 1;
+        if let Some(c) = &mut self.control {
+            c.window.threads_created += 1;
+        }
+        self.calendar.push(self.now + self.spawn, Event::Ready(w));
+    }
+
+    /// A pool worker between tasks: retire as surplus, take a task, or park.
+    fn run_worker(&mut self, w: u32) {
+        loop {
+            if let Some(s) = self.sizes.release_surplus() {
+                self.sizes = s;
+                self.retire(w, false);
+                return;
+            }
+            match self.queue.pop_front() {
+                Some(task) => {
+                    if self.start_task(w, task) {
+                        return;
+                    }
+                }
+                None => {
+                    self.park(w, self.now.saturating_add(ns(self.limits.keep_alive)));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Park `w` on top of the idle stack until `deadline`. A worker keeps at
+    /// most one keep-alive event pending for its current deadline or an
+    /// earlier one (which re-arms itself when it finds a later deadline), so
+    /// the calendar grows with the workers, not with the parks.
+    fn park(&mut self, w: u32, deadline: u64) {
+        let worker = &mut self.workers[w as usize];
+        worker.state = State::Idle;
+        worker.deadline = deadline;
+        if worker.timer > deadline {
+            worker.timer = deadline;
+            self.calendar.push(deadline, Event::KeepAlive(w));
+        }
+        self.idle.push_back(w);
+    }
+
+    fn keep_alive(&mut self, w: u32) {
+        let now = self.now;
+        let worker = &mut self.workers[w as usize];
+        if worker.timer == now {
+            worker.timer = u64::MAX;
+        }
+        if worker.state != State::Idle {
+            return;
+        }
+        if worker.deadline > now {
+            if worker.timer > worker.deadline {
+                worker.timer = worker.deadline;
+                let d = worker.deadline;
+                self.calendar.push(d, Event::KeepAlive(w));
+            }
+            return;
+        }
+        // Its keep-alive ran out: off the idle stack, then retire or park again.
+        if let Some(i) = self.idle.iter().position(|&x| x == w) {
+            self.idle.remove(i);
+        }
+        match self.sizes.expire(self.limits.min) {
+            Some(s) => {
+                self.sizes = s;
+                self.retire(w, true);
+            }
+            None => self.park(w, now.saturating_add(ns(self.limits.keep_alive))),
+        }
+    }
+
+    fn retire(&mut self, w: u32, expired: bool) {
+        self.workers[w as usize].state = State::Gone;
+        self.free.push(w);
+        if let Some(c) = &mut self.control {
+            c.window.threads_retired += 1;
+            if expired {
+                if let Some(s) = &c.scheduler {
+                    s.retired(&mut c.events);
+                }
+            }
+        }
+    }
+
+    /// A thread per request: its task is done, the thread exits.
+    fn leave(&mut self, w: u32) {
+        self.workers[w as usize].state = State::Gone;
+        self.free.push(w);
+        self.threads -= 1;
+    }
+
+    /// `w` starts `task`; false if the task had nothing to do and is
+    /// already complete.
+    fn start_task(&mut self, w: u32, task: Task) -> bool {
+        let wait = self.now - task.arrival;
+        self.waiting -= 1;
+        // Runs of equal waits (zero, or the wake-up cost) are recorded in bulk.
+        if wait == self.wait_run.0 {
+            self.wait_run.1 += 1;
+        } else {
+            self.wait.record_n(self.wait_run.0, self.wait_run.1);
+            self.wait_run = (wait, 1);
+        }
+        self.wait_sum += u128::from(wait);
+        if task.index >= self.warmup {
+            self.steady.waited += 1;
+            self.steady.wait_sum_ns += u128::from(wait);
+            if self.threshold.is_some_and(|t| wait > t) {
+                self.steady.waits_over += 1;
+            }
+        }
+        if let Some(c) = &mut self.control {
+            if c.scheduler.is_some() {
+                c.window.wait.record(wait);
+            }
+        }
+        let slices = TaskBody::new(
+            Duration::from_nanos(task.cpu),
+            Duration::from_nanos(task.blocked),
+        )
+        .slices
+        .max(1);
+        self.workers[w as usize].run = Some(Running {
+            task,
+            started: self.now,
+            slices,
+            done: 0,
+        });
+        self.begin_slice(w)
+    }
+
+    /// Start the current slice of `w`'s task; false if the task completed.
+    fn begin_slice(&mut self, w: u32) -> bool {
+        loop {
+            let Some(run) = self.workers[w as usize].run else {
+                return false;
+            };
+            let (c, b) = run.slice();
+            if c > 0 {
+                self.workers[w as usize].state = State::Computing;
+                self.cpu.start(w, c);
+                return true;
+            }
+            if b > 0 {
+                self.block(w, b);
+                return true;
+            }
+            if !self.next_slice(w) {
+                return false;
+            }
+        }
+    }
+
+    fn block(&mut self, w: u32, b: u64) {
+        self.workers[w as usize].state = State::Blocked;
+        self.calendar
+            .push(self.now + b + self.oversleep, Event::Unblocked(w));
+    }
+
+    /// The current slice is over: true if another follows, else the task
+    /// completes (bookkeeping only).
+    fn next_slice(&mut self, w: u32) -> bool {
+        let worker = &mut self.workers[w as usize];
+        let Some(run) = &mut worker.run else {
+            return false;
+        };
+        run.done += 1;
+        if run.done < run.slices {
+            return true;
+        }
+        let run = *run;
+        worker.run = None;
+        self.complete(run);
+        false
+    }
+
+    fn compute_done(&mut self, w: u32) {
+        let Some(run) = self.workers[w as usize].run else {
+            return;
+        };
+        let (_, b) = run.slice();
+        if b > 0 {
+            self.block(w, b);
+        } else {
+            self.slice_done(w);
+        }
+    }
+
+    fn slice_done(&mut self, w: u32) {
+        if self.next_slice(w) && self.begin_slice(w) {
+            return;
+        }
+        if self.per_request {
+            self.leave(w);
+        } else {
+            self.run_worker(w);
+        }
+    }
+
+    /// A task finished now.
+    fn complete(&mut self, run: Running) {
+        let task = run.task;
+        let now = self.now;
+        self.completed += 1;
+        self.in_system -= 1;
+        self.last_finish = now;
+        let service = now - run.started;
+        let turnaround = now - task.arrival;
+        self.processing.record(service);
+        self.turnaround.record(turnaround);
+        self.turnaround_sum += u128::from(turnaround);
+        if task.index >= self.warmup {
+            self.steady.completed += 1;
+            self.steady.turnaround_sum_ns += u128::from(turnaround);
+            if !self.steady.bins.is_empty() {
+                let size = task.cpu + task.blocked;
+                let i = self.bin_edges.partition_point(|&e| e < size);
+                let bin = &mut self.steady.bins[i];
+                bin.tasks += 1;
+                bin.turnaround_sum_ns += u128::from(turnaround);
+                bin.size_sum_ns += u128::from(size);
+            }
+        }
+        if self.keep_records {
+            self.records.push(TaskRecord {
+                request_id: task.request_id,
+                app_id: task.app_id,
+                scheduled_ns: task.arrival,
+                submitted_ns: task.arrival,
+                accepted_ns: Some(task.arrival),
+                started_ns: Some(run.started),
+                finished_ns: Some(now),
+            });
+        }
+        if let Some(c) = &mut self.control {
+            if let Some(s) = &mut c.scheduler {
+                s.completed(&mut c.events);
+                let w = &mut c.window;
+                w.completed += 1;
+                w.service.record(service);
+                // Every task is in the CPU sample, and the model's tasks
+                // compute exactly `cpu` and want a core for nothing else:
+                // their own compute share is cpu / (cpu + blocked).
+                w.sampled_tasks += 1;
+                w.sampled_task_cpu += Duration::from_nanos(task.cpu);
+                w.sampled_task_time += Duration::from_nanos(task.cpu + task.blocked);
+            }
+        }
+    }
+
+    /// Call the policy if the scheduler has a call due now.
+    #[inline]
+    fn poll_policy(&mut self) {
+        let Some(c) = &self.control else { return };
+        if c.events == Events::default() && c.at.map_or(true, |t| self.now < t) {
+            return;
+        }
+        let now = Duration::from_nanos(self.now);
+        let mut calls = 0u32;
+        loop {
+            let Some(c) = &mut self.control else { return };
+            let Some(s) = &mut c.scheduler else {
+                c.at = None;
+                return;
+            };
+            match s.next(&mut c.events, now) {
+                Next::Call(call) => {
+                    self.call(call.trigger);
+                    let Some(c) = &mut self.control else { return };
+                    let schedule = c.policy.schedule();
+                    if let Some(s) = &mut c.scheduler {
+                        s.called(call, now, schedule);
+                    }
+                    calls += 1;
+                    if calls >= 1_000 {
+                        // A schedule that is always due (a zero period):
+                        // the real controller would spin; let time move.
+                        c.at = Some(self.now + 1_000_000);
+                        return;
+                    }
+                }
+                Next::At(t) => {
+                    c.at = Some(ns(t));
+                    return;
+                }
+                Next::Wait => {
+                    c.at = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Call the policy for `trigger` and apply its decision.
+    fn call(&mut self, trigger: Trigger) {
+        let now = self.now;
+        let idle = self.idle.len().min(self.sizes.live);
+        // PoolStats is non_exhaustive: start from the default, set the gauges.
+        let mut gauges = PoolStats::default();
+        gauges.elapsed = Duration::from_nanos(now);
+        gauges.live_threads = self.sizes.live;
+        gauges.busy_threads = self.sizes.live - idle;
+        gauges.idle_threads = idle;
+        gauges.target_size = self.sizes.target;
+        gauges.min_threads = self.limits.min;
+        gauges.max_threads = self.limits.max;
+        gauges.queue_len = self.queue.len();
+        gauges.cores = self.cores;
+        let (busy, delay) = (self.cpu.busy_ns(), self.cpu.delay_ns());
+        let Some(c) = &mut self.control else { return };
+        let mut window = std::mem::take(&mut c.window);
+        window.elapsed = Duration::from_nanos(now - c.last_call);
+        window.worker_cpu_time = Some(Duration::from_nanos((busy - c.cpu_at_call) as u64));
+        window.worker_run_delay = Some(Duration::from_nanos((delay - c.delay_at_call) as u64));
+        let obs = observation(trigger, &gauges, &window);
+        c.last_call = now;
+        c.cpu_at_call = busy;
+        c.delay_at_call = delay;
+        let decision = c.policy.decide(&obs);
+        if decision.is_hold() {
+            return;
+        }
+        let old_target = self.sizes.target;
+        let applied = apply(&decision, &self.limits, self.sizes.target);
+        self.limits = applied.limits;
+        let new_target = self.apply_target(applied.target);
+        if self.keep_decisions {
+            self.decisions.push(DecisionEntry::new(
+                now as f64 / 1e6,
+                format!("{trigger:?}").to_lowercase(),
+                old_target,
+                new_target,
+                decision.reason,
+            ));
+        }
+    }
+
+    /// A new target: spawn up to it, wake idle workers so the surplus retires.
+    fn apply_target(&mut self, n: usize) -> usize {
+        let target = self.limits.clamp(n);
+        self.sizes = self.sizes.with_target(target);
+        while self.sizes.live < target {
+            match self.sizes.reserve(target) {
+                Some(s) => {
+                    self.sizes = s;
+                    self.spawn_worker(None);
+                }
+                None => break,
+            }
+        }
+        for _ in 0..self.sizes.surplus() {
+            let Some(w) = self.idle.pop_back() else { break };
+            self.workers[w as usize].state = State::Waking;
+            self.calendar.push(self.now + self.wake, Event::Woken(w));
+        }
+        target
+    }
+
+    fn finish(mut self, workload: &str, tasks: u64) -> SimOutcome {
+        let first = self.first_arrival.unwrap_or(0);
+        let span = self.last_finish.saturating_sub(first);
+        let duration_s = span as f64 / 1e9;
+        let samples = std::mem::take(&mut self.samples).finish();
+        let zeros = |n: u64| {
+            let mut a = LatencyAccumulator::default();
+            a.record_n(0, n);
+            a.summary()
+        };
+        self.wait.record_n(self.wait_run.0, self.wait_run.1);
+        let wait = self.wait.summary();
+        let turnaround = self.turnaround.summary();
+        let cpu_s = self.cpu.busy_ns() / 1e9;
+        let result = tidepool_workload::RunResult {
+            executor: String::new(),
+            workload: workload.to_string(),
+            tasks: tasks as usize,
+            submitted: self.submitted,
+            accepted: self.accepted,
+            rejected: self.submitted - self.accepted,
+            completed: self.completed,
+            cancelled: false,
+            duration_s,
+            throughput: if duration_s > 0.0 {
+                self.completed as f64 / duration_s
+            } else {
+                0.0
+            },
+            mean_wait_us: wait.mean_us,
+            p99_wait_us: wait.p99_us,
+            mean_response_us: 0.0,
+            p99_response_us: 0.0,
+            mean_turnaround_us: turnaround.mean_us,
+            p99_turnaround_us: turnaround.p99_us,
+            response: zeros(self.accepted),
+            wait,
+            processing: self.processing.summary(),
+            turnaround,
+            lateness: zeros(self.submitted),
+            cpu_time_s: cpu_s,
+            cpu_utilisation: if duration_s > 0.0 {
+                cpu_s / duration_s / self.cores as f64
+            } else {
+                0.0
+            },
+            cores: self.cores,
+            load_average: None,
+            threads_created: self.created - self.created_at_start,
+            avg_threads: samples.avg_threads,
+            max_threads: samples.max_threads,
+            avg_queue: samples.avg_queue,
+            max_queue: samples.max_queue,
+            sample_interval_ms: self.sample_interval as f64 / 1e6,
+            size_series: samples.size_series,
+            decisions: self.decisions,
+            records: self.records,
+        };
+        let mut steady = self.steady;
+        if let Some((t0, threads0)) = self.steady_from {
+            let (t1, threads1) = self.steady_to;
+            steady.span_ns = t1.saturating_sub(t0);
+            steady.threads_ns = threads1 - threads0;
+        }
+        SimOutcome {
+            result,
+            events: self.events_handled,
+            littles_law: LittlesLaw {
+                span_ns: span,
+                accepted: self.accepted,
+                in_system_ns: self.in_system_ns,
+                turnaround_sum_ns: self.turnaround_sum,
+                queue_ns: self.queue_ns,
+                wait_sum_ns: self.wait_sum,
+            },
+            steady,
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The pool model's behaviour: each rule of the real pool shows in a
+//! simulated run, and runs are deterministic.
+
+use std::time::Duration;
+
+use tidepool::policy::PolicySpec;
+use tidepool_sim::{simulate, Costs, ExecutorModel, PoolModel, SimConfig, SimOutcome};
+use tidepool_workload::{GenSpec, TaskSpec};
+
+fn gen(s: &str) -> GenSpec {
+    s.parse().unwrap()
+}
+
+fn run(spec: &str, cores: usize, executor: ExecutorModel, costs: Costs) -> SimOutcome {
+    let g = gen(spec);
+    simulate(
+        g.stream(),
+        spec,
+        SimConfig::new(cores, executor).with_costs(costs),
+    )
+}
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+#[test]
+fn same_seed_same_output_byte_for_byte() {
+    let once = || {
+        let executor = ExecutorModel::for_spec(&PolicySpec::parse("auto").unwrap(), 1, 100);
+        let out = run(
+            "onoff:rate=4000,on=50ms,off=100ms,off_rate=100,n=3000,service=exp:1ms,free=70,seed=3",
+            2,
+            executor,
+            Costs::CALIBRATED,
+        );
+        assert!(out.littles_law.holds());
+        serde_json::to_string(&out.result).unwrap()
+    };
+    assert_eq!(once(), once());
+}
+
+#[test]
+fn every_policy_runs_unchanged_and_little_holds() {
+    for p in [
+        "fixed:4",
+        "tpr",
+        "watermark:2..16",
+        "xu-bode",
+        "hisdyn",
+        "frequency",
+        "hill-climb",
+        "auto",
+    ] {
+        let executor = ExecutorModel::for_spec(&PolicySpec::parse(p).unwrap(), 1, 64);
+        let out = run(
+            "poisson:rate=3000,n=4000,service=exp:2ms,free=60,seed=2",
+            4,
+            executor,
+            Costs::CALIBRATED,
+        );
+        assert_eq!(out.result.completed, 4000, "{p}");
+        assert!(out.littles_law.holds(), "{p}: {:?}", out.littles_law);
+        assert!(
+            (out.littles_law.l() - out.littles_law.lambda_w()).abs()
+                <= 1e-9 * out.littles_law.l().max(1.0),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn adaptive_policies_are_called_and_logged() {
+    let executor = ExecutorModel::for_spec(&PolicySpec::parse("auto").unwrap(), 1, 64);
+    let out = run(
+        "poisson:rate=8000,n=8000,service=exp:2ms,free=80,seed=5",
+        2,
+        executor,
+        Costs::CALIBRATED,
+    );
+    let d = &out.result.decisions;
+    assert!(d.first().is_some_and(|d| d.trigger == "start"), "{d:?}");
+    assert!(
+        d.iter().any(|d| d.trigger != "start"),
+        "auto is called again"
+    );
+    // 8000/s × 2 ms = 16 busy on average, 80% blocked: auto grows past 2.
+    assert!(out.result.max_threads > 4, "{}", out.result.max_threads);
+}
+
+#[test]
+fn a_static_pool_never_exceeds_its_size_and_creates_nothing() {
+    let out = run(
+        "poisson:rate=5000,n=3000,service=exp:1ms,free=50,seed=1",
+        2,
+        ExecutorModel::Pool(PoolModel::fixed(3)),
+        Costs::CALIBRATED,
+    );
+    assert_eq!(out.result.max_threads, 3);
+    assert_eq!(out.result.threads_created, 0);
+    assert!(out.result.size_series.iter().all(|p| p.target == Some(3)));
+}
+
+#[test]
+fn thread_per_request_creates_a_thread_per_task_and_pays_the_spawn() {
+    let costs = Costs {
+        spawn: us(100),
+        ..Costs::ZERO
+    };
+    let out = run(
+        "periodic:rate=100,n=50,service=const:1ms",
+        4,
+        ExecutorModel::PerRequest,
+        costs,
+    );
+    assert_eq!(out.result.threads_created, 50);
+    // Each task waits exactly its thread's start.
+    assert_eq!(out.result.wait.min_us, 100.0);
+    assert_eq!(out.result.wait.max_us, 100.0);
+    assert_eq!(out.result.turnaround.mean_us, 1100.0);
+}
+
+#[test]
+fn oversubscribed_cores_stretch_compute_but_not_sleep() {
+    // 4 tasks of 1 ms compute at once on 1 core: processor sharing ends
+    // them together at 4 ms; 4 tasks of 1 ms sleep end at 1 ms.
+    let burst = |cpu: bool| -> Vec<TaskSpec> {
+        (0..4)
+            .map(|i| {
+                let t = TaskSpec::new(i + 1, 1, Duration::ZERO, Duration::from_millis(1));
+                if cpu {
+                    t
+                } else {
+                    t.with_split(Duration::ZERO, Duration::from_millis(1))
+                }
+            })
+            .collect()
+    };
+    for (cpu, want) in [(true, 4000.0), (false, 1000.0)] {
+        let out = simulate(
+            burst(cpu),
+            "burst",
+            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(4))).with_costs(Costs::ZERO),
+        );
+        assert_eq!(out.result.turnaround.max_us, want, "cpu={cpu}");
+    }
+}
+
+#[test]
+fn a_bounded_queue_rejects_and_counts_it() {
+    let out = run(
+        "periodic:rate=10000,n=100,service=const:10ms",
+        1,
+        ExecutorModel::Pool(PoolModel::fixed(1).with_capacity(5)),
+        Costs::ZERO,
+    );
+    // One running, five queued: the rest of the burst is refused.
+    assert!(out.result.rejected > 80, "{}", out.result.rejected);
+    assert_eq!(out.result.completed + out.result.rejected, 100);
+    assert!(out.littles_law.holds());
+}
+
+#[test]
+fn surplus_workers_retire_after_their_keep_alive() {
+    // A pool that grows on demand (watermark) to serve a burst, then idles:
+    // the keep-alive retires the extra workers back to min.
+    let mut tasks: Vec<TaskSpec> = (0..40)
+        .map(|i| {
+            TaskSpec::new(i + 1, 1, Duration::ZERO, Duration::from_millis(5))
+                .with_split(Duration::ZERO, Duration::from_millis(5))
+        })
+        .collect();
+    // One last task long after, when the keep-alive (10 s default) ran out.
+    tasks.push(TaskSpec::new(
+        41,
+        1,
+        Duration::from_secs(30),
+        Duration::from_millis(1),
+    ));
+    let executor = ExecutorModel::for_spec(&PolicySpec::parse("watermark:2..16").unwrap(), 1, 64);
+    let out = simulate(
+        tasks,
+        "burst",
+        SimConfig::new(2, executor).with_costs(Costs::ZERO),
+    );
+    assert_eq!(out.result.max_threads, 16);
+    let last = out.result.size_series.last().unwrap();
+    assert_eq!(last.live, 2, "{:?}", out.result.size_series);
+}
+
+#[test]
+fn memory_does_not_grow_with_the_stream() {
+    // A million tasks through a 4-worker pool: the stream is generated on
+    // the fly, and nothing per task is kept.
+    let g = gen("poisson:rate=1000000,n=1000000,service=exp:3us,seed=9");
+    let mut config = SimConfig::new(4, ExecutorModel::Pool(PoolModel::fixed(4)));
+    config.keep_decisions = false;
+    let out = simulate(g.stream(), "long", config);
+    assert_eq!(out.result.completed, 1_000_000);
+    assert!(out.result.records.is_empty());
+    assert!(out.result.size_series.len() <= 2);
+}
+
+#[test]
+fn a_policy_that_only_ticks_is_called_from_the_start() {
+    // `frequency` asks for no events, only a 1 s tick: the scheduler must be
+    // asked at start when its first call is due (as the real controller
+    // does), else the policy is never called and the pool stays at `min`.
+    let executor = ExecutorModel::for_spec(&PolicySpec::parse("frequency").unwrap(), 1, 100);
+    let out = run(
+        "poisson:rate=500,n=2000,service=exp:1ms,free=50,seed=2",
+        2,
+        executor,
+        Costs::CALIBRATED,
+    );
+    let ticks: Vec<_> = out
+        .result
+        .decisions
+        .iter()
+        .filter(|d| d.trigger == "tick")
+        .collect();
+    assert!(!ticks.is_empty(), "{:?}", out.result.decisions);
+    assert!((ticks[0].t_ms - 1000.0).abs() < 1e-6, "{:?}", ticks[0]);
+    assert!(out.result.max_threads > 1, "{}", out.result.max_threads);
+}

@@ -1,0 +1,468 @@
+//! `auto` — tidepool's default policy: no parameters, sized from what the pool
+//! measures. The design (see `docs/policies.md` for the argument):
+//!
+//! 1. **Useful concurrency from the tasks' compute share.** φ = CPU time over
+//!    busy time less run delay (the time runnable but waiting for a core):
+//!    the tasks' own compute share, whoever holds the cores. Smoothed as a
+//!    ratio of fading sums with a prior of φ = 1 worth 5 ms; busy time is
+//!    also bounded below by the workers busy through the window, so the
+//!    first spawns already measure it. Keeping the cores busy takes
+//!    `cores / φ` workers on average; the *ceiling* is the fewest workers
+//!    that, all busy and each runnable with probability φ, keep every core
+//!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
+//!    of up to 0.25 is a dead band, as VM steal time reads as blocking), so
+//!    CPU-bound work (φ ≈ 1) gets exactly `cores`, and an oversubscribed
+//!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
+//!    loop. Without run-delay data φ may only fall on windows with at most
+//!    `cores` busy workers.
+//! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
+//!    (arrival rate × mean service); the demand size is the smallest `n` whose
+//!    Erlang-C wait probability is at most 1% (so the 99th percentile task
+//!    does not wait), capped by the ceiling.
+//! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
+//!    nobody idle) up to the *burst ceiling* the policy sets as `max`: the
+//!    ceiling, but at least `2 × cores` while the workers leave a tenth of the
+//!    cores unused. Each spawn calls the policy, which adopts the new worker
+//!    into the target (it is kept, not re-created for the next burst) and
+//!    injects escalating extra ones (0, 1, 3, 7, …, never more than the tasks
+//!    waiting).
+//! 4. **Backlog.** When tasks queue with nobody idle at a tick under real
+//!    pressure (more arrivals than completions, or waits as long as service),
+//!    grow by an escalating step (1, 2, 4, … 16) toward the burst ceiling.
+//!    Neither backlog growth nor injection happens while the pool's workers
+//!    use ≥ 90% of the cores: more threads cannot add throughput then.
+//! 5. **Throughput feedback, only under backlog** (backlogged windows pooled
+//!    into spans of ≥ 30 completions). If a ≥ 25% larger pool did
+//!    not deliver a quarter of the proportional throughput gain although enough
+//!    tasks were queued to show it, the smaller size becomes a cap (tasks that
+//!    block on a shared resource). The cap is forgotten after 5 s so the size
+//!    is probed again; each confirmation doubles its memory (up to 60 s).
+//! 6. **Shrink with hysteresis.** A smaller size is applied only after 2 s of
+//!    consecutive low-demand ticks (ticks are every 25 ms), half the gap at a
+//!    time every further 0.5 s; surplus workers keep a 2 s keep-alive. Threads
+//!    are created once per level of load, not once per burst.
+//! 7. **Short scheduler slices for blocking work.** Once φ is settled below
+//!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
+//!    a woken worker starts its task sooner; above 0.85, the default again.
+//!
+//! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
+//! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
+//! how far bursts and backlog may go (the ceiling, or `2 × cores` while
+//! the cores are not saturated). *Spawn limit* ([`Auto::limit`]): the `max`
+//! sent to the pool, where on-demand spawning stops. *Learned cap*: the
+//! size past which growth did not raise throughput.
+//!
+//! | file | idea |
+//! |---|---|
+//! | `mod.rs` | parameters, state, the decision on each tick and each spawn |
+//! | `phi.rs` | the compute-share (φ) estimate and the ceiling it gives |
+//! | `feedback.rs` | the throughput feedback loop and the learned cap |
+//! | `../queueing.rs` | Erlang C and the binomial core count (shared with `hisdyn`) |
+//! | `tests.rs` | scripted observations |
+
+use std::time::Duration;
+
+pub use super::queueing::{cores_busy_workers, erlang_c_servers};
+use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
+use feedback::{Pending, Probe};
+use phi::{PendingSample, Smoothed};
+
+mod feedback;
+mod phi;
+#[cfg(test)]
+mod tests;
+
+/// How often `auto` looks at the pool.
+const TICK: Duration = Duration::from_millis(25);
+/// Time constant of the smoothed estimates.
+const SMOOTHING: Duration = Duration::from_millis(500);
+/// Erlang-C wait probability the demand size aims for (1%: the 99th
+/// percentile task should find a free worker).
+const WAIT_PROBABILITY: f64 = 0.01;
+/// Probability with which the ceiling's busy workers must keep every core
+/// busy (at most 1% of the time fewer runnable workers than cores).
+const CORES_BUSY_PROBABILITY: f64 = 0.99;
+/// Smallest φ believed (the ceiling is then about 100 × cores at most).
+const MIN_CPU_FRACTION: f64 = 0.02;
+/// CPU use of the pool's workers (of all cores) from which the CPU counts
+/// as saturated.
+const CPU_SATURATED: f64 = 0.9;
+/// Sampled task time (per-task CPU measurements) a window needs before its
+/// compute share is used.
+const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
+/// Scheduler slice the workers ask for while the tasks mostly block (EEVDF
+/// custom slices, Linux 6.12+): workers that run briefly and then sleep are
+/// the latency-sensitive case the slice request is for, and a woken worker
+/// starts its task sooner (`docs/benchmarks.md`, "Short scheduler slices").
+const SHORT_SLICE: Duration = Duration::from_micros(100);
+/// φ below which the workers ask for [`SHORT_SLICE`]...
+const SHORT_SLICE_BELOW: f64 = 0.75;
+/// ...and above which they ask for the system default again.
+const DEFAULT_SLICE_ABOVE: f64 = 0.85;
+/// Shortest window the thread-level φ estimate uses.
+const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
+/// Sampled tasks needed before the sample's compute share replaces the
+/// starting guess (a smaller sample is weighed with it).
+const FIRST_SAMPLE_TASKS: u64 = 4;
+/// Busy time needed in a window before φ is trusted.
+const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
+/// Bursts and backlog may take the pool to this many workers per core even
+/// for CPU-bound work, while the pool's workers do not saturate the cores.
+const BURST_CORES: usize = 2;
+/// Blocked-to-compute ratio ignored by the ceiling (noise, VM steal time).
+const STEAL_DEAD_BAND: f64 = 0.25;
+/// Weight of the starting guess φ = 1, in task time.
+const PRIOR_BUSY: Duration = Duration::from_millis(5);
+/// Largest escalating step.
+const MAX_STEP: usize = 16;
+/// Sustained low demand (consecutive low ticks) before a shrink.
+const SHRINK_AFTER: Duration = Duration::from_secs(2);
+/// Keep-alive of workers above the target.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// How long a throughput-learned cap first holds before it is probed again.
+const CAP_MEMORY: Duration = Duration::from_secs(5);
+/// The longest a confirmed cap holds.
+const MAX_CAP_MEMORY: Duration = Duration::from_secs(60);
+/// Completions a window needs for its throughput to be compared.
+const FEEDBACK_MIN_COMPLETIONS: u64 = 30;
+/// Relative pool growth a throughput comparison needs.
+const FEEDBACK_MIN_GROWTH: f64 = 0.25;
+/// Share of the proportional throughput gain below which growth did not pay.
+const FEEDBACK_MIN_GAIN: f64 = 0.25;
+/// Largest size searched when the pool has no upper bound.
+const SEARCH_MAX: usize = 100_000;
+
+/// tidepool's default sizing policy (module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Auto {
+    /// The user's lower bound.
+    min: usize,
+    /// The user's upper bound (`usize::MAX`: none).
+    max: usize,
+    cores: usize,
+    target: usize,
+    limit: usize,
+    arrival_rate: Smoothed,
+    service: Smoothed,
+    cpu_fraction: Smoothed,
+    compute_sum: f64,
+    wanted_sum: f64,
+    /// Weight of the starting guess φ = 1 in the sums above (task-seconds):
+    /// fades with them, and is dropped once the per-task sample holds
+    /// [`FIRST_SAMPLE_TASKS`] tasks.
+    prior: f64,
+    /// Whether φ has come from the pool's per-task CPU sample yet.
+    sampled: bool,
+    /// Sampled task time not yet enough to use.
+    pending_sample: PendingSample,
+    /// Tasks in the per-task sample so far (counted until they are enough).
+    sampled_tasks: u64,
+    /// Tasks completed so far (counted until they are enough).
+    completions_seen: u64,
+    last_busy: usize,
+    measured: bool,
+    saturated: bool,
+    step: usize,
+    injection: usize,
+    low_for: Duration,
+    probe: Option<Probe>,
+    pending: Pending,
+    learned_cap: Option<(usize, Duration)>,
+    cap_memory: Duration,
+    sent_limit: Option<usize>,
+    /// Whether the workers should ask for the short scheduler slice.
+    short_slice: bool,
+    /// What the pool was last told about the slice.
+    sent_short_slice: bool,
+}
+
+impl Auto {
+    /// The default policy; it learns everything from the pool.
+    pub fn new() -> Self {
+        Auto {
+            min: 1,
+            max: usize::MAX,
+            cores: 1,
+            target: 1,
+            limit: 1,
+            arrival_rate: Smoothed::starting_at(0.0),
+            service: Smoothed::starting_at(0.0),
+            // Until measured, assume CPU-bound: the cautious guess.
+            cpu_fraction: Smoothed::starting_at(1.0),
+            compute_sum: 0.0,
+            wanted_sum: 0.0,
+            // The CPU-bound guess as a prior worth a few ms of task time: a
+            // single short, noisy window cannot make φ small on its own.
+            prior: PRIOR_BUSY.as_secs_f64(),
+            sampled: false,
+            pending_sample: PendingSample::default(),
+            sampled_tasks: 0,
+            completions_seen: 0,
+            last_busy: 0,
+            measured: false,
+            saturated: false,
+            step: 1,
+            injection: 0,
+            low_for: Duration::ZERO,
+            probe: None,
+            pending: Pending::default(),
+            learned_cap: None,
+            cap_memory: CAP_MEMORY,
+            sent_limit: None,
+            short_slice: false,
+            sent_short_slice: false,
+        }
+    }
+
+    /// The target size the policy last asked for.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// The spawn ceiling (`max`) the policy last asked for.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn clamp(&self, n: usize) -> usize {
+        n.clamp(self.min, self.max)
+    }
+    /// Feed the window's samples into the smoothed estimates.
+    fn learn(&mut self, obs: &Observation) {
+        let secs = obs.window.as_secs_f64();
+        if secs > 0.0 {
+            self.arrival_rate
+                .update(obs.arrivals as f64 / secs, obs.window);
+        }
+        if let Some(s) = obs.mean_service {
+            self.service.update(s.as_secs_f64(), obs.window);
+        }
+        self.completions_seen = self.completions_seen.saturating_add(obs.completions);
+        if secs <= 0.0 {
+            return;
+        }
+        self.learn_phi(obs);
+    }
+
+    /// Workers needed for the offered load: Little's law and Erlang C.
+    fn demand(&self, obs: &Observation) -> usize {
+        // The latest window when it is long enough to trust (the shrink
+        // hysteresis supplies the stability); the smoothed rate otherwise.
+        let rate = if obs.window >= TICK / 2 {
+            obs.arrivals as f64 / obs.window.as_secs_f64()
+        } else {
+            self.arrival_rate.value
+        };
+        let offered = rate * self.service.value;
+        erlang_c_servers(offered, WAIT_PROBABILITY, self.max.min(SEARCH_MAX))
+    }
+
+    fn tick(&mut self, obs: &Observation) -> Decision {
+        self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED);
+        let pressure = obs.arrivals > obs.completions
+            || matches!((obs.mean_wait, obs.mean_service), (Some(w), Some(s)) if w >= s);
+        let backlog = obs.queue_len > 0 && obs.idle == 0 && pressure;
+        let ceiling = self.ceiling();
+        let mut desired = self.demand(obs).min(ceiling);
+        let mut why = "demand";
+
+        if backlog {
+            self.feedback(obs);
+            if !self.saturated {
+                let grown =
+                    (obs.live.max(self.target) + self.step).min(self.burst_ceiling(ceiling));
+                if grown > desired {
+                    desired = grown;
+                    why = "backlog";
+                }
+                self.step = (self.step * 2).min(MAX_STEP);
+            }
+        } else {
+            self.step = 1;
+            self.injection = 0;
+            self.probe = None;
+            self.pending = Pending::default();
+        }
+        if let Some(cap) = self.learned_cap(obs.now) {
+            if desired > cap {
+                desired = cap;
+                // Re-probe gently once the cap expires.
+                self.step = 1;
+                why = "throughput stopped growing";
+            }
+        }
+        if self.saturated {
+            // More threads cannot help a saturated CPU.
+            desired = desired.min(self.target);
+        }
+        let desired = self.clamp(desired);
+
+        let old = self.target;
+        if desired >= self.target {
+            self.low_for = Duration::ZERO;
+            self.target = desired;
+        } else {
+            self.low_for += obs.window;
+            if self.low_for >= SHRINK_AFTER {
+                let gap = self.target - desired;
+                self.target -= gap.div_ceil(2);
+                // Keep shrinking every half second while demand stays low.
+                self.low_for = SHRINK_AFTER - SHRINK_AFTER_STEP;
+                why = "shrink after sustained low demand";
+            }
+        }
+        self.limit = self.spawn_limit(ceiling, obs.now);
+        self.emit(old, ceiling, why)
+    }
+
+    fn starved(&mut self, obs: &Observation) -> Decision {
+        let old = self.target;
+        // φ may have just been learned from this window (the first spawns
+        // come before the first tick): the limit follows the ceiling, which
+        // depends on φ only, so spawns cannot ratchet it up.
+        let ceiling = self.ceiling();
+        self.limit = self.spawn_limit(ceiling, obs.now);
+        // Adopt the worker the pool just spawned.
+        let mut desired = obs.live.max(self.target);
+        // Until φ is measured, only adopt: each further spawn then calls
+        // again with a longer window to measure it, where injecting up to
+        // the limit at once would silence the pool until the next tick.
+        if !self.saturated && self.measured {
+            // 1, 3, 7, 15, …: inject 0, 1, 3, 7, … extra workers.
+            self.injection = (self.injection * 2 + 1).min(2 * MAX_STEP - 1);
+            let extra = (self.injection / 2).min(obs.queue_len);
+            desired = (obs.live + extra).max(desired);
+            // Tasks wait with nobody idle: go straight to what the traffic
+            // needs (at a run's start, as soon as φ is known) rather than
+            // escalating one spawn at a time.
+            desired = desired.max(self.demand(obs));
+        }
+        // Within the spawn limit set at the last tick.
+        let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
+        if let Some(cap) = self.learned_cap(obs.now) {
+            desired = desired.min(cap.max(old));
+        }
+        self.target = desired.max(old);
+        self.low_for = Duration::ZERO;
+        self.emit(old, ceiling, "starved: adopt and inject")
+    }
+
+    /// How far bursts and backlog may take the pool: the ceiling, but at
+    /// least `2 × cores` while the pool's workers leave a tenth of the cores
+    /// unused — tasks then wait because the cores are held by other
+    /// processes, or the work is bursty, and a few more workers than cores
+    /// win back the share. Never past the user's `max`. `ceiling` is
+    /// [`Auto::ceiling`], computed once per call (a binomial search).
+    fn burst_ceiling(&self, ceiling: usize) -> usize {
+        if self.saturated {
+            ceiling
+        } else {
+            self.clamp(ceiling.max(BURST_CORES * self.cores))
+        }
+    }
+
+    /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
+    /// cap (never below the target).
+    fn spawn_limit(&self, ceiling: usize, now: Duration) -> usize {
+        let cap = self.learned_cap(now).unwrap_or(usize::MAX);
+        self.burst_ceiling(ceiling).min(cap).max(self.target)
+    }
+
+    fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
+        let limit = self.limit.max(self.target);
+        self.limit = limit;
+        let slice = (self.short_slice != self.sent_short_slice).then(|| {
+            self.sent_short_slice = self.short_slice;
+            if self.short_slice {
+                SHORT_SLICE
+            } else {
+                Duration::ZERO
+            }
+        });
+        if self.target == old && Some(limit) == self.sent_limit && slice.is_none() {
+            return Decision::hold();
+        }
+        self.sent_limit = Some(limit);
+        Decision {
+            target: Some(self.target),
+            max: Some(limit),
+            worker_slice: slice,
+            reason: format!(
+                "auto: {why} (phi {:.2}, ceiling {ceiling})",
+                self.cpu_fraction.value
+            )
+            .into(),
+            ..Decision::default()
+        }
+    }
+}
+
+/// Further shrink steps come this often while demand stays low.
+const SHRINK_AFTER_STEP: Duration = Duration::from_millis(500);
+
+impl Default for Auto {
+    fn default() -> Self {
+        Auto::new()
+    }
+}
+
+/// CPU use of the pool's workers over the window, as a fraction of all cores.
+fn utilization(obs: &Observation) -> Option<f64> {
+    let cpu = obs.cpu_time?.as_secs_f64();
+    let capacity = obs.window.as_secs_f64() * obs.cores.max(1) as f64;
+    (capacity > 0.0).then(|| cpu / capacity)
+}
+
+impl SizingPolicy for Auto {
+    fn name(&self) -> &str {
+        "auto"
+    }
+
+    fn schedule(&self) -> Schedule {
+        Schedule {
+            every: Some(TICK),
+            on_starved: true,
+            // Until φ is settled the spawn limit is a guess (at first the
+            // CPU-bound one): a pool stuck at it must not wait for the next
+            // tick.
+            on_at_max: !self.settled(),
+            ..Schedule::default()
+        }
+    }
+
+    fn decide(&mut self, obs: &Observation) -> Decision {
+        match obs.trigger {
+            Trigger::Start => {
+                // Remember the user's bounds: `max` is ours from now on.
+                self.min = obs.min.max(1);
+                self.max = if obs.max == 0 {
+                    usize::MAX
+                } else {
+                    obs.max.max(self.min)
+                };
+                self.cores = obs.cores.max(1);
+                self.target = self.clamp(self.cores);
+                self.limit = self.spawn_limit(self.ceiling(), obs.now);
+                self.sent_limit = Some(self.limit);
+                Decision {
+                    target: Some(self.target),
+                    max: Some(self.limit),
+                    keep_alive: Some(KEEP_ALIVE),
+                    grow_on_demand: Some(true),
+                    reason: "auto: one worker per core to start".into(),
+                    ..Decision::default()
+                }
+            }
+            Trigger::Tick | Trigger::Completions | Trigger::Retired => {
+                self.learn(obs);
+                self.choose_slice();
+                self.tick(obs)
+            }
+            Trigger::Starved | Trigger::AtMax => {
+                self.learn(obs);
+                self.choose_slice();
+                self.starved(obs)
+            }
+        }
+    }
+}
