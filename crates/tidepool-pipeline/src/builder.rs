@@ -126,7 +126,7 @@ impl<B: 'static> SharedStage<B> {
 /// Every [`stage`](Builder::stage) starts a new thread group (one thread per
 /// stage by default); [`then`](Builder::then) puts a stage on the previous
 /// stage's thread (a multistage thread); the modifiers
-/// ([`replicas`](Builder::replicas), [`repeat`](Builder::repeat),
+/// ([`replicated`](Builder::replicated), [`repeat`](Builder::repeat),
 /// [`priority`](Builder::priority), …) apply to the latest group.
 pub struct Builder<B> {
     pub(crate) name: String,
