@@ -41,10 +41,10 @@ pub mod queue;
 mod sync;
 mod task;
 
-pub use error::{BuildError, JoinError, SubmitError};
+pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
-pub use pool::{Builder, JoinHandle, OnFull, Pool, MAX_THREADS};
+pub use pool::{Builder, JoinHandle, OnFull, Pool, Scope, MAX_THREADS};
 pub use queue::{QueueFlavor, TaskQueue};
 pub use task::Task;
 

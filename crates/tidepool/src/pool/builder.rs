@@ -24,6 +24,75 @@ pub enum OnFull {
     Reject,
 }
 
+/// A per-thread callback (start, stop) or name function.
+type ThreadFn = std::sync::Arc<dyn Fn() + Send + Sync>;
+type NameFn = std::sync::Arc<dyn Fn(u64) -> String + Send + Sync>;
+type PanicFn = std::sync::Arc<dyn Fn(crate::error::Panic) + Send + Sync>;
+
+/// The per-thread settings: names, stack, start/stop hooks, panic handler.
+/// Each runs once per worker thread (or once per panic), never per task.
+#[derive(Clone, Default)]
+pub(crate) struct Threads {
+    pub(crate) name: Option<NameFn>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) on_start: Option<ThreadFn>,
+    pub(crate) on_stop: Option<ThreadFn>,
+    pub(crate) on_panic: Option<PanicFn>,
+}
+
+impl fmt::Debug for Threads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Threads")
+            .field("name", &self.name.is_some())
+            .field("stack_size", &self.stack_size)
+            .field("on_start", &self.on_start.is_some())
+            .field("on_stop", &self.on_stop.is_some())
+            .field("on_panic", &self.on_panic.is_some())
+            .finish()
+    }
+}
+
+impl PartialEq for Threads {
+    /// Same settings: the same functions (by address) and stack size.
+    fn eq(&self, other: &Self) -> bool {
+        fn same<T: ?Sized>(a: &Option<std::sync::Arc<T>>, b: &Option<std::sync::Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        }
+        same(&self.name, &other.name)
+            && self.stack_size == other.stack_size
+            && same(&self.on_start, &other.on_start)
+            && same(&self.on_stop, &other.on_stop)
+            && same(&self.on_panic, &other.on_panic)
+    }
+}
+
+/// Linux keeps 15 bytes of a thread's name.
+const THREAD_NAME_BYTES: usize = 15;
+
+impl Threads {
+    /// Worker `id`'s thread name: the name function's, or `{pool}-{id}` with
+    /// the pool name cut (at a character boundary) so that the whole fits in
+    /// Linux's 15 bytes and `top -H` still tells the workers apart.
+    pub(crate) fn name(&self, pool: &str, id: u64) -> String {
+        if let Some(f) = &self.name {
+            return f(id);
+        }
+        let suffix = format!("-{id}");
+        let room = THREAD_NAME_BYTES.saturating_sub(suffix.len());
+        let mut cut = pool.len().min(room);
+        while !pool.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // No doubled separator where the name was cut.
+        let prefix = pool[..cut].trim_end_matches(['-', '_', '.', ' ']);
+        format!("{prefix}{suffix}")
+    }
+}
+
 /// The validated settings a pool runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Config {
@@ -38,6 +107,7 @@ pub(crate) struct Config {
     pub(crate) statistics: bool,
     pub(crate) size_series: bool,
     pub(crate) worker_slice: Option<Duration>,
+    pub(crate) threads: Threads,
 }
 
 /// Configures and builds a [`Pool`].
@@ -76,6 +146,7 @@ pub struct Builder {
     statistics: bool,
     size_series: bool,
     worker_slice: Option<Duration>,
+    threads: Threads,
     policy: Option<Box<dyn SizingPolicy>>,
 }
 
@@ -93,6 +164,7 @@ impl Default for Builder {
             statistics: true,
             size_series: false,
             worker_slice: None,
+            threads: Threads::default(),
             policy: None,
         }
     }
@@ -111,6 +183,7 @@ impl fmt::Debug for Builder {
             .field("keep_alive", &self.keep_alive)
             .field("statistics", &self.statistics)
             .field("worker_slice", &self.worker_slice)
+            .field("threads", &self.threads)
             .field(
                 "policy",
                 &self.policy.as_ref().map(|p| p.name().to_string()),
@@ -120,7 +193,9 @@ impl fmt::Debug for Builder {
 }
 
 impl Builder {
-    /// Prefix of worker thread names (`{name}-worker-{n}`).
+    /// The pool's name (default `tidepool`): reported by [`Executor::name`](crate::Executor::name)
+    /// and, cut to fit Linux's 15-byte limit, the prefix of worker thread
+    /// names (`{name}-{n}`, e.g. `tidepool-3`) unless [`thread_name`](Builder::thread_name) is set.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -213,6 +288,70 @@ impl Builder {
     pub fn record_size_series(mut self, on: bool) -> Self {
         self.size_series = on;
         self
+    }
+
+    /// Name worker `i` (counting from 0) `f(i)`. Linux shows only the
+    /// first 15 bytes.
+    pub fn thread_name(mut self, f: impl Fn(u64) -> String + Send + Sync + 'static) -> Self {
+        self.threads.name = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Each worker thread's stack size in bytes (default: the standard
+    /// library's, 2 MiB unless `RUST_MIN_STACK` says otherwise).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.threads.stack_size = Some(bytes);
+        self
+    }
+
+    /// Run `f` on every worker thread when it starts, before its first task.
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.threads.on_start = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Run `f` on every worker thread when it stops (retires or shuts
+    /// down), after its last task.
+    pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.threads.on_stop = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Call `f`, on the worker, with each panic of a task submitted without
+    /// a handle ([`Pool::execute`](crate::Pool::execute)) — as rayon's
+    /// `panic_handler`. A task with a [`JoinHandle`](crate::JoinHandle)
+    /// hands its panic to the handle instead. Either way the worker survives
+    /// and the panic counts in [`PoolStats::panicked`](crate::PoolStats::panicked).
+    pub fn panic_handler(
+        mut self,
+        f: impl Fn(crate::error::Panic) + Send + Sync + 'static,
+    ) -> Self {
+        self.threads.on_panic = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// The sizing policy by its spec string (see [`PolicySpec`]), e.g.
+    /// `"auto"`, `"watermark:1..16"`, `"fixed:8"`.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder()
+    ///     .min_threads(1)
+    ///     .max_threads(8)
+    ///     .policy_spec("auto")?
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    ///
+    /// [`PolicySpec`]: crate::policy::PolicySpec
+    pub fn policy_spec(self, spec: &str) -> Result<Self, crate::policy::SpecError> {
+        let parsed = crate::policy::PolicySpec::parse(spec)?;
+        match parsed.build() {
+            Some(policy) => Ok(self.policy_boxed(policy)),
+            None => Err(crate::policy::SpecError {
+                spec: spec.to_string(),
+                problem: "thread-per-request is an executor, not a pool's sizing policy".into(),
+            }),
+        }
     }
 
     /// The sizing policy (default: [`Auto`] if `min < max`, else [`Fixed`]).
@@ -334,6 +473,7 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         statistics: b.statistics,
         size_series: b.size_series,
         worker_slice: b.worker_slice,
+        threads: b.threads,
     })
 }
 
@@ -410,6 +550,24 @@ mod tests {
         }
         let c = check(Builder::default().worker_slice(Duration::from_micros(100))).unwrap();
         assert_eq!(c.worker_slice, Some(Duration::from_micros(100)));
+    }
+
+    #[test]
+    fn default_thread_names_fit_linux_and_keep_the_number() {
+        let t = Threads::default();
+        assert_eq!(t.name("tidepool", 3), "tidepool-3");
+        assert_eq!(t.name("a-very-long-pool-name", 12), "a-very-long-12");
+        assert_eq!(t.name("ééééééééé", 7), "éééééé-7");
+        for id in [0, 9, 10_000, u64::MAX] {
+            let n = t.name("ingest-service", id);
+            assert!(n.len() <= 15 || id == u64::MAX, "{n}");
+            assert!(n.ends_with(&format!("-{id}")), "{n}");
+        }
+        let custom = Threads {
+            name: Some(std::sync::Arc::new(|i| format!("io#{i}"))),
+            ..Threads::default()
+        };
+        assert_eq!(custom.name("x", 4), "io#4");
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl Shared {
         &self,
         mut task: Task,
         deadline: Option<(Instant, Duration)>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), (SubmitError, Task)> {
         self.room.enter();
         let result = loop {
             // Make sure someone is draining the queue while we wait.
@@ -362,14 +362,14 @@ impl Shared {
                     let now = Instant::now();
                     if now >= d {
                         self.counters.rejected.fetch_add(1, Relaxed);
-                        break Err(SubmitError::Timeout(timeout));
+                        break Err((SubmitError::Timeout(timeout), task));
                     }
                     (d - now).min(ROOM_POLL)
                 }
             };
             self.wait_for_room(step);
             if self.is_shutdown() {
-                break Err(SubmitError::ShutDown);
+                break Err((SubmitError::ShutDown, task));
             }
             if self.records.is_some() && task.stamps.submitted != 0 {
                 task.stamps.accepted = Clock::ticks();
