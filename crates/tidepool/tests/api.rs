@@ -367,7 +367,7 @@ fn limits_change_at_run_time_by_the_control_rules() {
 fn scoped_tasks_borrow_the_callers_stack() {
     let pool = Pool::new(2).unwrap();
     let data: Vec<u64> = (1..=1000).collect();
-    let mut sums = vec![0u64; 10];
+    let mut sums = [0u64; 10];
     pool.scope(|s| {
         for (chunk, sum) in data.chunks(100).zip(sums.iter_mut()) {
             s.spawn(move || *sum = chunk.iter().sum());
