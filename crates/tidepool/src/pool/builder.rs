@@ -578,3 +578,33 @@ mod tests {
         assert_eq!(default_policy(&elastic).name(), "auto");
     }
 }
+
+#[cfg(all(test, not(loom), target_os = "linux"))]
+mod thread_tests {
+    use super::Pool;
+
+    /// The worker's stack as the OS gave it.
+    fn own_stack_size() -> usize {
+        // SAFETY: `attr` is initialised by `pthread_getattr_np` and destroyed once.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+            let mut size = 0;
+            assert_eq!(libc::pthread_attr_getstacksize(&attr, &mut size), 0);
+            libc::pthread_attr_destroy(&mut attr);
+            size
+        }
+    }
+
+    #[test]
+    fn workers_get_the_stack_size_asked_for() {
+        const ASKED: usize = 5 * 1024 * 1024; // more than the 2 MiB default
+        let pool = Pool::builder()
+            .threads(1)
+            .stack_size(ASKED)
+            .build()
+            .unwrap();
+        let got = pool.submit(own_stack_size).unwrap().join().unwrap();
+        assert!(got >= ASKED, "{got} < {ASKED}");
+    }
+}
