@@ -471,3 +471,38 @@ fn a_policy_is_chosen_by_its_spec() {
     let e = Pool::builder().policy_spec("tpr").unwrap_err();
     assert!(e.problem.contains("not a pool"), "{e}");
 }
+
+#[test]
+fn a_scoped_task_dropped_by_shutdown_now_ends_the_scope_with_a_panic() {
+    let (pool, release) = busy_pool();
+    let stopper = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            while pool.stats().queue_len == 0 {
+                std::thread::yield_now();
+            }
+            drop(pool.shutdown_now()); // drops the scoped task unrun
+        })
+    };
+    let releaser = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            // The worker is blocked, so an empty queue after shutdown means
+            // `shutdown_now` took the scoped task; now let it join the worker.
+            while !(pool.is_shutdown() && pool.stats().queue_len == 0) {
+                std::thread::yield_now();
+            }
+            release.send(()).unwrap();
+        })
+    };
+    let mut touched = false;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.scope(|s| s.spawn(|| touched = true));
+    }));
+    let payload = caught.unwrap_err();
+    let message = payload.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(message.contains("dropped unrun"), "{message}");
+    stopper.join().unwrap();
+    releaser.join().unwrap();
+    assert!(!touched);
+}
