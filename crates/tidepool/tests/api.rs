@@ -506,3 +506,14 @@ fn a_scoped_task_dropped_by_shutdown_now_ends_the_scope_with_a_panic() {
     releaser.join().unwrap();
     assert!(!touched);
 }
+
+#[test]
+fn a_panicking_start_hook_does_not_lose_the_worker() {
+    let pool = Pool::builder()
+        .threads(1)
+        .on_thread_start(|| panic!("hook failed"))
+        .build()
+        .unwrap();
+    assert_eq!(pool.submit(|| 3).unwrap().join().unwrap(), 3);
+    assert!(pool.shutdown_timeout(Duration::from_secs(600)));
+}

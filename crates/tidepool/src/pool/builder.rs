@@ -25,7 +25,7 @@ pub enum OnFull {
 }
 
 /// A per-thread callback (start, stop) or name function.
-type ThreadFn = std::sync::Arc<dyn Fn() + Send + Sync>;
+pub(crate) type ThreadFn = std::sync::Arc<dyn Fn() + Send + Sync>;
 type NameFn = std::sync::Arc<dyn Fn(u64) -> String + Send + Sync>;
 type PanicFn = std::sync::Arc<dyn Fn(crate::error::Panic) + Send + Sync>;
 

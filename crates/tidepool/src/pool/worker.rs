@@ -106,13 +106,16 @@ impl Worker {
     fn run_with_hooks(self) {
         let shared = self.shared.clone();
         let threads = &shared.config.threads;
-        if let Some(start) = &threads.on_start {
-            start();
-        }
+        // A panicking hook must not kill the worker (its `live` slot would
+        // never be given back); the panic hook has already reported it.
+        let hook = |f: &Option<super::builder::ThreadFn>| {
+            if let Some(f) = f {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()));
+            }
+        };
+        hook(&threads.on_start);
         self.run();
-        if let Some(stop) = &threads.on_stop {
-            stop();
-        }
+        hook(&threads.on_stop);
     }
 
     fn run(self) {
