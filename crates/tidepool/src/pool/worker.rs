@@ -27,9 +27,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let id = shared.next_worker_id.fetch_add(1, Relaxed);
     let name = format!("{}-worker-{id}", shared.config.name);
     let worker_shared = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name(name)
-        .spawn(move || Worker::new(worker_shared, id).run());
+    let spawned = super::spawn::thread(name, move || Worker::new(worker_shared, id).run());
     match spawned {
         Ok(handle) => {
             threads.push((id, handle));
@@ -39,6 +37,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
             Ok(())
         }
         Err(e) => {
+            // The pool goes on with the workers it has.
+            shared.counters.spawn_failed.fetch_add(1, Relaxed);
             shared.drop_live();
             Err(e)
         }
