@@ -73,6 +73,7 @@ pub(crate) mod injected {
 
     /// Let the calling thread create `n` more threads, then fail like an
     /// exhausted OS (`None`: no limit).
+    #[cfg_attr(loom, allow(dead_code))] // the loom models spawn no pool threads
     pub(crate) fn allow(n: Option<usize>) {
         BUDGET.with(|b| b.set(n));
     }
