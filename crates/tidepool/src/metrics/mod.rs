@@ -7,7 +7,7 @@ mod latency;
 pub mod os;
 pub(crate) mod record;
 pub(crate) mod sampling;
-mod series;
+pub(crate) mod series;
 mod stats;
 
 pub use latency::Latency;

@@ -9,12 +9,13 @@ mod room;
 mod scope;
 mod shared;
 pub(crate) mod sleep;
+mod spawn;
 mod worker;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-pub use builder::{Builder, OnFull, MAX_THREADS};
+pub use builder::{Builder, OnFull, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS};
 pub use join::JoinHandle;
 pub use scope::Scope;
 
@@ -110,7 +111,8 @@ impl Pool {
                 detached: std::sync::atomic::AtomicBool::new(false),
             }),
         };
-        for _ in 0..initial {
+        // On an error `pool` is dropped, which shuts down the workers started.
+        for started in 0..initial {
             if !shared.reserve_worker(initial) {
                 break;
             }
@@ -118,7 +120,7 @@ impl Pool {
                 BuildError::new(
                     "initial_threads",
                     initial,
-                    format!("the OS refused a thread: {e}"),
+                    format!("the OS refused thread {} after {started}: {e}", started + 1),
                 )
             })?;
         }
@@ -460,19 +462,22 @@ impl Pool {
         window
     }
 
-    /// The pool size at every change, if the builder asked to record it.
+    /// The pool size at every change, if the builder asked to record it:
+    /// the newest [`Builder::history_len`] samples.
     pub fn size_series(&self) -> Vec<SizeSample> {
         self.inner
             .shared
             .series
             .as_ref()
-            .map(|s| lock(s).clone())
+            .map(|s| lock(s).to_vec())
             .unwrap_or_default()
     }
 
-    /// Every policy decision that changed the pool's settings, in order.
+    /// The policy decisions that changed the pool's settings, oldest first:
+    /// the newest [`Builder::history_len`] of them (older ones are counted in
+    /// [`PoolStats::decisions_dropped`]).
     pub fn decisions(&self) -> Vec<DecisionRecord> {
-        lock(&self.inner.shared.decisions).clone()
+        lock(&self.inner.shared.decisions).to_vec()
     }
 
     /// Block until the queue is empty and every worker is waiting for work.
@@ -670,6 +675,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         panicked: c.panicked.load(Relaxed),
         threads_created: c.created.load(Relaxed),
         threads_retired: c.retired.load(Relaxed),
+        spawn_failures: c.spawn_failed.load(Relaxed),
+        decisions_dropped: lock(&shared.decisions).dropped(),
         cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
         cores: os::cores(),

@@ -14,6 +14,7 @@ use crate::error::SubmitError;
 use crate::metrics::clock::Clock;
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
+use crate::metrics::series::Ring;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
@@ -82,6 +83,8 @@ pub(crate) struct Counters {
     pub(crate) panicked: AtomicU64,
     pub(crate) created: AtomicU64,
     pub(crate) retired: AtomicU64,
+    /// Workers the OS refused (see `pool::spawn`).
+    pub(crate) spawn_failed: AtomicU64,
 }
 
 /// Where the controller is woken from (starved spawns, retirements,
@@ -180,8 +183,9 @@ pub(crate) struct Shared {
     pub(crate) room: Room,
     pub(crate) control: ControlSignal,
     pub(crate) started_instant: std::time::Instant,
-    pub(crate) series: Option<Mutex<Vec<SizeSample>>>,
-    pub(crate) decisions: Mutex<Vec<DecisionRecord>>,
+    /// The newest `history_len` size samples (if recorded) and decisions.
+    pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
+    pub(crate) decisions: Mutex<Ring<DecisionRecord>>,
     pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
     pub(crate) next_worker_id: AtomicU64,
 }
@@ -210,8 +214,10 @@ impl Shared {
             room: Room::default(),
             control: ControlSignal::default(),
             started_instant: std::time::Instant::now(),
-            series: config.size_series.then(|| Mutex::new(Vec::new())),
-            decisions: Mutex::new(Vec::new()),
+            series: config
+                .size_series
+                .then(|| Mutex::new(Ring::new(config.history_len))),
+            decisions: Mutex::new(Ring::new(config.history_len)),
             threads: Mutex::new(Vec::new()),
             next_worker_id: AtomicU64::new(0),
             config,

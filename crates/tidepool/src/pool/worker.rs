@@ -31,7 +31,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
         builder = builder.stack_size(bytes);
     }
     let worker_shared = shared.clone();
-    let spawned = builder.spawn(move || Worker::new(worker_shared, id).run_with_hooks());
+    let spawned = super::spawn::thread(builder, move || {
+        Worker::new(worker_shared, id).run_with_hooks()
+    });
     match spawned {
         Ok(handle) => {
             threads.push((id, handle));
@@ -41,6 +43,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
             Ok(())
         }
         Err(e) => {
+            // The pool goes on with the workers it has.
+            shared.counters.spawn_failed.fetch_add(1, Relaxed);
             shared.drop_live();
             Err(e)
         }
