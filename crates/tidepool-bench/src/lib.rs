@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod cmd_pipeline;
+pub mod cmd_soak;
 pub mod harness;
 pub mod pipeline;
 pub mod report;

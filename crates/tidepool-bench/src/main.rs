@@ -4,6 +4,7 @@
 //! cargo run --release -p tidepool-bench -- dispatch            # table
 //! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
 //! cargo run --release -p tidepool-bench -- snapshot            # cost of Pool::stats
+//! cargo run --release -p tidepool-bench -- soak --duration 600  # RSS over a long run
 //! ```
 
 use std::time::{Duration, Instant};
@@ -37,6 +38,8 @@ enum Command {
     Pipeline(tidepool_bench::cmd_pipeline::PipelineArgs),
     /// Roysden (2004): per-stage priority scheduling on a columnsort pipeline.
     Roysden(tidepool_bench::cmd_pipeline::RoysdenArgs),
+    /// Soak: a pool at a steady rate for a long time, RSS sampled (JSON).
+    Soak(tidepool_bench::cmd_soak::SoakArgs),
 }
 
 #[derive(Debug, Args)]
@@ -312,5 +315,6 @@ fn main() {
         Command::Snapshot(args) => snapshot(args),
         Command::Pipeline(args) => tidepool_bench::cmd_pipeline::pipeline(args),
         Command::Roysden(args) => tidepool_bench::cmd_pipeline::roysden(args),
+        Command::Soak(args) => tidepool_bench::cmd_soak::soak(args),
     }
 }

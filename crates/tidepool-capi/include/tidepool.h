@@ -267,7 +267,7 @@ struct tidepool_builder *tidepool_builder_new(void);
 void tidepool_builder_free(struct tidepool_builder *b);
 
 /**
- * Prefix of worker thread names (`{name}-worker-{n}`; default `tidepool`).
+ * Prefix of worker thread names (`{name}-{n}`, cut to 15 bytes; default `tidepool`).
  *
  * # Safety
  * `b` as for `tidepool_builder_free`; `name` is NULL or a NUL-terminated string.

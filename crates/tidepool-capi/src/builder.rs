@@ -111,7 +111,7 @@ pub unsafe extern "C" fn tidepool_builder_free(b: *mut tidepool_builder) {
     )
 }
 
-/// Prefix of worker thread names (`{name}-worker-{n}`; default `tidepool`).
+/// Prefix of worker thread names (`{name}-{n}`, cut to 15 bytes; default `tidepool`).
 ///
 /// # Safety
 /// `b` as for `tidepool_builder_free`; `name` is NULL or a NUL-terminated string.

@@ -51,16 +51,17 @@ pub(crate) fn submit(
         Wait::AsBuilt if entry.blocks_when_full && in_own_task(entry.tasks.id) => {
             let t = task();
             match pool.try_execute(move || t.run()) {
-                Err(SubmitError::Full) => {
+                Err(rejected) if *rejected.error() == SubmitError::Full => {
                     drop(submitting);
                     entry
                         .tasks
                         .inline
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    task().run();
+                    // The pool hands the refused task back: run it here.
+                    rejected.into_inner()();
                     return Ok(());
                 }
-                other => other,
+                other => other.map_err(SubmitError::from),
             }
         }
         Wait::AsBuilt => {
@@ -69,11 +70,13 @@ pub(crate) fn submit(
         }
         Wait::Never => {
             let t = task();
-            pool.try_execute(move || t.run())
+            pool.try_execute(move || t.run()).map_err(SubmitError::from)
         }
         Wait::AtMost(timeout) => {
             let t = task();
-            pool.submit_timeout(move || t.run(), timeout).map(drop)
+            pool.submit_timeout(move || t.run(), timeout)
+                .map(drop)
+                .map_err(SubmitError::from)
         }
     };
     result.map_err(Error::from)

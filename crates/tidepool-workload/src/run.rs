@@ -43,7 +43,14 @@ pub fn build_pool(spec: &PolicySpec, bounds: &Bounds) -> Option<Result<Pool, Bui
             .max_threads(bounds.max_threads)
             .policy_boxed(spec.build()?),
     };
-    Some(builder.queue(bounds.queue).build())
+    // A replay is finite and reports every decision (decisions.csv): keep
+    // the longest history the pool allows, not a server's default ring.
+    Some(
+        builder
+            .queue(bounds.queue)
+            .history_len(tidepool::MAX_HISTORY_LEN)
+            .build(),
+    )
 }
 
 /// Replay `trace` against the executor `spec` names; the result's

@@ -50,13 +50,17 @@ pub enum SubmitError {
 }
 
 /// Why a [`JoinHandle`](crate::JoinHandle) has no value.
-#[derive(thiserror::Error)]
+///
+/// `Send + Sync + 'static`, so `handle.join()?` works in a function returning
+/// `anyhow::Result` or `Result<_, Box<dyn Error + Send + Sync>>`.
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JoinError {
-    /// The task panicked; the payload is the panic's.
-    #[error("the task panicked: {}", panic_message(&**.0))]
-    Panicked(Box<dyn std::any::Any + Send + 'static>),
-    /// The task never ran: it was dropped by `shutdown_now` or with its queue.
+    /// The task panicked; [`JoinError::into_panic`] gives back its payload.
+    #[error("the task panicked: {}", .0.message())]
+    Panicked(Panic),
+    /// The task never ran: cancelled by [`JoinHandle::cancel`](crate::JoinHandle::cancel),
+    /// dropped by `shutdown_now` or with its queue.
     #[error("the task was cancelled before it ran")]
     Cancelled,
 }
@@ -65,29 +69,77 @@ impl JoinError {
     /// The panic message, when the task panicked with a string.
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(p) => Some(panic_message(&**p)),
+            JoinError::Panicked(p) => Some(p.message()),
             JoinError::Cancelled => None,
         }
     }
 
+    /// True if the task panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// True if the task never ran.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, JoinError::Cancelled)
+    }
+
     /// The panic payload, to resume the panic with `std::panic::resume_unwind`.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(1)?;
+    /// let err = pool.submit(|| panic!("boom"))?.join().unwrap_err();
+    /// let payload = err.into_panic().unwrap();
+    /// let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    ///     std::panic::resume_unwind(payload)
+    /// }));
+    /// assert_eq!(resumed.unwrap_err().downcast_ref::<&str>(), Some(&"boom"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_panic(self) -> Option<Box<dyn std::any::Any + Send + 'static>> {
         match self {
-            JoinError::Panicked(p) => Some(p),
+            JoinError::Panicked(p) => Some(p.into_payload()),
             JoinError::Cancelled => None,
         }
     }
 }
 
-impl fmt::Debug for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Panicked(p) => f
-                .debug_tuple("Panicked")
-                .field(&panic_message(&**p))
-                .finish(),
-            JoinError::Cancelled => f.write_str("Cancelled"),
+/// A task's panic: its message, and its payload to resume it with.
+///
+/// The payload is `Send` but not `Sync`; this wrapper is `Sync` because a
+/// shared reference gives no access to it (only [`into_payload`](Panic::into_payload),
+/// by value) — the same argument as tokio's `JoinError`.
+pub struct Panic {
+    message: String,
+    payload: Box<dyn std::any::Any + Send + 'static>,
+}
+
+// SAFETY: through `&Panic` only `message` (a `String`) is reachable; the
+// non-`Sync` payload is reachable only by value.
+unsafe impl Sync for Panic {}
+
+impl Panic {
+    pub(crate) fn new(payload: Box<dyn std::any::Any + Send + 'static>) -> Self {
+        Panic {
+            message: panic_message(&*payload).to_string(),
+            payload,
         }
+    }
+
+    /// The panic message (`<non-string panic payload>` if it was not a string).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The payload, for `std::panic::resume_unwind`.
+    pub fn into_payload(self) -> Box<dyn std::any::Any + Send + 'static> {
+        self.payload
+    }
+}
+
+impl fmt::Debug for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Panic").field(&self.message).finish()
     }
 }
 
@@ -98,4 +150,78 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("<non-string panic payload>")
+}
+
+/// A submission that was not accepted, with the task handed back (as
+/// `crossbeam`'s `TrySendError` hands back the message): run it yourself
+/// (Java's caller-runs), retry it later, or drop it.
+///
+/// Returned by [`Pool::try_submit`](crate::Pool::try_submit),
+/// [`Pool::try_execute`](crate::Pool::try_execute) and
+/// [`Pool::submit_timeout`](crate::Pool::submit_timeout).
+///
+/// ```
+/// use tidepool::{OnFull, Pool};
+///
+/// let pool = Pool::builder().threads(1).build()?;
+/// pool.shutdown();
+/// let rejected = pool.try_submit(|| 6 * 7).unwrap_err();
+/// assert_eq!(*rejected.error(), tidepool::SubmitError::ShutDown);
+/// assert_eq!(rejected.into_inner()(), 42); // caller runs
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Rejected<F> {
+    error: SubmitError,
+    task: F,
+}
+
+// SAFETY: a shared reference reaches only `error`; the task is reachable
+// only by value (`into_inner`), so a `Send` task never crosses threads by `&`.
+unsafe impl<F: Send> Sync for Rejected<F> {}
+
+impl<F> Rejected<F> {
+    pub(crate) fn new(error: SubmitError, task: F) -> Self {
+        Rejected { error, task }
+    }
+
+    /// Why the task was refused.
+    pub fn error(&self) -> &SubmitError {
+        &self.error
+    }
+
+    /// The task, unrun.
+    pub fn into_inner(self) -> F {
+        self.task
+    }
+
+    /// Both parts.
+    pub fn into_parts(self) -> (SubmitError, F) {
+        (self.error, self.task)
+    }
+}
+
+impl<F> fmt::Debug for Rejected<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> fmt::Display for Rejected<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<F: Send> std::error::Error for Rejected<F> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<F> From<Rejected<F>> for SubmitError {
+    fn from(r: Rejected<F>) -> Self {
+        r.error
+    }
 }

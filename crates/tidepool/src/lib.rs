@@ -5,17 +5,19 @@
 //! Build a [`Pool`] with [`Pool::builder`], submit closures with
 //! [`Pool::submit`] (a [`JoinHandle`] you can `join()` or `.await`) or
 //! [`Pool::execute`] (fire and forget), and read its statistics with
-//! [`Pool::stats`]. A [`policy::SizingPolicy`] — chosen by a spec string
+//! [`Pool::stats`]. [`Pool::scope`] runs tasks that borrow from the caller's
+//! stack; `Pool` is a cheap `Clone` handle; every error is `Send + Sync`, so
+//! `?` carries it into `anyhow`. A [`policy::SizingPolicy`] — chosen by a spec string
 //! through [`policy::PolicySpec`] — resizes the pool at run time; `auto` needs
 //! no tuning.
 //!
 //! ```
-//! use tidepool::{policy::PolicySpec, Pool};
+//! use tidepool::Pool;
 //!
 //! let pool = Pool::builder()
 //!     .min_threads(1)
 //!     .max_threads(16)
-//!     .policy_boxed(PolicySpec::parse("watermark:1..16")?.build().unwrap())
+//!     .policy_spec("watermark:1..16")?
 //!     .build()?;
 //! let squares: Vec<_> = (0..10u64).map(|i| pool.submit(move || i * i)).collect::<Result<_, _>>()?;
 //! let total: u64 = squares.into_iter().map(|h| h.join().unwrap()).sum();
@@ -65,10 +67,12 @@ mod sync;
 pub mod sys;
 mod task;
 
-pub use error::{BuildError, JoinError, SubmitError};
+pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
-pub use pool::{Builder, JoinHandle, OnFull, Pool, MAX_THREADS};
+pub use pool::{
+    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS,
+};
 pub use queue::{QueueFlavor, TaskQueue};
 pub use task::Task;
 

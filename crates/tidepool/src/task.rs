@@ -52,16 +52,30 @@ unsafe impl Send for Task {}
 // SAFETY: a `&Task` gives access only to the stamps, never to the closure.
 unsafe impl Sync for Task {}
 
-unsafe fn consume_inline<F: FnOnce() -> bool>(storage: *mut Storage, op: Op) -> bool {
+/// What a task runs: a closure returning whether it panicked, or a named
+/// body the submitter can take back unrun (see [`Task::into_body`]).
+pub(crate) trait Body: Send + 'static {
+    /// Run; true if the user's code panicked (and was already handled).
+    fn call(self) -> bool;
+}
+
+impl<F: FnOnce() -> bool + Send + 'static> Body for F {
+    #[inline]
+    fn call(self) -> bool {
+        self()
+    }
+}
+
+unsafe fn consume_inline<F: Body>(storage: *mut Storage, op: Op) -> bool {
     // SAFETY (caller): `storage` holds an `F` written by `Task::stamped`,
     // which is moved out here exactly once.
     let f = ptr::read(storage as *mut F);
-    op == Op::Run && f()
+    op == Op::Run && f.call()
 }
 
-unsafe fn consume_boxed<F: FnOnce() -> bool>(storage: *mut Storage, op: Op) -> bool {
+unsafe fn consume_boxed<F: Body>(storage: *mut Storage, op: Op) -> bool {
     let f = ptr::read(storage as *mut Box<F>);
-    op == Op::Run && (*f)()
+    op == Op::Run && (*f).call()
 }
 
 impl Task {
@@ -73,10 +87,7 @@ impl Task {
 
     /// Wrap a closure submitted (and accepted) at `ticks`.
     #[inline]
-    pub(crate) fn stamped<F>(f: F, ticks: u64) -> Self
-    where
-        F: FnOnce() -> bool + Send + 'static,
-    {
+    pub(crate) fn stamped<F: Body>(f: F, ticks: u64) -> Self {
         let mut storage = Storage::uninit();
         let stamps = Stamps {
             submitted: ticks,
@@ -101,6 +112,20 @@ impl Task {
         }
     }
 
+    /// Take the body back unrun (a rejected submission returns it).
+    ///
+    /// # Safety
+    /// `F` must be the type this task was built with by [`Task::stamped`].
+    pub(crate) unsafe fn into_body<F: Body>(self) -> F {
+        let mut this = ManuallyDrop::new(self);
+        let storage: *mut Storage = &mut this.storage;
+        if Self::fits_inline::<F>() {
+            ptr::read(storage as *mut F)
+        } else {
+            *ptr::read(storage as *mut Box<F>)
+        }
+    }
+
     /// Whether a closure of type `F` is stored inside the task.
     pub(crate) const fn fits_inline<F>() -> bool {
         size_of::<F>() <= size_of::<Storage>() && align_of::<F>() <= align_of::<Storage>()
@@ -109,12 +134,19 @@ impl Task {
     /// Run on the current thread, catching a panic; true if it panicked.
     #[inline]
     pub(crate) fn call(self) -> bool {
+        self.call_catching().unwrap_or(true)
+    }
+
+    /// Run on the current thread: `Ok(true)` if the task panicked and its
+    /// handle took the panic, `Err(payload)` if nobody took it.
+    #[inline]
+    pub(crate) fn call_catching(self) -> Result<bool, Box<dyn std::any::Any + Send>> {
         let mut this = ManuallyDrop::new(self);
         let consume = this.consume;
         let storage: *mut Storage = &mut this.storage;
         // SAFETY: `storage` holds the closure `consume` expects; `this` is
         // never dropped, so the closure is consumed exactly once.
-        catch_unwind(AssertUnwindSafe(|| unsafe { consume(storage, Op::Run) })).unwrap_or(true)
+        catch_unwind(AssertUnwindSafe(|| unsafe { consume(storage, Op::Run) }))
     }
 
     /// Run the task on the calling thread. A panic in the task is caught and

@@ -8,7 +8,7 @@ mod latency;
 mod latency_serde;
 pub(crate) mod record;
 pub(crate) mod sampling;
-mod series;
+pub(crate) mod series;
 mod stats;
 
 pub use latency::{Bucket, Latency};

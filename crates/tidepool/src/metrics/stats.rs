@@ -48,6 +48,12 @@ pub struct PoolStats {
     pub threads_created: u64,
     /// Worker threads that retired.
     pub threads_retired: u64,
+    /// Workers the pool wanted (to grow by `resize`, a policy or on demand)
+    /// but the OS refused to create: the pool ran with fewer threads.
+    pub spawn_failures: u64,
+    /// Decision records dropped from the log to keep it at the builder's
+    /// `history_len`.
+    pub decisions_dropped: u64,
     /// Queue wait of started tasks (the papers' idle time).
     pub wait: Latency,
     /// Execution time of finished tasks.
@@ -133,6 +139,10 @@ impl PoolStats {
             panicked: self.panicked.saturating_sub(earlier.panicked),
             threads_created: self.threads_created.saturating_sub(earlier.threads_created),
             threads_retired: self.threads_retired.saturating_sub(earlier.threads_retired),
+            spawn_failures: self.spawn_failures.saturating_sub(earlier.spawn_failures),
+            decisions_dropped: self
+                .decisions_dropped
+                .saturating_sub(earlier.decisions_dropped),
             wait: self.wait.since(&earlier.wait),
             service: self.service.since(&earlier.service),
             response: self.response.since(&earlier.response),

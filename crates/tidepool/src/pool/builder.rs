@@ -11,6 +11,11 @@ use crate::sys as os;
 
 pub use crate::control::MAX_THREADS;
 
+/// Decision records and size samples a pool keeps by default.
+pub const DEFAULT_HISTORY_LEN: usize = 4096;
+/// The longest history a pool may keep (a decision record is a few hundred bytes).
+pub const MAX_HISTORY_LEN: usize = 1 << 20;
+
 /// The longest keep-alive: the pool keeps it in nanoseconds in a `u64`.
 const MAX_KEEP_ALIVE: Duration = Duration::from_nanos(u64::MAX);
 
@@ -22,6 +27,75 @@ pub enum OnFull {
     Block,
     /// Fail at once with [`SubmitError::Full`](crate::SubmitError::Full).
     Reject,
+}
+
+/// A per-thread callback (start, stop) or name function.
+pub(crate) type ThreadFn = std::sync::Arc<dyn Fn() + Send + Sync>;
+type NameFn = std::sync::Arc<dyn Fn(u64) -> String + Send + Sync>;
+type PanicFn = std::sync::Arc<dyn Fn(crate::error::Panic) + Send + Sync>;
+
+/// The per-thread settings: names, stack, start/stop hooks, panic handler.
+/// Each runs once per worker thread (or once per panic), never per task.
+#[derive(Clone, Default)]
+pub(crate) struct Threads {
+    pub(crate) name: Option<NameFn>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) on_start: Option<ThreadFn>,
+    pub(crate) on_stop: Option<ThreadFn>,
+    pub(crate) on_panic: Option<PanicFn>,
+}
+
+impl fmt::Debug for Threads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Threads")
+            .field("name", &self.name.is_some())
+            .field("stack_size", &self.stack_size)
+            .field("on_start", &self.on_start.is_some())
+            .field("on_stop", &self.on_stop.is_some())
+            .field("on_panic", &self.on_panic.is_some())
+            .finish()
+    }
+}
+
+impl PartialEq for Threads {
+    /// Same settings: the same functions (by address) and stack size.
+    fn eq(&self, other: &Self) -> bool {
+        fn same<T: ?Sized>(a: &Option<std::sync::Arc<T>>, b: &Option<std::sync::Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        }
+        same(&self.name, &other.name)
+            && self.stack_size == other.stack_size
+            && same(&self.on_start, &other.on_start)
+            && same(&self.on_stop, &other.on_stop)
+            && same(&self.on_panic, &other.on_panic)
+    }
+}
+
+/// Linux keeps 15 bytes of a thread's name.
+const THREAD_NAME_BYTES: usize = 15;
+
+impl Threads {
+    /// Worker `id`'s thread name: the name function's, or `{pool}-{id}` with
+    /// the pool name cut (at a character boundary) so that the whole fits in
+    /// Linux's 15 bytes and `top -H` still tells the workers apart.
+    pub(crate) fn name(&self, pool: &str, id: u64) -> String {
+        if let Some(f) = &self.name {
+            return f(id);
+        }
+        let suffix = format!("-{id}");
+        let room = THREAD_NAME_BYTES.saturating_sub(suffix.len());
+        let mut cut = pool.len().min(room);
+        while !pool.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // No doubled separator where the name was cut.
+        let prefix = pool[..cut].trim_end_matches(['-', '_', '.', ' ']);
+        format!("{prefix}{suffix}")
+    }
 }
 
 /// The validated settings a pool runs with.
@@ -38,6 +112,8 @@ pub(crate) struct Config {
     pub(crate) statistics: bool,
     pub(crate) size_series: bool,
     pub(crate) worker_slice: Option<Duration>,
+    pub(crate) threads: Threads,
+    pub(crate) history_len: usize,
 }
 
 /// Configures and builds a [`Pool`].
@@ -46,7 +122,9 @@ pub(crate) struct Config {
 /// unbounded lock-free queue, submitters block when a bounded queue is full,
 /// 10 s keep-alive, statistics on. The sizing policy defaults to [`Auto`]
 /// when the pool has room to move (`min < max`) and to [`Fixed`] when it has
-/// not (no controller thread then).
+/// not (no controller thread then). The decision log and the size series
+/// keep the newest [`DEFAULT_HISTORY_LEN`] entries ([`history_len`](Builder::history_len)),
+/// so a pool that runs for days holds constant memory.
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,6 +154,8 @@ pub struct Builder {
     statistics: bool,
     size_series: bool,
     worker_slice: Option<Duration>,
+    threads: Threads,
+    history_len: usize,
     policy: Option<Box<dyn SizingPolicy>>,
 }
 
@@ -93,6 +173,8 @@ impl Default for Builder {
             statistics: true,
             size_series: false,
             worker_slice: None,
+            threads: Threads::default(),
+            history_len: DEFAULT_HISTORY_LEN,
             policy: None,
         }
     }
@@ -111,6 +193,8 @@ impl fmt::Debug for Builder {
             .field("keep_alive", &self.keep_alive)
             .field("statistics", &self.statistics)
             .field("worker_slice", &self.worker_slice)
+            .field("threads", &self.threads)
+            .field("history_len", &self.history_len)
             .field(
                 "policy",
                 &self.policy.as_ref().map(|p| p.name().to_string()),
@@ -120,7 +204,9 @@ impl fmt::Debug for Builder {
 }
 
 impl Builder {
-    /// Prefix of worker thread names (`{name}-worker-{n}`).
+    /// The pool's name (default `tidepool`): reported by [`Executor::name`](crate::Executor::name)
+    /// and, cut to fit Linux's 15-byte limit, the prefix of worker thread
+    /// names (`{name}-{n}`, e.g. `tidepool-3`) unless [`thread_name`](Builder::thread_name) is set.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -212,6 +298,82 @@ impl Builder {
     /// Record a sample of the pool size at every change (default off).
     pub fn record_size_series(mut self, on: bool) -> Self {
         self.size_series = on;
+        self
+    }
+
+    /// Name worker `i` (counting from 0) `f(i)`. Linux shows only the
+    /// first 15 bytes.
+    pub fn thread_name(mut self, f: impl Fn(u64) -> String + Send + Sync + 'static) -> Self {
+        self.threads.name = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Each worker thread's stack size in bytes (default: the standard
+    /// library's, 2 MiB unless `RUST_MIN_STACK` says otherwise).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.threads.stack_size = Some(bytes);
+        self
+    }
+
+    /// Run `f` on every worker thread when it starts, before its first task.
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.threads.on_start = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Run `f` on every worker thread when it stops (retires or shuts
+    /// down), after its last task.
+    pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.threads.on_stop = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Call `f`, on the worker, with each panic of a task submitted without
+    /// a handle ([`Pool::execute`](crate::Pool::execute)) — as rayon's
+    /// `panic_handler`. A task with a [`JoinHandle`](crate::JoinHandle)
+    /// hands its panic to the handle instead. Either way the worker survives
+    /// and the panic counts in [`PoolStats::panicked`](crate::PoolStats::panicked).
+    pub fn panic_handler(
+        mut self,
+        f: impl Fn(crate::error::Panic) + Send + Sync + 'static,
+    ) -> Self {
+        self.threads.on_panic = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// The sizing policy by its spec string (see [`PolicySpec`]), e.g.
+    /// `"auto"`, `"watermark:1..16"`, `"fixed:8"`.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder()
+    ///     .min_threads(1)
+    ///     .max_threads(8)
+    ///     .policy_spec("auto")?
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    ///
+    /// [`PolicySpec`]: crate::policy::PolicySpec
+    pub fn policy_spec(self, spec: &str) -> Result<Self, crate::policy::SpecError> {
+        let parsed = crate::policy::PolicySpec::parse(spec)?;
+        match parsed.build() {
+            Some(policy) => Ok(self.policy_boxed(policy)),
+            None => Err(crate::policy::SpecError {
+                spec: spec.to_string(),
+                problem: "thread-per-request is an executor, not a pool's sizing policy".into(),
+            }),
+        }
+    }
+
+    /// How many of the newest decision records ([`Pool::decisions`]) and size
+    /// samples ([`Pool::size_series`]) the pool keeps (default
+    /// [`DEFAULT_HISTORY_LEN`], 1 to [`MAX_HISTORY_LEN`]). Older ones are
+    /// dropped and counted in [`PoolStats::decisions_dropped`]: the chattiest
+    /// policy, `xu-bode`, logs 200 decisions a second at 1,000 tasks/s.
+    ///
+    /// [`PoolStats::decisions_dropped`]: crate::PoolStats::decisions_dropped
+    pub fn history_len(mut self, n: usize) -> Self {
+        self.history_len = n;
         self
     }
 
@@ -319,6 +481,13 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
             ));
         }
     }
+    if !(1..=MAX_HISTORY_LEN).contains(&b.history_len) {
+        return Err(BuildError::new(
+            "history_len",
+            b.history_len,
+            format!("must be between 1 and {MAX_HISTORY_LEN}"),
+        ));
+    }
     if b.name.contains('\0') {
         return Err(BuildError::new("name", &b.name, "must not contain NUL"));
     }
@@ -334,6 +503,8 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         statistics: b.statistics,
         size_series: b.size_series,
         worker_slice: b.worker_slice,
+        threads: b.threads,
+        history_len: b.history_len,
     })
 }
 
@@ -408,8 +579,35 @@ mod tests {
             assert_eq!(e.field, "worker_slice");
             assert!(e.allowed.contains("100µs and 100ms"), "{}", e.allowed);
         }
+        for bad in [0, MAX_HISTORY_LEN + 1] {
+            let e = check(Builder::default().history_len(bad)).unwrap_err();
+            assert_eq!(e.field, "history_len");
+            assert!(e.allowed.contains("between 1 and 1048576"), "{}", e.allowed);
+        }
+        assert_eq!(
+            check(Builder::default()).unwrap().history_len,
+            DEFAULT_HISTORY_LEN
+        );
         let c = check(Builder::default().worker_slice(Duration::from_micros(100))).unwrap();
         assert_eq!(c.worker_slice, Some(Duration::from_micros(100)));
+    }
+
+    #[test]
+    fn default_thread_names_fit_linux_and_keep_the_number() {
+        let t = Threads::default();
+        assert_eq!(t.name("tidepool", 3), "tidepool-3");
+        assert_eq!(t.name("a-very-long-pool-name", 12), "a-very-long-12");
+        assert_eq!(t.name("ééééééééé", 7), "éééééé-7");
+        for id in [0, 9, 10_000, u64::MAX] {
+            let n = t.name("ingest-service", id);
+            assert!(n.len() <= 15 || id == u64::MAX, "{n}");
+            assert!(n.ends_with(&format!("-{id}")), "{n}");
+        }
+        let custom = Threads {
+            name: Some(std::sync::Arc::new(|i| format!("io#{i}"))),
+            ..Threads::default()
+        };
+        assert_eq!(custom.name("x", 4), "io#4");
     }
 
     #[test]
@@ -418,5 +616,35 @@ mod tests {
         assert_eq!(default_policy(&fixed).name(), "fixed");
         let elastic = check(Builder::default().min_threads(1).max_threads(8)).unwrap();
         assert_eq!(default_policy(&elastic).name(), "auto");
+    }
+}
+
+#[cfg(all(test, not(loom), target_os = "linux"))]
+mod thread_tests {
+    use super::Pool;
+
+    /// The worker's stack as the OS gave it.
+    fn own_stack_size() -> usize {
+        // SAFETY: `attr` is initialised by `pthread_getattr_np` and destroyed once.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+            let mut size = 0;
+            assert_eq!(libc::pthread_attr_getstacksize(&attr, &mut size), 0);
+            libc::pthread_attr_destroy(&mut attr);
+            size
+        }
+    }
+
+    #[test]
+    fn workers_get_the_stack_size_asked_for() {
+        const ASKED: usize = 5 * 1024 * 1024; // more than the 2 MiB default
+        let pool = Pool::builder()
+            .threads(1)
+            .stack_size(ASKED)
+            .build()
+            .unwrap();
+        let got = pool.submit(own_stack_size).unwrap().join().unwrap();
+        assert!(got >= ASKED, "{got} < {ASKED}");
     }
 }

@@ -35,10 +35,10 @@ pub(crate) fn start(
     }
     arm(shared, &schedule);
     let name = format!("{}-controller", shared.config.name);
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || ctl.run(schedule))
-        .map(Some)
+    super::spawn::thread(std::thread::Builder::new().name(name), move || {
+        ctl.run(schedule)
+    })
+    .map(Some)
 }
 
 /// Tell the pool which events the policy wants to hear about (the pool's
@@ -126,4 +126,82 @@ fn apply(shared: &Arc<Shared>, d: &Decision) -> usize {
     let applied = control::apply(d, &shared.limits(), shared.target());
     shared.set_limits(&applied.limits);
     apply_target(shared, applied.target)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::policy::Observation;
+    use crate::Pool;
+    use std::time::Duration;
+
+    /// Changes the keep-alive at every call: every call is a logged
+    /// decision, and none starts or stops a thread.
+    struct Flip(bool);
+
+    impl SizingPolicy for Flip {
+        fn name(&self) -> &str {
+            "flip"
+        }
+
+        fn decide(&mut self, _: &Observation) -> Decision {
+            self.0 = !self.0;
+            Decision {
+                keep_alive: Some(Duration::from_secs(10 + self.0 as u64)),
+                reason: "flip".into(),
+                ..Decision::default()
+            }
+        }
+    }
+
+    #[test]
+    fn a_day_of_decisions_keeps_the_log_at_its_length() {
+        const LEN: usize = 512;
+        // One decision a second for a day, through the controller's own path.
+        const DAY: usize = 86_400;
+        let pool = Pool::builder().threads(1).history_len(LEN).build().unwrap();
+        let mut ctl = Controller {
+            shared: pool.inner.shared.clone(),
+            policy: Box::new(Flip(false)),
+            previous: snapshot(&pool.inner.shared),
+        };
+        // The pool's own policy may have logged its start.
+        let logged_before = pool.decisions().len();
+        let mut allocated_after_an_hour = 0;
+        for i in 0..DAY {
+            ctl.call(Trigger::Tick);
+            if i == 3600 {
+                allocated_after_an_hour = lock(&pool.inner.shared.decisions).allocated();
+            }
+        }
+        let log = lock(&pool.inner.shared.decisions);
+        assert_eq!(log.len(), LEN);
+        assert_eq!(log.allocated(), allocated_after_an_hour, "the log grew");
+        assert!(log.allocated() < 2 * LEN, "{}", log.allocated());
+        drop(log);
+        assert_eq!(pool.decisions().len(), LEN);
+        assert_eq!(
+            pool.stats().decisions_dropped,
+            (logged_before + DAY - LEN) as u64
+        );
+    }
+
+    #[test]
+    fn the_size_series_is_a_ring_too() {
+        let pool = Pool::builder()
+            .threads(1)
+            .record_size_series(true)
+            .history_len(64)
+            .build()
+            .unwrap();
+        for i in 0..10_000 {
+            // Alternate targets, so every sample is a change worth keeping.
+            pool.inner.shared.set_target(1 + i % 2);
+            pool.inner.shared.sample_size();
+        }
+        let series = pool.size_series();
+        assert_eq!(series.len(), 64);
+        assert_eq!(series.last().map(|s| s.target), Some(2));
+        assert!(lock(pool.inner.shared.series.as_ref().unwrap()).allocated() < 128);
+    }
 }

@@ -8,7 +8,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::error::JoinError;
-use crate::sync::{lock, Arc, Condvar, Mutex};
+use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex};
+use crate::task::Body;
+use std::sync::atomic::Ordering::AcqRel;
 
 enum State<T> {
     Pending(Option<Waker>),
@@ -19,6 +21,10 @@ enum State<T> {
 struct Slot<T> {
     state: Mutex<State<T>>,
     done: Condvar,
+    /// Claimed by whoever decides the task's fate first: the worker about
+    /// to run it, or [`JoinHandle::cancel`]. One swap per task, on a line
+    /// the worker writes anyway when it completes the slot.
+    claimed: AtomicBool,
 }
 
 impl<T> Slot<T> {
@@ -63,6 +69,7 @@ pub(crate) fn pair<T>() -> (JoinHandle<T>, Completer<T>) {
     let slot = Arc::new(Slot {
         state: Mutex::new(State::Pending(None)),
         done: Condvar::new(),
+        claimed: AtomicBool::new(false),
     });
     (
         JoinHandle { slot: slot.clone() },
@@ -72,8 +79,16 @@ pub(crate) fn pair<T>() -> (JoinHandle<T>, Completer<T>) {
 
 impl<T> Completer<T> {
     /// Run `f`, deliver its value or panic. Returns true if it panicked.
+    /// A cancelled task is dropped unrun (its handle already has `Cancelled`).
     pub(crate) fn run(mut self, f: impl FnOnce() -> T) -> bool {
-        let result = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::Panicked);
+        if let Some(slot) = &self.slot {
+            if slot.claimed.swap(true, AcqRel) {
+                self.slot = None;
+                return false;
+            }
+        }
+        let result = catch_unwind(AssertUnwindSafe(f))
+            .map_err(|p| JoinError::Panicked(crate::error::Panic::new(p)));
         let panicked = result.is_err();
         if let Some(slot) = self.slot.take() {
             slot.complete(result);
@@ -85,8 +100,38 @@ impl<T> Completer<T> {
 impl<T> Drop for Completer<T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            slot.complete(Err(JoinError::Cancelled));
+            if !slot.claimed.swap(true, AcqRel) {
+                slot.complete(Err(JoinError::Cancelled));
+            }
         }
+    }
+}
+
+/// A submitted closure with its completer: a named type, so that a rejected
+/// submission can take the closure back out of its [`Task`](crate::Task).
+pub(crate) struct WithHandle<F, T> {
+    pub(crate) f: F,
+    pub(crate) completer: Completer<T>,
+}
+
+impl<F, T> Body for WithHandle<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    #[inline]
+    fn call(self) -> bool {
+        self.completer.run(self.f)
+    }
+}
+
+impl<F, T> WithHandle<F, T> {
+    /// The closure back, unrun; its handle is dropped without a result.
+    pub(crate) fn into_closure(self) -> F {
+        let WithHandle { f, mut completer } = self;
+        // Nobody will join: forget the slot without completing it.
+        completer.slot = None;
+        f
     }
 }
 
@@ -131,6 +176,31 @@ impl<T> JoinHandle<T> {
             }
         }
         Err(self)
+    }
+
+    /// Stop the task from running, if it has not started yet: true if this
+    /// call stopped it (its `join` then reports [`JoinError::Cancelled`] at
+    /// once), false if it had already started, finished or been cancelled.
+    /// A running task is never interrupted. The closure itself is dropped
+    /// when a worker reaches it in the queue.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::new(1)?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let busy = pool.submit(move || rx.recv().unwrap())?; // holds the only worker
+    /// let queued = pool.submit(|| unreachable!("cancelled"))?;
+    /// assert!(queued.cancel());
+    /// assert!(queued.join().unwrap_err().is_cancelled());
+    /// tx.send(()).unwrap();
+    /// busy.join()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cancel(&self) -> bool {
+        if self.slot.claimed.swap(true, AcqRel) {
+            return false;
+        }
+        self.slot.complete(Err(JoinError::Cancelled));
+        true
     }
 
     /// True once the task has finished (or was cancelled).

@@ -1,6 +1,7 @@
 //! `loom` model tests of the protocols where a lost update would hang or
 //! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
-//! resize/retire protocol, and the at-max signal to the controller.
+//! resize/retire protocol, the at-max signal to the controller, and
+//! `JoinHandle::cancel` racing the run.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
@@ -286,5 +287,32 @@ fn loom_at_max_signal_is_never_stuck_pending() {
         }
         let flags = lock(&signal.flags);
         assert!(flags.events.at_max || !signal.at_max_pending.load(SeqCst));
+    });
+}
+
+/// `JoinHandle::cancel` racing the worker that pops the task: exactly one
+/// wins. If cancel returned true the task never ran and `join` says
+/// `Cancelled`; otherwise it ran once and `join` has its value.
+#[test]
+fn loom_cancel_races_the_run_and_exactly_one_wins() {
+    model(|| {
+        let (handle, completer) = super::join::pair::<u8>();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let worker = {
+            let ran = ran.clone();
+            thread::spawn(move || {
+                completer.run(move || {
+                    ran.fetch_add(1, SeqCst);
+                    7
+                });
+            })
+        };
+        let cancelled = handle.cancel();
+        worker.join().unwrap();
+        match handle.join() {
+            Ok(7) => assert!(!cancelled && ran.load(SeqCst) == 1),
+            Err(e) => assert!(e.is_cancelled() && cancelled && ran.load(SeqCst) == 0),
+            Ok(_) => unreachable!(),
+        }
     });
 }

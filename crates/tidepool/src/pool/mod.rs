@@ -6,25 +6,42 @@ mod join;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod room;
+mod scope;
 mod shared;
 pub(crate) mod sleep;
+mod spawn;
 mod worker;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-pub use builder::{Builder, OnFull, MAX_THREADS};
+pub use builder::{Builder, OnFull, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS};
 pub use join::JoinHandle;
+pub use scope::Scope;
 
-use crate::error::{BuildError, SubmitError};
+use crate::error::{BuildError, Rejected, SubmitError};
 use crate::executor::{Executor, ExecutorCounts, Job};
 use crate::metrics::{DecisionRecord, PoolStats, SizeSample};
-use crate::policy::SizingPolicy;
+use crate::policy::{Decision, SizingPolicy};
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys as os;
+use crate::task::Body;
 use crate::task::Task;
 use builder::Config;
+use join::WithHandle;
 use shared::Shared;
+
+/// A closure submitted without a handle: a named type, so that a rejected
+/// submission can take it back out of its [`Task`].
+struct Detached<F>(F);
+
+impl<F: FnOnce() + Send + 'static> Body for Detached<F> {
+    #[inline]
+    fn call(self) -> bool {
+        (self.0)();
+        false
+    }
+}
 
 /// Where a submitted task went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +56,11 @@ enum Pushed {
 ///
 /// Tasks go into a queue; worker threads take them in FIFO order. The pool
 /// keeps between `min` and `max` workers, steered by its sizing policy or by
-/// [`resize`](Pool::resize). Dropping the pool shuts it down gracefully.
+/// [`resize`](Pool::resize).
+///
+/// `Pool` is a cheap handle: clone it into threads and tasks (one reference
+/// count, like tokio's `Handle`). Dropping the last handle shuts the pool
+/// down gracefully ([`shutdown`](Pool::shutdown)).
 ///
 /// ```
 /// use tidepool::Pool;
@@ -54,11 +75,19 @@ enum Pushed {
 /// assert_eq!(pool.stats().completed, 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Pool {
+    inner: std::sync::Arc<Inner>,
+}
+
+/// What the handles share; dropped with the last one.
+#[derive(Debug)]
+struct Inner {
     shared: Arc<Shared>,
     controller: Mutex<Option<std::thread::JoinHandle<()>>>,
     last_window: Mutex<Option<PoolStats>>,
+    /// `shutdown_timeout` gave up waiting: the last drop must not wait either.
+    detached: std::sync::atomic::AtomicBool,
 }
 
 impl Pool {
@@ -76,11 +105,15 @@ impl Pool {
         let initial = config.initial;
         let shared = Arc::new(Shared::new(config));
         let pool = Pool {
-            shared: shared.clone(),
-            controller: Mutex::new(None),
-            last_window: Mutex::new(None),
+            inner: std::sync::Arc::new(Inner {
+                shared: shared.clone(),
+                controller: Mutex::new(None),
+                last_window: Mutex::new(None),
+                detached: std::sync::atomic::AtomicBool::new(false),
+            }),
         };
-        for _ in 0..initial {
+        // On an error `pool` is dropped, which shuts down the workers started.
+        for started in 0..initial {
             if !shared.reserve_worker(initial) {
                 break;
             }
@@ -88,7 +121,7 @@ impl Pool {
                 BuildError::new(
                     "initial_threads",
                     initial,
-                    format!("the OS refused a thread: {e}"),
+                    format!("the OS refused thread {} after {started}: {e}", started + 1),
                 )
             })?;
         }
@@ -99,7 +132,7 @@ impl Pool {
                 format!("the OS refused a thread: {e}"),
             )
         })?;
-        *lock(&pool.controller) = handle;
+        *lock(&pool.inner.controller) = handle;
         Ok(pool)
     }
 
@@ -111,6 +144,7 @@ impl Pool {
         T: Send + 'static,
     {
         self.submit_waiting(f, self.blocking())
+            .map_err(SubmitError::from)
     }
 
     /// Submit a task without a handle (cheapest). A panic in it is counted
@@ -121,11 +155,12 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         self.execute_waiting(f, self.blocking())
+            .map_err(SubmitError::from)
     }
 
     /// Like [`submit`](Pool::submit) but never blocks: a full queue is
-    /// [`SubmitError::Full`].
-    pub fn try_submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, SubmitError>
+    /// [`SubmitError::Full`], and the closure comes back in the [`Rejected`].
+    pub fn try_submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, Rejected<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -133,8 +168,32 @@ impl Pool {
         self.submit_waiting(f, Some(Duration::ZERO))
     }
 
-    /// Like [`execute`](Pool::execute) but never blocks.
-    pub fn try_execute<F>(&self, f: F) -> Result<(), SubmitError>
+    /// Like [`execute`](Pool::execute) but never blocks; a refused closure
+    /// comes back in the [`Rejected`] (run it yourself for caller-runs).
+    ///
+    /// ```
+    /// use tidepool::{Pool, SubmitError};
+    ///
+    /// let pool = Pool::builder().threads(1).queue_capacity(1).build()?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let gate = std::sync::Mutex::new(rx);
+    /// pool.execute(move || gate.lock().unwrap().recv().unwrap())?; // busy...
+    /// # while pool.stats().queue_len > 0 { std::thread::yield_now() }
+    /// pool.execute(|| {})?; // ...and the queue is full
+    /// let mut ran_here = false;
+    /// match pool.try_execute(|| {}) {
+    ///     Ok(()) => {}
+    ///     Err(rejected) => {
+    ///         assert_eq!(*rejected.error(), SubmitError::Full);
+    ///         rejected.into_inner()(); // caller runs
+    ///         ran_here = true;
+    ///     }
+    /// }
+    /// assert!(ran_here);
+    /// tx.send(()).unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_execute<F>(&self, f: F) -> Result<(), Rejected<F>>
     where
         F: FnOnce() + Send + 'static,
     {
@@ -142,12 +201,13 @@ impl Pool {
     }
 
     /// Like [`submit`](Pool::submit) but waits at most `timeout` for room:
-    /// [`SubmitError::Timeout`] if the queue stayed full.
+    /// [`SubmitError::Timeout`] if the queue stayed full, with the closure
+    /// handed back.
     pub fn submit_timeout<F, T>(
         &self,
         f: F,
         timeout: Duration,
-    ) -> Result<JoinHandle<T>, SubmitError>
+    ) -> Result<JoinHandle<T>, Rejected<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -160,34 +220,41 @@ impl Pool {
         &self,
         f: F,
         wait: Option<Duration>,
-    ) -> Result<JoinHandle<T>, SubmitError>
+    ) -> Result<JoinHandle<T>, Rejected<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         let (handle, completer) = join::pair();
-        self.push(self.task(move || completer.run(f)), wait)?;
-        Ok(handle)
+        match self.push(self.task(WithHandle { f, completer }), wait) {
+            Ok(()) => Ok(handle),
+            // SAFETY: the task was built from a `WithHandle<F, T>` just above.
+            Err((e, task)) => Err(Rejected::new(e, unsafe {
+                task.into_body::<WithHandle<F, T>>().into_closure()
+            })),
+        }
     }
 
     /// `execute` without a handle; `wait` as in [`push`](Self::push).
     #[inline]
-    fn execute_waiting<F>(&self, f: F, wait: Option<Duration>) -> Result<(), SubmitError>
+    fn execute_waiting<F>(&self, f: F, wait: Option<Duration>) -> Result<(), Rejected<F>>
     where
         F: FnOnce() + Send + 'static,
     {
-        let body = move || {
-            f();
-            false
-        };
-        self.push(self.task(body), wait)
+        match self.push(self.task(Detached(f)), wait) {
+            Ok(()) => Ok(()),
+            // SAFETY: the task was built from a `Detached<F>` just above.
+            Err((e, task)) => Err(Rejected::new(e, unsafe {
+                task.into_body::<Detached<F>>().0
+            })),
+        }
     }
 
     /// Box a task, stamped with the submit instant when statistics are on.
     #[inline]
-    fn task(&self, f: impl FnOnce() -> bool + Send + 'static) -> Task {
-        let ticks = if self.shared.records.is_some() {
-            self.shared.sampler.stamp()
+    fn task(&self, f: impl Body) -> Task {
+        let ticks = if self.inner.shared.records.is_some() {
+            self.inner.shared.sampler.stamp()
         } else {
             0
         };
@@ -196,7 +263,7 @@ impl Pool {
 
     /// How long a full queue may block a plain submit: forever, or not at all.
     fn blocking(&self) -> Option<Duration> {
-        if self.shared.blocks_when_full() {
+        if self.inner.shared.blocks_when_full() {
             None
         } else {
             Some(Duration::ZERO)
@@ -216,10 +283,10 @@ impl Pool {
     /// or is returned by `shutdown_now` — without any shared counter on the
     /// submit path.
     #[inline]
-    fn push(&self, task: Task, wait: Option<Duration>) -> Result<(), SubmitError> {
-        let shared = &*self.shared;
+    fn push(&self, task: Task, wait: Option<Duration>) -> Result<(), (SubmitError, Task)> {
+        let shared = &*self.inner.shared;
         if shared.is_shutdown() {
-            return Err(SubmitError::ShutDown);
+            return Err((SubmitError::ShutDown, task));
         }
         if let Err(back) = shared.queue.push(task) {
             if self.push_when_room(back, wait)? == Pushed::RanInline {
@@ -230,7 +297,7 @@ impl Pool {
         if shared.is_shutdown() {
             self.drain_after_shutdown();
         } else if !woke {
-            grow_if_starved(&self.shared);
+            grow_if_starved(&self.inner.shared);
         }
         Ok(())
     }
@@ -239,7 +306,7 @@ impl Pool {
     /// since the workers and the final drain may already be gone.
     #[cold]
     fn drain_after_shutdown(&self) {
-        while let Some(task) = self.shared.queue.pop() {
+        while let Some(task) = self.inner.shared.queue.pop() {
             task.run();
         }
     }
@@ -251,11 +318,15 @@ impl Pool {
     /// right here instead, inline, as part of the calling task — the
     /// back-pressure then is that the caller is busy for as long as it runs.
     #[cold]
-    fn push_when_room(&self, task: Task, wait: Option<Duration>) -> Result<Pushed, SubmitError> {
-        let shared = &*self.shared;
+    fn push_when_room(
+        &self,
+        task: Task,
+        wait: Option<Duration>,
+    ) -> Result<Pushed, (SubmitError, Task)> {
+        let shared = &*self.inner.shared;
         if wait == Some(Duration::ZERO) {
             shared.counters.rejected.fetch_add(1, Relaxed);
-            return Err(SubmitError::Full);
+            return Err((SubmitError::Full, task));
         }
         if worker::is_worker_of(shared) {
             task.run();
@@ -273,38 +344,117 @@ impl Pool {
     /// at once and busy ones when their current task ends (never interrupting
     /// a running task).
     pub fn resize(&self, n: usize) -> usize {
-        apply_target(&self.shared, n)
+        apply_target(&self.inner.shared, n)
+    }
+
+    /// Set the fewest workers (Java's `setCorePoolSize`), validated by the
+    /// same rules as a policy's decision ([`Limits`](crate::control::Limits));
+    /// the target is re-clamped at once. A sizing policy may change it again.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(4).build()?;
+    /// pool.set_min_threads(3)?;
+    /// assert_eq!(pool.size(), 3);
+    /// assert!(pool.set_min_threads(5).is_err()); // above max
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_min_threads(&self, n: usize) -> Result<(), BuildError> {
+        self.set_limits(
+            Decision {
+                min: Some(n),
+                ..Decision::hold()
+            },
+            |l| l.min == n,
+            || BuildError::new("min_threads", n, "must be at most max_threads"),
+        )
+    }
+
+    /// Set the most workers (Java's `setMaximumPoolSize`): between `min` and
+    /// [`MAX_THREADS`]. Workers above it retire as soon as they are idle.
+    pub fn set_max_threads(&self, n: usize) -> Result<(), BuildError> {
+        self.set_limits(
+            Decision {
+                max: Some(n),
+                ..Decision::hold()
+            },
+            |l| l.max == n,
+            || {
+                BuildError::new(
+                    "max_threads",
+                    n,
+                    format!("must be between min_threads and {MAX_THREADS}"),
+                )
+            },
+        )
+    }
+
+    /// Set how long an idle worker above `min` waits before it retires
+    /// (Java's `setKeepAliveTime`); longer than zero.
+    pub fn set_keep_alive(&self, keep_alive: Duration) -> Result<(), BuildError> {
+        self.set_limits(
+            Decision {
+                keep_alive: Some(keep_alive),
+                ..Decision::hold()
+            },
+            |l| l.keep_alive == keep_alive.min(crate::control::MAX_KEEP_ALIVE),
+            || {
+                BuildError::new(
+                    "keep_alive",
+                    format!("{keep_alive:?}"),
+                    "must be longer than zero",
+                )
+            },
+        )
+    }
+
+    /// Apply `change` through [`Limits::apply`](crate::control::Limits::apply)
+    /// (the rules a policy's decisions follow); `took` says whether it was
+    /// accepted, `error` what to report if not. Then re-clamp the target.
+    fn set_limits(
+        &self,
+        change: Decision,
+        took: impl FnOnce(&crate::control::Limits) -> bool,
+        error: impl FnOnce() -> BuildError,
+    ) -> Result<(), BuildError> {
+        let shared = &self.inner.shared;
+        let new = shared.limits().apply(&change);
+        if !took(&new) {
+            return Err(error());
+        }
+        shared.set_limits(&new);
+        apply_target(shared, shared.target());
+        Ok(())
     }
 
     /// Xu & Bode's `expand_threadpool`: grow the pool to `n` workers.
     pub fn expand(&self, n: usize) -> usize {
-        self.resize(n.max(self.shared.target()))
+        self.resize(n.max(self.inner.shared.target()))
     }
 
     /// Xu & Bode's `shrink_threadpool`: shrink the pool to `n` workers.
     pub fn shrink(&self, n: usize) -> usize {
-        self.resize(n.min(self.shared.target()))
+        self.resize(n.min(self.inner.shared.target()))
     }
 
     /// Xu & Bode's `threadpool_size`: worker threads alive now.
     pub fn size(&self) -> usize {
-        self.shared.live()
+        self.inner.shared.live()
     }
 
     /// The size the pool is steering toward.
     pub fn target_size(&self) -> usize {
-        self.shared.target()
+        self.inner.shared.target()
     }
 
     /// A snapshot of the pool's statistics since it started.
     pub fn stats(&self) -> PoolStats {
-        snapshot(&self.shared)
+        snapshot(&self.inner.shared)
     }
 
     /// Statistics since the previous call of `stats_window` (or since start).
     pub fn stats_window(&self) -> PoolStats {
         let now = self.stats();
-        let mut last = lock(&self.last_window);
+        let mut last = lock(&self.inner.last_window);
         let window = match &*last {
             Some(prev) => now.since(prev),
             None => now.clone(),
@@ -313,25 +463,29 @@ impl Pool {
         window
     }
 
-    /// The pool size at every change, if the builder asked to record it.
+    /// The pool size at every change, if the builder asked to record it:
+    /// the newest [`Builder::history_len`] samples.
     pub fn size_series(&self) -> Vec<SizeSample> {
-        self.shared
+        self.inner
+            .shared
             .series
             .as_ref()
-            .map(|s| lock(s).clone())
+            .map(|s| lock(s).to_vec())
             .unwrap_or_default()
     }
 
-    /// Every policy decision that changed the pool's settings, in order.
+    /// The policy decisions that changed the pool's settings, oldest first:
+    /// the newest [`Builder::history_len`] of them (older ones are counted in
+    /// [`PoolStats::decisions_dropped`]).
     pub fn decisions(&self) -> Vec<DecisionRecord> {
-        lock(&self.shared.decisions).clone()
+        lock(&self.inner.shared.decisions).to_vec()
     }
 
     /// Block until the queue is empty and every worker is waiting for work.
     /// Tasks submitted meanwhile by other threads may or may not be waited for.
     /// Called from a task of this pool, it waits for every *other* worker.
     pub fn wait_idle(&self) {
-        let shared = &*self.shared;
+        let shared = &*self.inner.shared;
         let me = worker::is_worker_of(shared) as usize;
         let backoff = crossbeam_utils::Backoff::new();
         let mut pause = Duration::from_micros(20);
@@ -351,33 +505,77 @@ impl Pool {
     /// Stop accepting tasks, run every queued task, and join every worker.
     /// Idempotent.
     pub fn shutdown(&self) {
-        self.close();
-        self.join_workers();
-        // Anything a worker could not take (e.g. the pool had no workers).
-        while let Some(task) = self.shared.queue.pop() {
-            task.run();
-        }
+        self.inner.shutdown();
     }
 
     /// Stop accepting tasks, take back every task that has not started, and
     /// join the workers (which finish their current task). Dropping a returned
     /// task cancels it; [`Task::run`] runs it here.
     pub fn shutdown_now(&self) -> Vec<Task> {
-        self.close();
+        let inner = &*self.inner;
+        inner.close();
         let mut pending = Vec::new();
-        while let Some(task) = self.shared.queue.pop() {
+        while let Some(task) = inner.shared.queue.pop() {
             pending.push(task);
         }
-        self.join_workers();
-        while let Some(task) = self.shared.queue.pop() {
+        inner.join_workers();
+        while let Some(task) = inner.shared.queue.pop() {
             pending.push(task);
         }
         pending
     }
 
+    /// Stop accepting tasks and wait at most `timeout` for the queued and
+    /// running tasks to finish: true if every one did (the workers are then
+    /// joined). Otherwise false: the workers go on with the remaining tasks
+    /// and leave by themselves, and dropping the pool no longer waits for
+    /// them (as tokio's `Runtime::shutdown_timeout`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let pool = tidepool::Pool::new(2)?;
+    /// pool.execute(|| std::thread::sleep(Duration::from_millis(1)))?;
+    /// assert!(pool.shutdown_timeout(Duration::from_secs(60)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown_timeout(&self, timeout: Duration) -> bool {
+        let inner = &*self.inner;
+        let shared = &*inner.shared;
+        inner.close();
+        // A task of this pool shutting it down: its own worker stays busy.
+        let me = worker::is_worker_of(shared) as usize;
+        let deadline = Instant::now().checked_add(timeout);
+        let mut pause = Duration::from_micros(50);
+        while shared.live() > me || (me == 1 && !shared.queue.is_empty()) {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                inner.detached.store(true, Relaxed);
+                return false;
+            }
+            let left = deadline.map_or(pause, |d| d - now);
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+        // Every worker has left (they leave only with the queue empty).
+        inner.shutdown();
+        true
+    }
+
     /// True once shutdown has begun.
     pub fn is_shutdown(&self) -> bool {
-        self.shared.is_shutdown()
+        self.inner.shared.is_shutdown()
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        self.close();
+        self.join_workers();
+        // Anything a worker could not take (e.g. the pool had no workers).
+        while let Some(task) = self.shared.queue.pop() {
+            task.run();
+        }
     }
 
     fn close(&self) {
@@ -478,6 +676,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         panicked: c.panicked.load(Relaxed),
         threads_created: c.created.load(Relaxed),
         threads_retired: c.retired.load(Relaxed),
+        spawn_failures: c.spawn_failed.load(Relaxed),
+        decisions_dropped: lock(&shared.decisions).dropped(),
         cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
         cores: os::cores(),
@@ -502,15 +702,20 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     stats
 }
 
-impl Drop for Pool {
+impl Drop for Inner {
     fn drop(&mut self) {
+        if self.detached.load(Relaxed) {
+            // `shutdown_timeout` gave up: let the workers finish unjoined.
+            self.close();
+            return;
+        }
         self.shutdown();
     }
 }
 
 impl Executor for Pool {
     fn name(&self) -> String {
-        self.shared.config.name.clone()
+        self.inner.shared.config.name.clone()
     }
 
     fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
@@ -519,9 +724,9 @@ impl Executor for Pool {
 
     fn counts(&self) -> ExecutorCounts {
         ExecutorCounts {
-            live_threads: self.shared.live(),
-            threads_created: self.shared.counters.created.load(Relaxed),
-            queued: self.shared.queue.len(),
+            live_threads: self.inner.shared.live(),
+            threads_created: self.inner.shared.counters.created.load(Relaxed),
+            queued: self.inner.shared.queue.len(),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::error::SubmitError;
 use crate::metrics::clock::Clock;
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
+use crate::metrics::series::Ring;
 use crate::metrics::{DecisionRecord, SizeSample};
 use crate::queue::TaskQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
@@ -82,6 +83,8 @@ pub(crate) struct Counters {
     pub(crate) panicked: AtomicU64,
     pub(crate) created: AtomicU64,
     pub(crate) retired: AtomicU64,
+    /// Workers the OS refused (see `pool::spawn`).
+    pub(crate) spawn_failed: AtomicU64,
 }
 
 /// Where the controller is woken from (starved spawns, retirements,
@@ -180,8 +183,9 @@ pub(crate) struct Shared {
     pub(crate) room: Room,
     pub(crate) control: ControlSignal,
     pub(crate) started_instant: std::time::Instant,
-    pub(crate) series: Option<Mutex<Vec<SizeSample>>>,
-    pub(crate) decisions: Mutex<Vec<DecisionRecord>>,
+    /// The newest `history_len` size samples (if recorded) and decisions.
+    pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
+    pub(crate) decisions: Mutex<Ring<DecisionRecord>>,
     pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
     pub(crate) next_worker_id: AtomicU64,
 }
@@ -210,8 +214,10 @@ impl Shared {
             room: Room::default(),
             control: ControlSignal::default(),
             started_instant: std::time::Instant::now(),
-            series: config.size_series.then(|| Mutex::new(Vec::new())),
-            decisions: Mutex::new(Vec::new()),
+            series: config
+                .size_series
+                .then(|| Mutex::new(Ring::new(config.history_len))),
+            decisions: Mutex::new(Ring::new(config.history_len)),
             threads: Mutex::new(Vec::new()),
             next_worker_id: AtomicU64::new(0),
             config,
@@ -351,7 +357,7 @@ impl Shared {
         &self,
         mut task: Task,
         deadline: Option<(Instant, Duration)>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), (SubmitError, Task)> {
         self.room.enter();
         let result = loop {
             // Make sure someone is draining the queue while we wait.
@@ -362,14 +368,14 @@ impl Shared {
                     let now = Instant::now();
                     if now >= d {
                         self.counters.rejected.fetch_add(1, Relaxed);
-                        break Err(SubmitError::Timeout(timeout));
+                        break Err((SubmitError::Timeout(timeout), task));
                     }
                     (d - now).min(ROOM_POLL)
                 }
             };
             self.wait_for_room(step);
             if self.is_shutdown() {
-                break Err(SubmitError::ShutDown);
+                break Err((SubmitError::ShutDown, task));
             }
             if self.records.is_some() && task.stamps.submitted != 0 {
                 task.stamps.accepted = Clock::ticks();

@@ -25,11 +25,15 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
         return Err(std::io::Error::other("the pool is shut down"));
     }
     let id = shared.next_worker_id.fetch_add(1, Relaxed);
-    let name = format!("{}-worker-{id}", shared.config.name);
+    let settings = &shared.config.threads;
+    let mut builder = std::thread::Builder::new().name(settings.name(&shared.config.name, id));
+    if let Some(bytes) = settings.stack_size {
+        builder = builder.stack_size(bytes);
+    }
     let worker_shared = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name(name)
-        .spawn(move || Worker::new(worker_shared, id).run());
+    let spawned = super::spawn::thread(builder, move || {
+        Worker::new(worker_shared, id).run_with_hooks()
+    });
     match spawned {
         Ok(handle) => {
             threads.push((id, handle));
@@ -40,6 +44,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
             Ok(())
         }
         Err(e) => {
+            // The pool goes on with the workers it has.
+            shared.counters.spawn_failed.fetch_add(1, Relaxed);
             shared.drop_live();
             Err(e)
         }
@@ -99,6 +105,22 @@ impl Worker {
             long_tasks: std::cell::Cell::new(true),
             slice_ns: std::cell::Cell::new(NO_SLICE),
         }
+    }
+
+    /// The thread's life: the start hook, the worker loop, the stop hook.
+    fn run_with_hooks(self) {
+        let shared = self.shared.clone();
+        let threads = &shared.config.threads;
+        // A panicking hook must not kill the worker (its `live` slot would
+        // never be given back); the panic hook has already reported it.
+        let hook = |f: &Option<super::builder::ThreadFn>| {
+            if let Some(f) = f {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()));
+            }
+        };
+        hook(&threads.on_start);
+        self.run();
+        hook(&threads.on_stop);
     }
 
     fn run(self) {
@@ -198,18 +220,35 @@ impl Worker {
         found
     }
 
+    /// Run a task; a panic that no handle took goes to the panic handler.
+    #[inline]
+    fn call(&self, task: Task) -> bool {
+        match task.call_catching() {
+            Ok(panicked) => panicked,
+            Err(payload) => {
+                if let Some(handler) = &self.shared.config.threads.on_panic {
+                    let payload = crate::error::Panic::new(payload);
+                    // A panicking handler must not take the worker down.
+                    let _ =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(payload)));
+                }
+                true
+            }
+        }
+    }
+
     /// Run one task and record it (timed if the submitter stamped it).
     #[inline]
     fn execute(&self, task: Task) {
         let shared = &*self.shared;
         shared.notify_room();
         let panicked = match &self.record {
-            None => task.call(),
+            None => self.call(task),
             Some(record) => {
                 record.task_started();
                 let stamps = task.stamps;
                 if stamps.submitted == 0 {
-                    let panicked = task.call();
+                    let panicked = self.call(task);
                     record.task_untimed(panicked);
                     panicked
                 } else {
@@ -236,7 +275,7 @@ impl Worker {
                         None
                     };
                     let started = Clock::ticks();
-                    let panicked = task.call();
+                    let panicked = self.call(task);
                     let finished = Clock::ticks();
                     if let Some(before) = cpu_before {
                         if let Some(after) = os::thread_cpu_time() {
