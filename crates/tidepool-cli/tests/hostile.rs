@@ -353,6 +353,7 @@ fn stdout_to_dev_full_is_an_error() {
             "fixed:1",
         ],
         vec!["calibrate"],
+        vec!["pipeline", "--items", "99999999999999"],
     ] {
         let full = std::fs::OpenOptions::new()
             .write(true)
@@ -394,6 +395,7 @@ fn ctrl_c_exits_130_for_every_replaying_subcommand() {
         vec!["compare", "-w", ENDLESS, "-q", "--sizes", "1"],
         vec!["demo", "-q", "--scale", "2", "--out", &out],
         vec!["calibrate"],
+        vec!["pipeline", "--items", "99999999999999"],
     ] {
         let child = spawn(&args, Stdio::piped(), false);
         let pid = child.id();

@@ -120,6 +120,8 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
     let compute = Duration::from_micros(a.compute_us);
     let transform_body = TaskBody::new(compute, Duration::from_micros(a.transform_io_us));
     let items = a.items;
+    // Ctrl-C ends the stream at the next round: the report covers what ran.
+    let cancel = crate::cancel::flag();
     let mut b = Pipeline::builder("demo")
         .buffers(a.buffers, || vec![0u64; 512])
         .source(
@@ -127,7 +129,8 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
             move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, BoxError> {
                 io.run(&busy);
                 buf[0] = cx.round();
-                Ok(if cx.round() + 1 >= items {
+                let stop = cancel.load(std::sync::atomic::Ordering::Relaxed);
+                Ok(if stop || cx.round() + 1 >= items {
                     Flow::Last
                 } else {
                     Flow::More
@@ -194,6 +197,9 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
                 eprintln!("wrote {}", p.display());
             }
         }
+    }
+    if crate::cancel::requested() {
+        return Err(crate::error::Interrupted.into());
     }
     Ok(())
 }
