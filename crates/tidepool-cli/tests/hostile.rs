@@ -353,7 +353,7 @@ fn stdout_to_dev_full_is_an_error() {
             "fixed:1",
         ],
         vec!["calibrate"],
-        vec!["pipeline", "--items", "99999999999999"],
+        vec!["pipeline", "--items", "10"],
     ] {
         let full = std::fs::OpenOptions::new()
             .write(true)
