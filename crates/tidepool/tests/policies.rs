@@ -3,11 +3,20 @@
 //! threads retire once the load stops.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
+
+/// These tests measure how policies react to the load they offer, on a
+/// machine of a few cores: run one at a time, so that another test's threads
+/// do not take the cores (a CPU-bound task that loses its core reads as
+/// blocking, and `auto` rightly grows).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn pool(spec: &str, min: usize, max: usize) -> Pool {
     let policy = PolicySpec::parse(spec).unwrap().build().unwrap();
@@ -61,6 +70,7 @@ fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
 
 #[test]
 fn adaptive_policies_grow_under_io_bound_load() {
+    let _serial = one_at_a_time();
     // ~2000 tasks/s of 4 ms sleeps need ~8 threads; each policy starts small.
     // Hill climbing moves at most a few threads a second by design.
     let handles: Vec<_> = [
@@ -102,6 +112,7 @@ fn adaptive_policies_grow_under_io_bound_load() {
 
 #[test]
 fn auto_stays_near_the_core_count_under_cpu_bound_load() {
+    let _serial = one_at_a_time();
     let cores = tidepool::sys::cores();
     let pool = pool("auto", 1, 64);
     // Offer more CPU work than the cores can do: a backlog builds up.
@@ -127,6 +138,7 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
 
 #[test]
 fn surplus_threads_retire_after_the_load_stops() {
+    let _serial = one_at_a_time();
     for spec in ["auto", "watermark:1..64"] {
         let pool = pool(spec, 1, 64);
         let biggest = drive(
@@ -147,6 +159,7 @@ fn surplus_threads_retire_after_the_load_stops() {
 
 #[test]
 fn watermark_keeps_its_low_mark() {
+    let _serial = one_at_a_time();
     let pool = pool("watermark:3..16", 0, 16);
     assert_eq!(pool.size(), 3);
     let ran = Arc::new(AtomicUsize::new(0));
