@@ -7,6 +7,7 @@
 mod deque;
 mod lock_free;
 mod locked;
+mod seg;
 mod spin_lock;
 
 use std::fmt;
