@@ -103,6 +103,8 @@ impl QueueFlavor {
 /// `pop` inline into the submit path and the worker loop (a task then moves
 /// once into a slot and once out, not through a virtual call's return
 /// slot and extra stack copies); the other flavours behind the trait.
+// One per pool: its size does not matter, the missing indirection does.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum PoolQueue {
     /// The default flavour.

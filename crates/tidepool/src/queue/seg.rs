@@ -474,7 +474,8 @@ mod tests {
             for i in 0..10 * BLOCK_CAP {
                 assert_eq!(q.pop(), Some(i), "round {round}");
             }
-            assert!(q.is_empty() && q.pop().is_none() && q.len() == 0);
+            assert!(q.is_empty() && q.pop().is_none());
+            assert_eq!(q.len(), 0);
             // Every block the round filled is spare now (the current tail
             // block stays installed).
             assert!(q.spare_blocks() >= 9, "round {round}: {}", q.spare_blocks());
@@ -519,7 +520,7 @@ mod tests {
                             }
                         }
                     } else {
-                        let mut last = vec![None; PUSHERS];
+                        let mut last = [None; PUSHERS];
                         while popped.load(Ordering::Relaxed) < PUSHERS * PER {
                             match q.pop() {
                                 Some(v) => {
