@@ -16,7 +16,7 @@ use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
 use crate::metrics::series::Ring;
 use crate::metrics::{DecisionRecord, SizeSample};
-use crate::queue::TaskQueue;
+use crate::queue::PoolQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 use crate::task::Task;
 
@@ -157,7 +157,7 @@ pub(crate) fn slice_ns(slice: Duration) -> u64 {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
-    pub(crate) queue: Box<dyn TaskQueue>,
+    pub(crate) queue: PoolQueue,
     /// `queue.push_is_seq_cst()`, read once.
     pub(crate) push_is_seq_cst: bool,
     /// `queue.pop_is_seq_cst()`, read once.
@@ -192,7 +192,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Self {
-        let queue = config.flavor.build(config.capacity);
+        let queue = PoolQueue::new(config.flavor, config.capacity);
         Shared {
             push_is_seq_cst: queue.push_is_seq_cst(),
             pop_is_seq_cst: queue.pop_is_seq_cst(),

@@ -2,18 +2,21 @@
 //!
 //! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is a
 //! preallocated ring that spills into a segmented lock-free list
-//! (`SegQueue`) only while the ring is full. Tasks are stored by value (56
-//! bytes). The ring reuses its slots forever; the list allocates a ~2 KiB
-//! block every 31 tasks (`malloc`, page faults, zeroing), which is why it is
-//! not the whole queue — but once the ring is full the pool is backlogged,
-//! and there the list's lock-free push and pop matter more than its
-//! allocations: the mutex-guarded deque that used to be the overflow made
-//! every push and pop of a backlog contend on one lock (with two submitters
-//! on two cores, a quarter of all CPU time in `Overflow::push`/`pop`, and
-//! futex sleeps on a quiet machine; `docs/design.md`, "Why two submitters
-//! lost").
+//! ([`SegQueue`], crossbeam's with its blocks recycled) only while the ring is
+//! full. Tasks are stored by value (56 bytes). The ring reuses its slots
+//! forever and costs two read-modify-writes per task; the list four, which is
+//! why it is not the whole queue — but once the ring is full the pool is
+//! backlogged, and there the list's lock-free push and pop matter more: the
+//! mutex-guarded deque that used to be the overflow made every push and pop
+//! of a backlog contend on one lock (with two submitters on two cores, a
+//! quarter of all CPU time in `Overflow::push`/`pop`, and futex sleeps on a
+//! quiet machine; `docs/design.md`, "Why two submitters lost"), and
+//! crossbeam's own `SegQueue` made every backlog fault its memory in afresh
+//! ("Why eight submitters lost").
 
-use crossbeam_queue::{ArrayQueue, SegQueue};
+use crossbeam_queue::ArrayQueue;
+
+use super::seg::SegQueue;
 
 use super::TaskQueue;
 use crate::task::Task;
@@ -70,9 +73,14 @@ impl TaskQueue for LockFreeQueue {
 
     #[inline]
     fn pop(&self) -> Option<Task> {
-        self.ring
-            .pop()
-            .or_else(|| self.overflow.as_ref().and_then(SegQueue::pop))
+        // In a long backlog the ring is often empty while the overflow is
+        // not: two plain loads skip the failed `pop` (and its fence) then.
+        if !self.ring.is_empty() {
+            if let Some(task) = self.ring.pop() {
+                return Some(task);
+            }
+        }
+        self.overflow.as_ref().and_then(SegQueue::pop)
     }
 
     fn len(&self) -> usize {
@@ -88,9 +96,9 @@ impl TaskQueue for LockFreeQueue {
         true
     }
 
-    /// crossbeam-queue 0.3's `ArrayQueue::push` and `SegQueue::push` move the
-    /// tail with a `SeqCst` compare-exchange, and their `is_empty` loads head
-    /// and tail with `SeqCst` (checked against the source of the locked
+    /// crossbeam-queue 0.3's `ArrayQueue::push` and our `SegQueue::push` move
+    /// the tail with a `SeqCst` compare-exchange, and their `is_empty` loads
+    /// head and tail with `SeqCst` (checked against the source of the locked
     /// version, 0.3.14; re-check when upgrading).
     fn push_is_seq_cst(&self) -> bool {
         true

@@ -7,6 +7,7 @@
 mod deque;
 mod lock_free;
 mod locked;
+mod seg;
 mod spin_lock;
 
 use std::fmt;
@@ -95,6 +96,86 @@ impl QueueFlavor {
             QueueFlavor::Hybrid { .. } => "hybrid",
             QueueFlavor::LockFree => "lock-free",
         }
+    }
+}
+
+/// The queue a pool holds: the default flavour by value, so its `push` and
+/// `pop` inline into the submit path and the worker loop (a task then moves
+/// once into a slot and once out, not through a virtual call's return
+/// slot and extra stack copies); the other flavours behind the trait.
+// One per pool: its size does not matter, the missing indirection does.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum PoolQueue {
+    /// The default flavour.
+    LockFree(LockFreeQueue),
+    /// Any other flavour.
+    Dyn(Box<dyn TaskQueue>),
+}
+
+impl PoolQueue {
+    /// The queue of `flavor` holding at most `capacity` tasks.
+    pub(crate) fn new(flavor: QueueFlavor, capacity: Option<usize>) -> Self {
+        match flavor {
+            QueueFlavor::LockFree => PoolQueue::LockFree(LockFreeQueue::new(capacity)),
+            other => PoolQueue::Dyn(other.build(capacity)),
+        }
+    }
+
+    /// The queue as the trait sees it.
+    #[inline]
+    fn get(&self) -> &dyn TaskQueue {
+        match self {
+            PoolQueue::LockFree(q) => q,
+            PoolQueue::Dyn(q) => &**q,
+        }
+    }
+
+    /// [`TaskQueue::push`].
+    #[inline]
+    pub(crate) fn push(&self, task: Task) -> Result<(), Task> {
+        match self {
+            PoolQueue::LockFree(q) => q.push(task),
+            PoolQueue::Dyn(q) => q.push(task),
+        }
+    }
+
+    /// [`TaskQueue::pop`].
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<Task> {
+        match self {
+            PoolQueue::LockFree(q) => q.pop(),
+            PoolQueue::Dyn(q) => q.pop(),
+        }
+    }
+
+    /// [`TaskQueue::is_empty`].
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            PoolQueue::LockFree(q) => q.is_empty(),
+            PoolQueue::Dyn(q) => q.is_empty(),
+        }
+    }
+
+    /// [`TaskQueue::len`].
+    pub(crate) fn len(&self) -> usize {
+        self.get().len()
+    }
+
+    /// [`TaskQueue::spin_before_park`].
+    pub(crate) fn spin_before_park(&self) -> bool {
+        self.get().spin_before_park()
+    }
+
+    /// [`TaskQueue::push_is_seq_cst`].
+    pub(crate) fn push_is_seq_cst(&self) -> bool {
+        self.get().push_is_seq_cst()
+    }
+
+    /// [`TaskQueue::pop_is_seq_cst`].
+    pub(crate) fn pop_is_seq_cst(&self) -> bool {
+        self.get().pop_is_seq_cst()
     }
 }
 
