@@ -380,7 +380,7 @@ impl Node {
             let batch = consumer
                 .batch()
                 .max_messages(free)
-                .expires(Duration::from_millis(500))
+                .expires(PULL_EXPIRES)
                 .messages();
             let mut batch = tokio::select! {
                 _ = &mut shutdown => break 'pull,
@@ -396,10 +396,12 @@ impl Node {
             };
             loop {
                 tokio::select! {
+                    // A stop takes precedence over starting what arrives.
+                    biased;
                     _ = &mut shutdown => {
                         state.draining.store(true, Relaxed);
                         // Whatever this pull still delivers is released at once.
-                        release_rest(&mut batch).await;
+                        release_rest(&c.name, &mut batch).await;
                         break 'pull;
                     }
                     m = batch.next() => match m {
@@ -471,11 +473,29 @@ fn is_benign_pull_end(e: &dyn std::fmt::Display) -> bool {
     text.contains("timeout") || text.contains("timed out") || text.contains("no messages")
 }
 
-/// Nak everything a pull still delivers after shutdown began.
-async fn release_rest(batch: &mut async_nats::jetstream::consumer::pull::Batch) {
-    let until = tokio::time::Instant::now() + Duration::from_millis(600);
+/// How long one pull request waits at the broker for requests.
+const PULL_EXPIRES: Duration = Duration::from_millis(500);
+
+/// What a stopping node does with a request its last pull still delivers:
+/// release it to be delivered again after this delay. Not at once: a nak
+/// without delay is redelivered at once to a waiting pull, and the one
+/// waiting is this node's own (it lives until `PULL_EXPIRES`), which would
+/// nak it again, and so on until the request used up its deliveries and was
+/// dead-lettered without ever running (seen in the chaos test: a request
+/// redelivered as the nodes stopped went through deliveries 2 to 5 in 2 ms).
+/// After the delay this pull has expired, so another node gets it.
+const RELEASE_DELAY: Duration = Duration::from_millis(2 * PULL_EXPIRES.as_millis() as u64);
+
+/// Release everything a pull still delivers after shutdown began.
+async fn release_rest(name: &str, batch: &mut async_nats::jetstream::consumer::pull::Batch) {
+    let until = tokio::time::Instant::now() + PULL_EXPIRES + Duration::from_millis(100);
+    let mut released = 0;
     while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, batch.next()).await {
-        let _ = m.ack_with(AckKind::Nak(None)).await;
+        let _ = m.ack_with(AckKind::Nak(Some(RELEASE_DELAY))).await;
+        released += 1;
+    }
+    if released > 0 {
+        eprintln!("{name}: released {released} requests delivered as it stopped");
     }
 }
 
@@ -597,12 +617,15 @@ fn start(
         });
     };
     if let Err(e) = state.pool.execute(job) {
-        // Only at shutdown: release the request at once.
+        // Only at shutdown: release the request (see `RELEASE_DELAY`).
         eprintln!("{}: pool refused a request: {e}", state.name);
         state.running.fetch_sub(1, Relaxed);
         if let Some(held) = state.held.lock().ok().and_then(|mut h| h.remove(&key)) {
             tokio::spawn(async move {
-                let _ = held.message.ack_with(AckKind::Nak(None)).await;
+                let _ = held
+                    .message
+                    .ack_with(AckKind::Nak(Some(RELEASE_DELAY)))
+                    .await;
             });
         }
     }

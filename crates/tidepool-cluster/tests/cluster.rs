@@ -211,6 +211,44 @@ fn a_node_waits_for_a_broker_that_is_down_and_connects_when_it_comes_up() {
     assert!(!log(dir.path(), "waiting").contains("panicked"));
 }
 
+/// A request that reaches a stopping node's last pull is released so that
+/// another node runs it; it does not bounce back into that same pull until
+/// it used up its deliveries (it once did: dead-lettered without running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_delivered_to_a_stopping_node_go_to_another_not_to_the_dead_letters() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(30), 5);
+    let client = client(&server, &s).await;
+    // A large slack keeps the idle node's pull open for many requests.
+    let mut a = start_node(dir.path(), &server.url(), "a", &["--slack", "50"]);
+    tidepool_cluster::status::wait_for_nodes(client.nats(), 1, LONG)
+        .await
+        .unwrap();
+    // Stop it, and submit while its last pull is still open (it releases
+    // what arrives for 600 ms).
+    a.signal(libc::SIGTERM);
+    let pending = client
+        .submit_batch("echo", (0..5).map(|i| format!("r{i}").into_bytes()))
+        .await
+        .unwrap();
+    let status = a.wait_timeout(LONG).expect("a exits after SIGTERM");
+    assert!(status.success(), "{}", log(dir.path(), "a"));
+    let released = log(dir.path(), "a").contains("released");
+    eprintln!("a released requests as it stopped: {released}");
+    let _b = start_node(dir.path(), &server.url(), "b", &[]);
+    let results = client.wait_all(pending, LONG).await.unwrap();
+    // (a may have started some before it saw the signal: it finishes those.)
+    for r in &results {
+        assert!(r.output.is_ok(), "{r:?}: {}", log(dir.path(), "a"));
+    }
+    let audit = audit(client.jetstream(), client.id()).await.unwrap();
+    assert_eq!(audit.dead_lettered, 0, "{}", log(dir.path(), "a"));
+    let ran = read_journal(&journal(dir.path(), "a")).unwrap().len()
+        + read_journal(&journal(dir.path(), "b")).unwrap().len();
+    assert_eq!(ran, 5, "each ran once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_running_tasks_finish_and_record_then_exits() {
     let server = NatsServer::start().unwrap();
