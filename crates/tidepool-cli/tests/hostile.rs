@@ -389,6 +389,8 @@ fn ctrl_c_exits_130_for_every_replaying_subcommand() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     let out = out.to_string_lossy();
+    let repro = dir.path().join("reproduction.md");
+    let repro = repro.to_string_lossy();
     for args in [
         vec!["run", "-w", ENDLESS, "-q", "--json"],
         vec!["sweep", "-w", ENDLESS, "-q", "--sizes", "1,2"],
@@ -396,6 +398,13 @@ fn ctrl_c_exits_130_for_every_replaying_subcommand() {
         vec!["demo", "-q", "--scale", "2", "--out", &out],
         vec!["calibrate"],
         vec!["pipeline", "--items", "99999999999999"],
+        vec![
+            "sim",
+            "-w",
+            "poisson:rate=1000,service=exp:1ms,n=1000000,seed=7",
+            "-q",
+        ],
+        vec!["reproduce", "xu", "-q", "--out", &repro],
     ] {
         let child = spawn(&args, Stdio::piped(), false);
         let pid = child.id();

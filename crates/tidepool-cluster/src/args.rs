@@ -169,6 +169,26 @@ pub async fn stop_signal() {
     }
 }
 
+/// Resolves once `flag` is raised (polled every 50 ms): a flag that a
+/// signal handler sets (the CLI's Ctrl-C flag), as a future.
+pub async fn raised(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Run `work` until it ends (`Some`) or `interrupt` completes first
+/// (`None`; `work` is dropped, which drops the process guards it holds).
+pub async fn until<T>(
+    work: impl std::future::Future<Output = T>,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Option<T> {
+    tokio::select! {
+        r = work => Some(r),
+        _ = interrupt => None,
+    }
+}
+
 /// Run `f` to completion on a fresh multi-threaded runtime (two workers:
 /// the broker I/O is light; the pool's own threads do the work).
 pub fn block_on<F: std::future::Future>(f: F) -> std::io::Result<F::Output> {

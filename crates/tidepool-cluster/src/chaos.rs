@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::audit::audit;
 use crate::client::Client;
-use crate::process::{NodeCommand, NodeProcess};
+use crate::process::{LocalCluster, NodeCommand};
 use crate::protocol::Settings;
 use crate::server::NatsServer;
 use crate::tasks::sleep_payload;
@@ -122,6 +122,9 @@ pub struct ChaosReport {
     pub elapsed_s: f64,
     /// Results per second over the run.
     pub throughput: f64,
+    /// Stopped early (Ctrl-C): the counts are what ran until then, `lost`
+    /// the requests without a result so far, and `ok` is false.
+    pub interrupted: bool,
     /// `lost == 0 && duplicate_results == 0 && unexplained_executions <= 0`.
     pub ok: bool,
 }
@@ -132,13 +135,52 @@ fn say(verbose: bool, msg: impl AsRef<str>) {
     }
 }
 
-/// Run the scenario in `dir` (node logs and journals stay there).
-pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport> {
+/// Run the scenario in `dir` (node logs and journals stay there) until it
+/// ends or `interrupt` completes (Ctrl-C). Either way every process it
+/// started is stopped before it returns; an interrupted run's report has
+/// `interrupted` set and counts what ran until then.
+pub async fn run(
+    opts: &ChaosOptions,
+    dir: &Path,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<ChaosReport> {
     opts.validate()?;
     std::fs::create_dir_all(dir)?;
+    let mut report = ChaosReport {
+        submitted: opts.requests as u64,
+        ..ChaosReport::default()
+    };
+    let t0 = Instant::now();
+    // Dropping the scenario (on interrupt) drops its process guards, which
+    // stop the nodes, then the broker.
+    let finished = crate::args::until(scenario(opts, dir, &mut report), interrupt).await;
+    if let Some(r) = finished {
+        r?;
+        return Ok(report);
+    }
+    say(
+        opts.verbose,
+        "interrupted: stopped the nodes and the broker",
+    );
+    report.interrupted = true;
+    report.ok = false;
+    report.elapsed_s = t0.elapsed().as_secs_f64();
+    report.lost = report.submitted.saturating_sub(report.results);
+    count_executions(&mut report, dir, opts.nodes)?;
+    Ok(report)
+}
+
+async fn scenario(opts: &ChaosOptions, dir: &Path, report: &mut ChaosReport) -> anyhow::Result<()> {
     let v = opts.verbose;
-    let mut broker = NatsServer::start_in(&dir.join("broker"), crate::server::free_port()?)?;
+    let broker = NatsServer::start_in(&dir.join("broker"), crate::server::free_port()?)?;
     let url = broker.url();
+    // A short grace when interrupted: the run is abandoned anyway (a normal
+    // end stops the nodes with a long one below).
+    let mut cluster = LocalCluster {
+        nodes: Vec::new(),
+        broker,
+        grace: Duration::from_secs(5),
+    };
     say(
         v,
         format!("broker at {url}, store and logs in {}", dir.display()),
@@ -148,24 +190,21 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
         ..Settings::default()
     };
     let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
-
-    let journal = |i: usize| dir.join(format!("node-{i}.journal"));
-    let mut nodes: Vec<NodeProcess> = Vec::new();
     for i in 0..opts.nodes {
-        let _ = std::fs::remove_file(journal(i));
+        let _ = std::fs::remove_file(journal(dir, i));
         let args: Vec<String> = vec![
             "--nats".into(),
             url.clone(),
             "--name".into(),
             format!("node-{i}"),
             "--journal".into(),
-            journal(i).display().to_string(),
+            journal(dir, i).display().to_string(),
             "--ack-wait".into(),
             format!("{}ms", opts.ack_wait.as_millis()),
             "--max-threads".into(),
             opts.max_threads.to_string(),
         ];
-        nodes.push(
+        cluster.nodes.push(
             opts.node
                 .spawn(args, Some(&dir.join(format!("node-{i}.log"))))?,
         );
@@ -174,13 +213,12 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
     let t0 = Instant::now();
     let n = opts.requests as u64;
     let payloads: Vec<Vec<u8>> = (0..n).map(|_| sleep_payload(opts.task)).collect();
-    let submitter = {
+    let mut submitter = {
         let client = client.clone();
-        tokio::spawn(async move { client.submit_batch("sleep", payloads).await })
-    };
-    let mut report = ChaosReport {
-        submitted: n,
-        ..ChaosReport::default()
+        // Aborted with the scenario (an interrupt), not left running.
+        AbortOnDrop(tokio::spawn(async move {
+            client.submit_batch("sleep", payloads).await
+        }))
     };
     let deadline = t0 + opts.timeout;
     let mut killed = false;
@@ -188,8 +226,10 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
     let mut last_said = Instant::now();
     loop {
         let (got, _) = client.received();
+        report.results = got;
+        report.elapsed_s = t0.elapsed().as_secs_f64();
         if !killed && got >= n / 3 {
-            nodes[0].kill();
+            cluster.nodes[0].kill();
             killed = true;
             report.killed_at_results = got;
             say(v, format!("SIGKILL node-0 at {got} results"));
@@ -197,7 +237,7 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
         if killed && !restarted && got >= 2 * n / 3 {
             report.broker_restarted_at_results = got;
             say(v, format!("restarting the broker at {got} results"));
-            tokio::task::block_in_place(|| broker.restart())?;
+            tokio::task::block_in_place(|| cluster.broker.restart())?;
             restarted = true;
             say(v, "broker back");
         }
@@ -211,16 +251,12 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     report.elapsed_s = t0.elapsed().as_secs_f64();
-    let pending = submitter.await??;
+    let pending = (&mut submitter.0).await??;
     // Everything is in (or time is up): collect what is there.
-    let results = client
-        .wait_all(pending, Duration::from_secs(5))
-        .await
-        .unwrap_or_default();
-    let _ = results;
-    for node in nodes.iter_mut().skip(1) {
-        node.stop(Duration::from_secs(30));
-    }
+    let _ = client.wait_all(pending, Duration::from_secs(5)).await;
+    tokio::task::block_in_place(|| {
+        crate::process::stop_all(&mut cluster.nodes[1..], Duration::from_secs(30))
+    });
     let a = audit(client.jetstream(), client.id()).await?;
     let (_, client_dups) = client.received();
     report.results = a.distinct_results;
@@ -229,9 +265,19 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
     report.duplicates_at_client = client_dups;
     report.dead_lettered = a.dead_lettered;
     report.throughput = a.distinct_results as f64 / report.elapsed_s.max(1e-9);
+    count_executions(report, dir, opts.nodes)?;
+    report.ok =
+        report.lost == 0 && report.duplicate_results == 0 && report.unexplained_executions <= 0;
+    drop(client);
+    drop(cluster);
+    Ok(())
+}
 
-    let journals: Vec<Vec<(String, u32)>> = (0..opts.nodes)
-        .map(|i| read_journal(&journal(i)))
+/// Executions, redeliveries and the killed node's in-flight requests, from
+/// the nodes' journals.
+fn count_executions(report: &mut ChaosReport, dir: &Path, nodes: usize) -> anyhow::Result<()> {
+    let journals: Vec<Vec<(String, u32)>> = (0..nodes)
+        .map(|i| read_journal(&journal(dir, i)))
         .collect::<anyhow::Result<_>>()?;
     report.executions = journals.iter().map(|j| j.len() as u64).sum();
     report.redelivered = journals.iter().flatten().filter(|(_, d)| *d > 1).count() as u64;
@@ -242,13 +288,21 @@ pub async fn run(opts: &ChaosOptions, dir: &Path) -> anyhow::Result<ChaosReport>
         journals[1..].iter().flatten().map(|(r, _)| r).collect();
     report.killed_in_flight = started_by_killed.intersection(&started_elsewhere).count() as u64;
     report.unexplained_executions =
-        report.executions as i64 - n as i64 - report.killed_in_flight as i64;
-    report.ok =
-        report.lost == 0 && report.duplicate_results == 0 && report.unexplained_executions <= 0;
-    drop(client);
-    drop(nodes);
-    broker.stop();
-    Ok(report)
+        report.executions as i64 - report.submitted as i64 - report.killed_in_flight as i64;
+    Ok(())
+}
+
+fn journal(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("node-{i}.journal"))
+}
+
+/// A spawned task that is aborted when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A node journal: `REQUEST DELIVERY UNIX_MS` per line (a torn last line from a

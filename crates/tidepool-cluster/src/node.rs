@@ -380,7 +380,7 @@ impl Node {
             let batch = consumer
                 .batch()
                 .max_messages(free)
-                .expires(Duration::from_millis(500))
+                .expires(PULL_EXPIRES)
                 .messages();
             let mut batch = tokio::select! {
                 _ = &mut shutdown => break 'pull,
@@ -396,10 +396,12 @@ impl Node {
             };
             loop {
                 tokio::select! {
+                    // A stop takes precedence over starting what arrives.
+                    biased;
                     _ = &mut shutdown => {
                         state.draining.store(true, Relaxed);
                         // Whatever this pull still delivers is released at once.
-                        release_rest(&mut batch).await;
+                        release_rest(&c.name, &mut batch).await;
                         break 'pull;
                     }
                     m = batch.next() => match m {
@@ -471,11 +473,29 @@ fn is_benign_pull_end(e: &dyn std::fmt::Display) -> bool {
     text.contains("timeout") || text.contains("timed out") || text.contains("no messages")
 }
 
-/// Nak everything a pull still delivers after shutdown began.
-async fn release_rest(batch: &mut async_nats::jetstream::consumer::pull::Batch) {
-    let until = tokio::time::Instant::now() + Duration::from_millis(600);
+/// How long one pull request waits at the broker for requests.
+const PULL_EXPIRES: Duration = Duration::from_millis(500);
+
+/// What a stopping node does with a request its last pull still delivers:
+/// release it to be delivered again after this delay. Not at once: a nak
+/// without delay is redelivered at once to a waiting pull, and the one
+/// waiting is this node's own (it lives until `PULL_EXPIRES`), which would
+/// nak it again, and so on until the request used up its deliveries and was
+/// dead-lettered without ever running (seen in the chaos test: a request
+/// redelivered as the nodes stopped went through deliveries 2 to 5 in 2 ms).
+/// After the delay this pull has expired, so another node gets it.
+const RELEASE_DELAY: Duration = Duration::from_millis(2 * PULL_EXPIRES.as_millis() as u64);
+
+/// Release everything a pull still delivers after shutdown began.
+async fn release_rest(name: &str, batch: &mut async_nats::jetstream::consumer::pull::Batch) {
+    let until = tokio::time::Instant::now() + PULL_EXPIRES + Duration::from_millis(100);
+    let mut released = 0;
     while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, batch.next()).await {
-        let _ = m.ack_with(AckKind::Nak(None)).await;
+        let _ = m.ack_with(AckKind::Nak(Some(RELEASE_DELAY))).await;
+        released += 1;
+    }
+    if released > 0 {
+        eprintln!("{name}: released {released} requests delivered as it stopped");
     }
 }
 
@@ -486,28 +506,52 @@ fn header(m: &async_nats::Message, name: &str) -> Option<String> {
         .map(|v| v.as_str().to_string())
 }
 
+/// Is a result for `request` of `client` in the results stream? Errors other
+/// than "none" (a broker restarting, a timeout) are retried for up to 30 s,
+/// so that "cannot tell" does not become "no" and run a request again.
+async fn result_recorded(results: &jetstream::stream::Stream, client: &str, request: &str) -> bool {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind as Kind;
+    let subject = format!("{RES_PREFIX}{client}.{request}");
+    let found = protocol::retry(Duration::from_secs(30), || async {
+        match results.get_last_raw_message_by_subject(&subject).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == Kind::NoMessageFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    })
+    .await;
+    // Still cannot tell after 30 s: run it (at least once beats at most once).
+    found.unwrap_or(false)
+}
+
 /// A redelivered request whose result is already in the results stream (its
 /// first run recorded it, and then the ack was lost — a broker restart — or
 /// the node died before acking) is acked without running again.
 async fn already_recorded(state: &State, message: &jetstream::Message) -> bool {
-    let delivered = message.info().map_or(1, |i| i.delivered);
+    let info = message.info().ok();
+    let delivered = info.as_ref().map_or(1, |i| i.delivered);
     if delivered <= 1 {
         return false;
     }
+    state.redelivered.fetch_add(1, Relaxed);
     let (Some(request), Some(client)) = (header(message, H_REQUEST), header(message, H_CLIENT))
     else {
         return false;
     };
-    let subject = format!("{RES_PREFIX}{client}.{request}");
-    if state
-        .results
-        .get_last_raw_message_by_subject(&subject)
-        .await
-        .is_err()
-    {
-        return false; // none (or cannot tell): run it
+    let recorded = result_recorded(&state.results, &client, &request).await;
+    eprintln!(
+        "{}: request {request} delivered again (delivery {delivered}, stream seq {}): {}",
+        state.name,
+        info.as_ref().map_or(0, |i| i.stream_sequence),
+        if recorded {
+            "its result is already recorded: acked without running"
+        } else {
+            "running it"
+        }
+    );
+    if !recorded {
+        return false;
     }
-    state.redelivered.fetch_add(1, Relaxed);
     state.already_recorded.fetch_add(1, Relaxed);
     let _ = protocol::retry(Duration::from_secs(30), || message.double_ack()).await;
     true
@@ -532,9 +576,6 @@ fn start(
         .to_string();
     let request = header(&message, H_REQUEST).unwrap_or_else(|| format!("seq{seq}"));
     let client = header(&message, H_CLIENT).unwrap_or_else(|| "_".into());
-    if delivered > 1 {
-        state.redelivered.fetch_add(1, Relaxed);
-    }
     let payload = message.payload.clone();
     let key = state.next_key.fetch_add(1, Relaxed);
     let held = Arc::new(Held {
@@ -576,12 +617,15 @@ fn start(
         });
     };
     if let Err(e) = state.pool.execute(job) {
-        // Only at shutdown: release the request at once.
+        // Only at shutdown: release the request (see `RELEASE_DELAY`).
         eprintln!("{}: pool refused a request: {e}", state.name);
         state.running.fetch_sub(1, Relaxed);
         if let Some(held) = state.held.lock().ok().and_then(|mut h| h.remove(&key)) {
             tokio::spawn(async move {
-                let _ = held.message.ack_with(AckKind::Nak(None)).await;
+                let _ = held
+                    .message
+                    .ack_with(AckKind::Nak(Some(RELEASE_DELAY)))
+                    .await;
             });
         }
     }
@@ -824,9 +868,24 @@ async fn dead_letter_advisories(state: Arc<State>, client: async_nats::Client) {
             .strip_prefix(REQ_PREFIX)
             .unwrap_or("_")
             .to_string();
+        if result_recorded(&state.results, &client_id, &request).await {
+            // It was done: its result is recorded and only the ack was lost
+            // (or is still on its way). Not a dead letter: remove it.
+            eprintln!(
+                "{}: request {request} (stream seq {}) reached {} deliveries but its result is \
+                 recorded: removed from the queue, not dead-lettered",
+                state.name, adv.stream_seq, adv.deliveries
+            );
+            let _ = stream.delete_message(adv.stream_seq).await;
+            continue;
+        }
         let error = format!(
             "dead-lettered after {} deliveries: no ack within the ack wait ({:?}) on any of them",
             adv.deliveries, state.settings.ack_wait
+        );
+        eprintln!(
+            "{}: request {request} (stream seq {}): {error}",
+            state.name, adv.stream_seq
         );
         if dead_letter(
             &state.js,

@@ -128,6 +128,43 @@ impl NodeProcess {
     }
 }
 
+/// Stop many nodes at once: SIGTERM to all, then wait for each up to
+/// `grace` in all, SIGKILL to those still running then. (One by one, three
+/// nodes could take three graces.)
+pub fn stop_all(nodes: &mut [NodeProcess], grace: Duration) {
+    for n in nodes.iter() {
+        n.signal(libc::SIGCONT); // a stopped process cannot handle SIGTERM
+        n.signal(libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    for n in nodes.iter_mut() {
+        n.wait_timeout(deadline.saturating_duration_since(Instant::now()));
+        n.kill();
+    }
+}
+
+/// A private broker and node processes, stopped when dropped: the nodes
+/// first (SIGTERM; they finish or release what they hold while the broker
+/// is still up), then the broker. The guard of `cluster up`,
+/// `cluster replay --local` and the chaos scenario, so that an error, a
+/// panic or Ctrl-C in their owner leaves no process behind.
+#[derive(Debug)]
+pub struct LocalCluster {
+    /// The nodes (`node-0`, `node-1`, ...).
+    pub nodes: Vec<NodeProcess>,
+    /// The broker.
+    pub broker: crate::NatsServer,
+    /// How long the nodes may take to stop when dropped.
+    pub grace: Duration,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        stop_all(&mut self.nodes, self.grace);
+        self.broker.stop();
+    }
+}
+
 impl Drop for NodeProcess {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(5));

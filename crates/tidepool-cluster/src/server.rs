@@ -84,10 +84,17 @@ impl NatsServer {
         let store = self.dir.join("jetstream");
         std::fs::create_dir_all(&store)?;
         let config = self.dir.join("nats.conf");
+        // TIDEPOOL_NATS_TRACE=1: the server logs every protocol message (to
+        // debug a delivery; slow and verbose).
+        let trace = std::env::var_os("TIDEPOOL_NATS_TRACE")
+            .filter(|v| !v.is_empty() && v != "0")
+            .map_or("", |_| {
+                "trace: true\nlogtime: true\nmax_traced_msg_len: 80\n"
+            });
         std::fs::write(
             &config,
             format!(
-                "server_name: tidepool_{port}\nlisten: 127.0.0.1:{port}\n\
+                "server_name: tidepool_{port}\nlisten: 127.0.0.1:{port}\n{trace}\
                  jetstream {{\n  store_dir: {store:?}\n  max_memory_store: 256MB\n  max_file_store: 2GB\n}}\n",
                 port = self.port,
                 store = store.display().to_string(),

@@ -26,7 +26,7 @@ async fn a_killed_node_and_a_broker_restart_lose_nothing() {
     opts.ack_wait = Duration::from_secs(10);
     opts.timeout = Duration::from_secs(150);
     opts.verbose = true;
-    let r = run(&opts, &dir).await.unwrap();
+    let r = run(&opts, &dir, std::future::pending()).await.unwrap();
     eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
     assert_eq!(r.submitted, 1500);
     assert_eq!(r.lost, 0, "{r:?}");

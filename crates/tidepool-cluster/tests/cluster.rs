@@ -211,6 +211,92 @@ fn a_node_waits_for_a_broker_that_is_down_and_connects_when_it_comes_up() {
     assert!(!log(dir.path(), "waiting").contains("panicked"));
 }
 
+/// SIGTERM with tasks that outlast `--drain-timeout`: the node releases them
+/// (another node runs them at once, not after the ack wait) and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_releases_what_outlasts_the_drain_timeout() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A long ack wait: only the release can make the others run them soon.
+    let s = settings(Duration::from_secs(600), 5);
+    let client = client(&server, &s).await;
+    let mut a = start_node(
+        dir.path(),
+        &server.url(),
+        "a",
+        &[
+            "--policy",
+            "fixed:2",
+            "--slack",
+            "0",
+            "--drain-timeout",
+            "300ms",
+        ],
+    );
+    let pending = client
+        .submit_batch(
+            "sleep",
+            (0..2).map(|_| sleep_payload(Duration::from_secs(4))),
+        )
+        .await
+        .unwrap();
+    let j = journal(dir.path(), "a");
+    assert!(wait_until(LONG, || read_journal(&j).unwrap().len() == 2));
+    a.signal(libc::SIGTERM);
+    let status = a.wait_timeout(LONG).expect("a exits after SIGTERM");
+    assert!(status.success(), "{status:?}: {}", log(dir.path(), "a"));
+    assert!(
+        log(dir.path(), "a").contains("released 2 unfinished requests"),
+        "{}",
+        log(dir.path(), "a")
+    );
+    let _b = start_node(dir.path(), &server.url(), "b", &[]);
+    // Well within the 600 s ack wait: they were released, not timed out.
+    let results = client.wait_all(pending, LONG).await.unwrap();
+    assert!(
+        results.iter().all(|r| r.node == "b" && r.delivered == 2),
+        "{results:?}"
+    );
+}
+
+/// A request that reaches a stopping node's last pull is released so that
+/// another node runs it; it does not bounce back into that same pull until
+/// it used up its deliveries (it once did: dead-lettered without running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_delivered_to_a_stopping_node_go_to_another_not_to_the_dead_letters() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(30), 5);
+    let client = client(&server, &s).await;
+    // A large slack keeps the idle node's pull open for many requests.
+    let mut a = start_node(dir.path(), &server.url(), "a", &["--slack", "50"]);
+    tidepool_cluster::status::wait_for_nodes(client.nats(), 1, LONG)
+        .await
+        .unwrap();
+    // Stop it, and submit while its last pull is still open (it releases
+    // what arrives for 600 ms).
+    a.signal(libc::SIGTERM);
+    let pending = client
+        .submit_batch("echo", (0..5).map(|i| format!("r{i}").into_bytes()))
+        .await
+        .unwrap();
+    let status = a.wait_timeout(LONG).expect("a exits after SIGTERM");
+    assert!(status.success(), "{}", log(dir.path(), "a"));
+    let released = log(dir.path(), "a").contains("released");
+    eprintln!("a released requests as it stopped: {released}");
+    let _b = start_node(dir.path(), &server.url(), "b", &[]);
+    let results = client.wait_all(pending, LONG).await.unwrap();
+    // (a may have started some before it saw the signal: it finishes those.)
+    for r in &results {
+        assert!(r.output.is_ok(), "{r:?}: {}", log(dir.path(), "a"));
+    }
+    let audit = audit(client.jetstream(), client.id()).await.unwrap();
+    assert_eq!(audit.dead_lettered, 0, "{}", log(dir.path(), "a"));
+    let ran = read_journal(&journal(dir.path(), "a")).unwrap().len()
+        + read_journal(&journal(dir.path(), "b")).unwrap().len();
+    assert_eq!(ran, 5, "each ran once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_running_tasks_finish_and_record_then_exits() {
     let server = NatsServer::start().unwrap();

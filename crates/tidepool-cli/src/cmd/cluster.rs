@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use tidepool::{policy::PolicySpec, QueueFlavor};
-use tidepool_cluster::args::{block_on, stop_signal, BrokerArgs};
+use tidepool_cluster::args::{block_on, until, BrokerArgs};
 use tidepool_cluster::chaos::{self, ChaosOptions};
-use tidepool_cluster::process::{NodeCommand, NodeProcess};
+use tidepool_cluster::process::{LocalCluster, NodeCommand};
 use tidepool_cluster::replay::{replay, ClusterRun};
 use tidepool_cluster::{status, Client, NatsServer};
 use tidepool_workload::dist::parse_duration;
 
-use crate::error::usage;
-use crate::print;
+use crate::error::{usage, Interrupted};
 use crate::source;
 use crate::table::{fmt_us, Table};
+use crate::{cancel, print};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -200,74 +200,76 @@ fn node_command() -> anyhow::Result<NodeCommand> {
     })
 }
 
-/// A private broker and `n` node processes, stopped when dropped.
-struct LocalCluster {
-    nodes: Vec<NodeProcess>,
-    broker: NatsServer,
+/// Resolves once Ctrl-C or SIGTERM raised the command's cancel flag.
+fn interrupted() -> impl std::future::Future<Output = ()> {
+    tidepool_cluster::args::raised(cancel::flag())
 }
 
-impl LocalCluster {
-    fn start(
-        n: usize,
-        nodes: &LocalNodeArgs,
-        dir: Option<&std::path::Path>,
-        port: Option<u16>,
-        log_nodes: bool,
-    ) -> anyhow::Result<LocalCluster> {
-        nodes.check()?;
-        if !(1..=64).contains(&n) {
-            return Err(usage(format!("--nodes {n} must be between 1 and 64")));
-        }
-        let broker = match (dir, port) {
-            (None, None) => NatsServer::start()?,
-            (dir, port) => {
-                let dir = dir.map(PathBuf::from).unwrap_or_else(|| {
-                    std::env::temp_dir().join(format!("tidepool-cluster-{}", std::process::id()))
-                });
-                let port = match port {
-                    Some(p) => p,
-                    None => tidepool_cluster::server::free_port()?,
-                };
-                NatsServer::start_in(&dir, port)?
-            }
-        };
-        let cmd = node_command()?;
-        let mut procs = Vec::new();
-        for i in 0..n {
-            let args = vec![
-                "--nats".to_string(),
-                broker.url(),
-                "--name".into(),
-                format!("node-{i}"),
-                "--policy".into(),
-                nodes.policy.clone(),
-                "--queue".into(),
-                nodes.queue.clone(),
-                "--max-threads".into(),
-                nodes.max_threads.to_string(),
-            ];
-            let log = dir.map(|d| d.join(format!("node-{i}.log")));
-            let log = if log_nodes { log } else { None };
-            procs.push(cmd.spawn(args, log.as_deref())?);
-        }
-        Ok(LocalCluster {
-            nodes: procs,
-            broker,
-        })
+/// Start a private broker and `n` node processes (stopped when the guard is
+/// dropped). A Ctrl-C during the start stops what was started and is an
+/// [`Interrupted`] error.
+fn start_local(
+    n: usize,
+    nodes: &LocalNodeArgs,
+    dir: Option<&std::path::Path>,
+    port: Option<u16>,
+    log_nodes: bool,
+) -> anyhow::Result<LocalCluster> {
+    nodes.check()?;
+    if !(1..=64).contains(&n) {
+        return Err(usage(format!("--nodes {n} must be between 1 and 64")));
     }
-}
-
-impl Drop for LocalCluster {
-    fn drop(&mut self) {
-        for n in &mut self.nodes {
-            n.stop(Duration::from_secs(30));
+    let broker = match (dir, port) {
+        (None, None) => NatsServer::start()?,
+        (dir, port) => {
+            let dir = dir.map(PathBuf::from).unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("tidepool-cluster-{}", std::process::id()))
+            });
+            let port = match port {
+                Some(p) => p,
+                None => tidepool_cluster::server::free_port()?,
+            };
+            NatsServer::start_in(&dir, port)?
         }
-        self.broker.stop();
+    };
+    let mut cluster = LocalCluster {
+        nodes: Vec::new(),
+        broker,
+        grace: Duration::from_secs(30),
+    };
+    let cmd = node_command()?;
+    for i in 0..n {
+        if cancel::requested() {
+            break;
+        }
+        let args = vec![
+            "--nats".to_string(),
+            cluster.broker.url(),
+            "--name".into(),
+            format!("node-{i}"),
+            "--policy".into(),
+            nodes.policy.clone(),
+            "--queue".into(),
+            nodes.queue.clone(),
+            "--max-threads".into(),
+            nodes.max_threads.to_string(),
+        ];
+        let log = dir.map(|d| d.join(format!("node-{i}.log")));
+        let log = if log_nodes { log } else { None };
+        cluster.nodes.push(cmd.spawn(args, log.as_deref())?);
     }
+    if cancel::requested() {
+        let started = cluster.nodes.len();
+        drop(cluster);
+        eprintln!("interrupted while starting: stopped {started} nodes and the broker");
+        return Err(Interrupted.into());
+    }
+    Ok(cluster)
 }
 
 fn up(a: UpArgs) -> anyhow::Result<()> {
-    let cluster = LocalCluster::start(a.nodes, &a.local, a.dir.as_deref(), a.port, true)?;
+    let _ = cancel::flag(); // from here on Ctrl-C (or SIGTERM) stops what was started
+    let cluster = start_local(a.nodes, &a.local, a.dir.as_deref(), a.port, true)?;
     let url = cluster.broker.url();
     print(&format!(
         "broker: {url} (pid {}, log {})\nnodes:  {} × tidepool node --policy {} --queue {}\n\n\
@@ -280,7 +282,9 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         a.local.policy,
         a.local.queue,
     ));
-    block_on(stop_signal())?;
+    while !cancel::requested() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     eprintln!("stopping {} nodes and the broker", a.nodes);
     drop(cluster);
     Ok(())
@@ -292,22 +296,38 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
         return Err(usage(format!("--speed {} must be > 0", a.speed)));
     }
     let w = source::load(&a.workload, 1.0)?;
+    let _ = cancel::flag(); // from here on Ctrl-C (or SIGTERM) stops what was started
+    let started = std::time::Instant::now();
     let local = match a.local {
-        Some(n) => Some(LocalCluster::start(n, &a.nodes, None, None, false)?),
+        Some(n) => Some(start_local(n, &a.nodes, None, None, false)?),
         None => None,
     };
     let url = local
         .as_ref()
         .map_or(a.broker.url.clone(), |c| c.broker.url());
     let cpu0 = local.as_ref().and_then(|c| c.broker.cpu_time());
-    let mut run = block_on(async {
+    let work = async {
         let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
         if let Some(n) = a.local {
             // Let the local nodes connect before the clock starts.
             status::wait_for_nodes(client.nats(), n, Duration::from_secs(60)).await?;
         }
         replay(&client, &w.trace, a.speed, a.timeout).await
-    })??;
+    };
+    let run = block_on(until(work, interrupted()))?;
+    let Some(run) = run else {
+        let stopped = local
+            .as_ref()
+            .map(|c| format!("; stopped {} nodes and the broker", c.nodes.len()));
+        drop(local);
+        eprintln!(
+            "cluster replay: interrupted after {:.1} s, before all results were in{}",
+            started.elapsed().as_secs_f64(),
+            stopped.unwrap_or_else(|| "; requests already submitted stay queued".into())
+        );
+        return Err(Interrupted.into());
+    };
+    let mut run = run?;
     if let (Some(c0), Some(c1)) = (cpu0, local.as_ref().and_then(|c| c.broker.cpu_time())) {
         run.broker_cpu_us_per_request =
             Some((c1 - c0).as_secs_f64() * 1e6 / run.requests.max(1) as f64);
@@ -446,20 +466,38 @@ fn chaos_cmd(a: ChaosArgs) -> anyhow::Result<()> {
     opts.max_threads = a.max_threads;
     opts.ack_wait = a.ack_wait;
     opts.verbose = !a.json;
-    let dir = a.dir.clone().unwrap_or_else(chaos::temp_dir);
-    let report = block_on(chaos::run(&opts, &dir))?.map_err(|e| {
+    let _ = cancel::flag(); // from here on Ctrl-C (or SIGTERM) stops what was started
+    let (dir, _temp) = match &a.dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let d = chaos::temp_dir();
+            (d.clone(), Some(RemoveOnDrop(d)))
+        }
+    };
+    // The scenario stops its nodes and broker before it returns (also when
+    // interrupted); `_temp` then removes their store and logs.
+    let report = block_on(chaos::run(&opts, &dir, interrupted()))?.map_err(|e| {
         if e.to_string().contains("must be between") {
             usage(e.to_string())
         } else {
             e
         }
     })?;
-    if a.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     print(&format!("{}\n", serde_json::to_string(&report)?));
+    if report.interrupted {
+        return Err(Interrupted.into());
+    }
     if !report.ok {
         anyhow::bail!("chaos: the goal was not met (lost, duplicate or unexplained executions)");
     }
     Ok(())
+}
+
+/// A temporary directory removed when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -16,7 +16,7 @@ use tidepool_workload::{GenSpec, RunResult, TaskSpec, TraceStats};
 
 use super::compare::{command_line, present, Measured, Present, DEFAULT_POLICIES};
 use crate::comparison::WorkloadRuns;
-use crate::error::usage;
+use crate::error::{usage, Interrupted};
 use crate::lists::{self, PolicyList, Sizes};
 use crate::source::{self, Workload};
 use crate::table::{fmt_pct, Table};
@@ -159,6 +159,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         )));
     }
     let costs = costs(&a)?;
+    // Ctrl-C (or SIGTERM) ends the current simulation's arrivals, skips the
+    // rest, presents what was simulated and exits 130.
+    let _ = cancel::flag();
     let policies: Vec<PolicySpec> = a.policies.iter().flat_map(|l| l.0.clone()).collect();
     let names = source::expand(&a.workload);
     let mut all = Vec::new();
@@ -169,7 +172,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             let executor = ExecutorModel::for_spec(spec, a.min_threads, a.max_threads);
             let mut config = SimConfig::new(a.cores, executor).with_costs(costs);
             config.keep_records = src.len <= 100_000;
-            let mut r = simulate(src.tasks(), &src.name, config).result;
+            let arrivals = src.tasks().take_while(|_| !cancel::requested());
+            let mut r = simulate(arrivals, &src.name, config).result;
             r.executor = spec.to_string();
             if !a.quiet {
                 eprintln!(
@@ -185,17 +189,25 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             .sizes
             .0
             .iter()
+            .take_while(|_| !cancel::requested())
             .map(|&size| SizedRun {
                 size,
                 result: sim(&PolicySpec::Fixed(size)),
             })
             .collect();
+        if sweep.is_empty() {
+            break; // stopped before the first run of this workload
+        }
         let points: Vec<SweepPoint> = sweep
             .iter()
             .map(|r| SweepPoint::from_run(r.size, &r.result))
             .collect();
         let analysis = analyze_sweep(&points, a.tolerance);
-        let runs = policies.iter().map(sim).collect();
+        let runs = policies
+            .iter()
+            .take_while(|_| !cancel::requested())
+            .map(sim)
+            .collect();
         all.push(WorkloadRuns {
             workload: src.label.clone(),
             trace: src.stats,
@@ -206,7 +218,6 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     }
     let mut measured = Measured::default();
     measured.add(all, false);
-    let _ = cancel::flag();
     present(
         measured,
         &Present {
@@ -216,7 +227,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             quiet: a.quiet,
             repeats: 1,
         },
-    )
+    )?;
+    if cancel::requested() {
+        return Err(Interrupted.into());
+    }
+    Ok(())
 }
 
 /// The costs asked for: the calibrated defaults, overridden one by one.

@@ -8,8 +8,13 @@ use std::time::{Duration, Instant};
 use tidepool_cluster::process::{NodeCommand, NodeProcess};
 use tidepool_cluster::{Client, NatsServer, Settings};
 
+/// The crate's `tidepool-node`, or `$TIDEPOOL_NODE_BIN` (a copy, so that a
+/// long test loop is not disturbed by a rebuild).
 pub fn node_command() -> NodeCommand {
-    NodeCommand::new(env!("CARGO_BIN_EXE_tidepool-node"))
+    NodeCommand::new(
+        std::env::var_os("TIDEPOOL_NODE_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tidepool-node").into()),
+    )
 }
 
 /// Settings with a short ack wait so that redeliveries come soon.
