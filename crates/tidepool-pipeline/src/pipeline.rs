@@ -427,7 +427,7 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
             name: spec.name.clone(),
             free,
             buffers: count,
-            rounds: AtomicU64::new(0),
+            rounds: crate::sync::Padded(AtomicU64::new(0)),
         });
         let (src_name, source) = spec.source.take().expect("validated");
         let mut groups = std::mem::take(&mut spec.groups);

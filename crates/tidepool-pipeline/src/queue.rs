@@ -73,6 +73,9 @@ pub(crate) enum Pop<T> {
         index: u64,
         /// It is the last buffer of its pipeline at this queue.
         last: bool,
+        /// Buffers left in the queue after this pop (its depth, for the
+        /// report and priority policies, without locking it again).
+        left: usize,
     },
     /// Every pipeline feeding this queue has delivered all its buffers.
     End,
@@ -96,7 +99,13 @@ struct State<T> {
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
+///
+/// Aligned to 128 bytes (two cache lines, for the adjacent-line
+/// prefetcher): queues are small and made one after another, and without it
+/// two neighbours' locks can share a line, so that a stage pushing into one
+/// and another popping from the next would contend for nothing.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
@@ -169,6 +178,7 @@ impl<T> Queue<T> {
                     pipe,
                     index,
                     last,
+                    left: s.items.len(),
                 };
             }
             if s.complete == s.counts.len() {

@@ -308,7 +308,9 @@ pub(crate) struct PipeRt<B> {
     pub(crate) name: String,
     pub(crate) free: Q<B>,
     pub(crate) buffers: usize,
-    pub(crate) rounds: std::sync::atomic::AtomicU64,
+    /// Written by the source every round: on a line of its own, away from
+    /// the name and free queue that every stage reads every round.
+    pub(crate) rounds: crate::sync::Padded<std::sync::atomic::AtomicU64>,
 }
 
 /// What every thread of a run shares.
@@ -672,15 +674,20 @@ impl<B: Send + 'static> Node<B> {
         let pipe = self.pipes[0];
         if let Some(src) = source {
             let free = &run.pipes[pipe].free;
-            let rounds = &run.pipes[pipe].rounds;
+            let rounds = &run.pipes[pipe].rounds.0;
             while batch.len() < self.repeat && !*ended {
                 let t = Instant::now();
-                let Pop::Item { item: mut env, .. } = free.pop() else {
+                let Pop::Item {
+                    item: mut env,
+                    left,
+                    ..
+                } = free.pop()
+                else {
                     *ended = true;
                     return;
                 };
                 st.wait_output += t.elapsed();
-                depth.record(run.start.elapsed().as_secs_f64(), free.len());
+                depth.record(run.start.elapsed().as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
                     &self.stage_names[0],
@@ -729,9 +736,10 @@ impl<B: Send + 'static> Node<B> {
                     pipe,
                     index,
                     last,
+                    left,
                 } => {
                     st.wait_input += t.elapsed();
-                    depth.record(run.start.elapsed().as_secs_f64(), input.len());
+                    depth.record(run.start.elapsed().as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
                         pipe,
@@ -873,9 +881,10 @@ impl<B: Send + 'static> Node<B> {
                     pipe,
                     index,
                     last,
+                    left,
                 } => {
                     st.wait_input += t.elapsed();
-                    depth.record(run.start.elapsed().as_secs_f64(), input.len());
+                    depth.record(run.start.elapsed().as_secs_f64(), left);
                     let h = Held {
                         env: item,
                         pipe,
@@ -1085,7 +1094,7 @@ pub(crate) fn execute<B: Send + 'static>(
         .iter()
         .map(|p| PipelineReport {
             name: p.name.clone(),
-            rounds: p.rounds.load(Ordering::Relaxed),
+            rounds: p.rounds.0.load(Ordering::Relaxed),
             buffers: p.buffers,
         })
         .collect();
