@@ -1031,11 +1031,25 @@ pub(crate) fn execute<B: Send + 'static>(
             let (n, r) = (node.clone(), run.clone());
             let spawned = std::thread::Builder::new()
                 .name(node.name.chars().take(15).collect())
-                .spawn(move || match &n.replicas {
-                    Replicas::Sized { policy, max } if n.input.is_some() => {
-                        n.dispatch(&r, policy, *max)
+                .spawn(move || {
+                    let body = AssertUnwindSafe(|| match &n.replicas {
+                        Replicas::Sized { policy, max } if n.input.is_some() => {
+                            n.dispatch(&r, policy, *max)
+                        }
+                        _ => n.thread(&r, replica),
+                    });
+                    // User code's panics are caught where it runs; one that
+                    // gets here is the framework's own: fail the run at once,
+                    // so that no thread waits for this one forever.
+                    if let Err(p) = catch_unwind(body) {
+                        r.fail(PipelineError {
+                            pipeline: r.pipes[n.pipes[0]].name.clone(),
+                            stage: n.name.clone(),
+                            round: None,
+                            step: Step::Process,
+                            cause: Cause::Panicked(format!("internal: {}", panic_message(&*p))),
+                        });
                     }
-                    _ => n.thread(&r, replica),
                 });
             match spawned {
                 Ok(h) => handles.push(h),
