@@ -579,7 +579,9 @@ impl<B: Send + 'static> Node<B> {
             ..Stats::default()
         };
         let mut depth = DepthSeries::new();
-        let mut policy: Option<Box<dyn PriorityPolicy>> = self.priority.map(|p| p.build());
+        let mut policy: Option<Box<dyn PriorityPolicy>> = self
+            .priority
+            .map(|p| p.build_from(sys::nice().unwrap_or(0)));
         if let Some(p) = policy.as_mut().and_then(|p| p.start()) {
             run.apply(&self.name, p);
         }
