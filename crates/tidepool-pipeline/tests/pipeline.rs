@@ -719,7 +719,14 @@ fn broadcast_sends_every_buffer_down_every_branch_and_joins_after_all() {
 
 #[test]
 fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
-    for order in [Order::Ordered, Order::Unordered] {
+    // 101 rounds: the last is even and takes the broadcast's branch; 102:
+    // it is odd, and the broadcast copies the outer fork's empty notice.
+    for (order, rounds) in [
+        (Order::Ordered, 101),
+        (Order::Unordered, 101),
+        (Order::Ordered, 102),
+        (Order::Unordered, 102),
+    ] {
         let bufs = Buffers::default();
         let notices = Notices::default();
         let out = Arc::new(Mutex::new(Vec::new()));
@@ -740,7 +747,7 @@ fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
         };
         let report = Pipeline::builder("nested")
             .buffers(4, bufs.maker())
-            .source("read", counter(101))
+            .source("read", counter(rounds))
             .stage("split", t("split"))
             .fork(
                 |b: &Counted, _: &Context| (b.round % 2) as usize,
@@ -772,15 +779,15 @@ fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
             .run()
             .unwrap();
         let mut out = out.lock().unwrap().clone();
-        assert_eq!(out.len(), 101, "{order:?}");
+        assert_eq!(out.len(), rounds as usize, "{order:?}");
         assert_eq!(
             out.iter().filter(|x| x.2).count(),
             1,
             "one last at the sink"
         );
         if order == Order::Ordered {
-            let rounds: Vec<u64> = out.iter().map(|x| x.0).collect();
-            assert_eq!(rounds, (0..101).collect::<Vec<_>>());
+            let got: Vec<u64> = out.iter().map(|x| x.0).collect();
+            assert_eq!(got, (0..rounds).collect::<Vec<_>>());
         }
         out.sort_by_key(|x| x.0);
         for (r, path, _) in &out {
@@ -800,7 +807,7 @@ fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
         // 4 pipeline buffers + 4 copies for the two-branch broadcast.
         assert_eq!(bufs.made.load(Ordering::SeqCst), 8);
         let write = report.stages.iter().find(|s| s.name == "write").unwrap();
-        assert_eq!(write.items, 101);
+        assert_eq!(write.items, rounds);
     }
 }
 
