@@ -364,6 +364,47 @@ impl<B: Send + 'static> Builder<B> {
     /// original goes on. Neither is called for an empty buffer
     /// ([`Context::is_empty`]). Every branch's stages see every round, and
     /// the last-buffer notice, exactly once.
+    ///
+    /// ```
+    /// use tidepool_pipeline::{BoxError, Builder, Context, Flow, Pipeline};
+    ///
+    /// type R = Result<(), BoxError>;
+    /// let mut sums = Vec::new();
+    /// let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let o = out.clone();
+    /// Pipeline::builder("both")
+    ///     .buffers(3, || [0u64; 2])
+    ///     .source("read", |b: &mut [u64; 2], cx: &Context| {
+    ///         *b = [cx.round(), 0];
+    ///         Ok(if cx.round() == 9 { Flow::Last } else { Flow::More })
+    ///     })
+    ///     .broadcast(
+    ///         vec![
+    ///             Builder::branch().stage("double", |b: &mut [u64; 2], _: &Context| -> R {
+    ///                 b[1] += 2 * b[0];
+    ///                 Ok(())
+    ///             }),
+    ///             Builder::branch().stage("square", |b: &mut [u64; 2], _: &Context| -> R {
+    ///                 b[1] += b[0] * b[0];
+    ///                 Ok(())
+    ///             }),
+    ///         ],
+    ///         |orig: &[u64; 2], copy: &mut [u64; 2], _| *copy = *orig,
+    ///         |orig: &mut [u64; 2], copy: &[u64; 2], _| -> R {
+    ///             orig[1] += copy[1];
+    ///             Ok(())
+    ///         },
+    ///     )
+    ///     .stage("write", move |b: &mut [u64; 2], _: &Context| -> R {
+    ///         o.lock().unwrap().push(b[1]);
+    ///         Ok(())
+    ///     })
+    ///     .build()?
+    ///     .run()?;
+    /// sums.extend((0..10).map(|r| 2 * r + r * r));
+    /// assert_eq!(*out.lock().unwrap(), sums); // both branches, in order
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn broadcast(
         self,
         branches: Vec<Builder<B>>,
