@@ -23,6 +23,10 @@ pub struct PipelineArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Only these implementations (comma-separated; default: all), e.g. to
+    /// profile one.
+    #[arg(long = "impl", value_delimiter = ',')]
+    pub imp: Vec<String>,
 }
 
 /// Run `tidepool-bench pipeline`.
@@ -39,7 +43,24 @@ pub fn pipeline(a: PipelineArgs) {
         );
         std::process::exit(2);
     }
-    let b = pipeline::run(a.items, a.repeats, &Impl::ALL, &a.shape, a.quiet);
+    let mut impls = Vec::new();
+    for name in &a.imp {
+        match Impl::ALL.iter().find(|i| i.name() == name) {
+            Some(&i) => impls.push(i),
+            None => {
+                let all: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
+                eprintln!(
+                    "tidepool-bench pipeline: unknown --impl `{name}`: expected one of {}",
+                    all.join(", ")
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    if impls.is_empty() {
+        impls = Impl::ALL.to_vec();
+    }
+    let b = pipeline::run(a.items, a.repeats, &impls, &a.shape, a.quiet);
     if a.json {
         println!("{}", serde_json::to_string(&b).expect("serializable"));
     } else {

@@ -9,6 +9,9 @@
 //! Every implementation runs the same stage bodies on `Vec<u64>` items of
 //! [`ITEM_WORDS`] words; the peers, whose items are iterator values, make a
 //! fresh vector per item, tidepool-pipeline recycles a fixed pool.
+//!
+//! `PIPELINE_BENCH_REPORT=1` prints tidepool-pipeline's own timing report
+//! after each of its runs (which stage limited it, its waits).
 
 use std::time::{Duration, Instant};
 
@@ -114,9 +117,11 @@ pub fn measure_block(us: u64) -> Duration {
     Duration::from_secs_f64(median(v.iter().copied()).unwrap_or(0.0))
 }
 
-/// The most items per second the shape allows on `cores` CPUs: the slowest
-/// stage (its cost over its threads) or the CPUs (all compute over `cores`),
-/// whichever is lower. `block` is the real cost of each blocking stage.
+/// The most items per second the shape's structure allows on `cores` idle
+/// CPUs: the slowest stage (its cost over its threads) or the CPUs (all
+/// compute over `cores`), whichever is lower. `block` is the real cost of
+/// each blocking stage. On a loaded machine the CPUs are not idle: the
+/// benchmark's bound is the lower of this and the [`oracle`].
 pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f64 {
     let cost = |w: Work| match w {
         Work::Spin(us) => us as f64 * 1e-6,
@@ -140,6 +145,41 @@ pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f6
     } else {
         f64::INFINITY
     })
+}
+
+/// The oracle: the shape's whole work per item, on as many threads as the
+/// shape has, each thread taking whole items from a shared counter and
+/// doing every stage's work on its own item — no hand-off, no queue, no
+/// wake-up. Run interleaved with the implementations, it shows what the
+/// CPUs this process gets can do with the shape's work. On idle CPUs it
+/// meets the compute shapes' [`bound`]; on a loaded machine it is *not* an
+/// upper bound for a pipeline (measured: EEVDF gives threads that block and
+/// wake a larger share than threads that never block, so pipelines got up
+/// to 1.4× the oracle). Its CPU time per item is the work's own cost in
+/// the run's conditions: an implementation's CPU per item above it is what
+/// its hand-offs cost. Returns items per second and the process's CPU time
+/// per item, in microseconds.
+pub fn oracle(shape: &Shape, items: usize) -> (f64, f64) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads: usize = shape.stages.iter().map(|s| s.replicas).sum();
+    let next = AtomicUsize::new(0);
+    let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut v = vec![0u64; ITEM_WORDS];
+                while next.fetch_add(1, Ordering::Relaxed) < items {
+                    for s in &shape.stages {
+                        work(s.work, &mut v);
+                    }
+                }
+            });
+        }
+    });
+    let ips = items as f64 / t.elapsed().as_secs_f64();
+    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+    (ips, cpu.as_secs_f64() * 1e6 / items as f64)
 }
 
 /// An implementation under test.
@@ -226,6 +266,9 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
         .expect("valid shape")
         .run()
         .expect("no stage fails");
+    if std::env::var_os("PIPELINE_BENCH_REPORT").is_some() {
+        eprintln!("{}", report.to_table());
+    }
     report.stages.last().map_or(0, |s| s.items as usize)
 }
 
@@ -342,8 +385,23 @@ pub struct ImplResult {
 pub struct ScenarioResult {
     /// The shape.
     pub name: String,
-    /// Its throughput bound on this machine.
+    /// Its throughput bound: the shape's limit on this machine's cores
+    /// ([`bound`]), with each blocking stage's cost the median of its
+    /// measurements over the repeats.
     pub bound_items_per_sec: f64,
+    /// The [`oracle`]'s median items per second (interleaved with the
+    /// implementations): what the CPUs this process got did with the
+    /// shape's work and no hand-off at all. Not a bound on a loaded
+    /// machine (threads that block get a larger share of the CPUs than
+    /// threads that never do), but it shows how much CPU the run got.
+    pub oracle_items_per_sec: f64,
+    /// Every repeat's oracle items per second.
+    pub oracle_repeats: Vec<f64>,
+    /// The oracle's median CPU time per item, µs: the shape's work itself.
+    pub oracle_cpu_us_per_item: f64,
+    /// tidepool-pipeline over the best peer, per repeat (each repeat runs
+    /// all of them back to back, in a rotated order).
+    pub tidepool_over_best_peer: Vec<f64>,
     /// One entry per implementation.
     pub results: Vec<ImplResult>,
 }
@@ -361,6 +419,8 @@ pub struct PipelineBench {
     pub cores: usize,
     /// The 1-minute load average before the run.
     pub load_before: Option<f64>,
+    /// The 1-minute load average after the run.
+    pub load_after: Option<f64>,
 }
 
 /// Run every shape × implementation `repeats` times, interleaved (each
@@ -377,41 +437,86 @@ pub fn run(
     BusyLoop::global(); // calibrated here, outside any measurement
     let cores = tidepool::sys::cores();
     let load_before = tidepool::sys::load_average().map(|l| l[0]);
-    let mut block_cost = std::collections::HashMap::new();
     let mut scenarios = Vec::new();
     for shape in shapes(cores) {
         if !only.is_empty() && !only.iter().any(|n| n == shape.name) {
             continue;
         }
-        for s in &shape.stages {
-            if let Work::Block(us) = s.work {
-                block_cost.entry(us).or_insert_with(|| measure_block(us));
-            }
-        }
-        let bound = bound(&shape, cores, |us| block_cost[&us]);
+        let blocks: Vec<u64> = shape
+            .stages
+            .iter()
+            .filter_map(|s| match s.work {
+                Work::Block(us) => Some(us),
+                Work::Spin(_) => None,
+            })
+            .collect();
+        let mut block_cost: std::collections::HashMap<u64, Vec<f64>> = Default::default();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut oracle_ips = Vec::new();
+        let mut oracle_cpu = Vec::new();
         // Warm-up: one short run each.
         for imp in impls {
             imp.run(&shape, items / 10 + 1);
         }
+        // Each repeat runs the oracle and every implementation once, in a
+        // rotated order, and measures the blocking calls' cost again.
         for rep in 0..repeats {
-            for k in 0..impls.len() {
-                let i = (k + rep) % impls.len();
+            for &us in &blocks {
+                let c = measure_block(us).as_secs_f64();
+                block_cost.entry(us).or_default().push(c);
+            }
+            for k in 0..=impls.len() {
+                let i = (k + rep) % (impls.len() + 1);
+                if i == impls.len() {
+                    let (ips, cpu_us) = oracle(&shape, items);
+                    oracle_cpu.push(cpu_us);
+                    if !quiet {
+                        eprintln!(
+                            "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
+                            shape.name,
+                            "oracle",
+                            rep + 1
+                        );
+                    }
+                    oracle_ips.push(ips);
+                    continue;
+                }
                 let (ips, cpu_us) = impls[i].run(&shape, items);
                 cpu[i].push(cpu_us);
                 if !quiet {
                     eprintln!(
-                        "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s ({:.0}% of bound)",
+                        "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
                         shape.name,
                         impls[i].name(),
                         rep + 1,
-                        100.0 * ips / bound
                     );
                 }
                 samples[i].push(ips);
             }
         }
+        let block_median: std::collections::HashMap<u64, f64> = block_cost
+            .iter()
+            .map(|(&us, v)| (us, median(v.iter().copied()).unwrap_or(0.0)))
+            .collect();
+        let structural = bound(&shape, cores, |us| {
+            Duration::from_secs_f64(block_median[&us])
+        });
+        let oracle_median = median(oracle_ips.iter().copied()).unwrap_or(0.0);
+        let bound = structural;
+        let tp = impls.iter().position(|&i| i == Impl::Tidepool);
+        let tidepool_over_best_peer: Vec<f64> = match tp {
+            Some(t) if impls.len() > 1 => (0..repeats)
+                .map(|r| {
+                    let best = (0..impls.len())
+                        .filter(|&i| i != t)
+                        .map(|i| samples[i][r])
+                        .fold(0.0, f64::max);
+                    samples[t][r] / best
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let results = impls
             .iter()
             .zip(samples)
@@ -430,6 +535,10 @@ pub fn run(
         scenarios.push(ScenarioResult {
             name: shape.name.into(),
             bound_items_per_sec: bound,
+            oracle_items_per_sec: oracle_median,
+            oracle_repeats: oracle_ips,
+            oracle_cpu_us_per_item: median(oracle_cpu.iter().copied()).unwrap_or(0.0),
+            tidepool_over_best_peer,
             results,
         });
     }
@@ -439,22 +548,31 @@ pub fn run(
         repeats,
         cores,
         load_before,
+        load_after: tidepool::sys::load_average().map(|l| l[0]),
     }
 }
 
 /// The readable table.
 pub fn table(b: &PipelineBench) -> String {
     let mut out = format!(
-        "pipeline: {} items per run, median of {} interleaved repeats, {} cores, load {:.2}\n",
+        "pipeline: {} items per run, median of {} interleaved repeats, {} cores, load {:.2} → {:.2}\n",
         b.items,
         b.repeats,
         b.cores,
-        b.load_before.unwrap_or(f64::NAN)
+        b.load_before.unwrap_or(f64::NAN),
+        b.load_after.unwrap_or(f64::NAN)
     );
     for s in &b.scenarios {
+        let ratios = &s.tidepool_over_best_peer;
         out += &format!(
-            "\n{} (bound {:.0} items/s)\n",
-            s.name, s.bound_items_per_sec
+            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            s.name,
+            s.bound_items_per_sec,
+            s.oracle_items_per_sec,
+            s.oracle_cpu_us_per_item,
+            median(ratios.iter().copied()).unwrap_or(f64::NAN),
+            ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         );
         let best_peer = s
             .results

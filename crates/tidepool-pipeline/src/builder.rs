@@ -6,13 +6,21 @@ use tidepool::policy::PolicySpec;
 
 use crate::error::BuildError;
 use crate::priority::PrioritySpec;
-use crate::stage::{Context, Source, Stage};
+use crate::stage::{BoxError, Context, Source, Stage};
 
 /// Makes one instance of a stage (one per thread that runs it).
 pub(crate) type Maker<B> = Arc<Mutex<dyn FnMut() -> Box<dyn Stage<B>> + Send>>;
 
 /// A fork's routing function: which branch a buffer takes.
 pub(crate) type Route<B> = Box<dyn FnMut(&B, &Context) -> usize + Send>;
+
+/// A broadcast fork's copy function: fill branch `b`'s buffer from the
+/// original.
+pub(crate) type CopyFn<B> = Box<dyn FnMut(&B, &mut B, usize) + Send>;
+
+/// A broadcast join's merge function: fold branch `b`'s buffer into the
+/// original.
+pub(crate) type MergeFn<B> = Box<dyn FnMut(&mut B, &B, usize) -> Result<(), BoxError> + Send>;
 
 /// Whether a replicated stage (or a join) keeps its input order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,8 +53,17 @@ pub(crate) struct StageSpec<B> {
     pub(crate) make: Maker<B>,
 }
 
+/// How a fork spreads its buffers over its branches.
+pub(crate) enum Spread<B> {
+    /// Each buffer down the one branch `route` picks.
+    Route(Route<B>),
+    /// Each buffer down every branch: branch 0 gets the original, every
+    /// other branch a copy; the join merges the copies into the original.
+    Broadcast { copy: CopyFn<B>, merge: MergeFn<B> },
+}
+
 pub(crate) struct ForkSpec<B> {
-    pub(crate) route: Route<B>,
+    pub(crate) spread: Spread<B>,
     pub(crate) branches: Vec<Builder<B>>,
     pub(crate) order: Order,
 }
@@ -86,7 +103,13 @@ pub struct SharedStage<B> {
 
 pub(crate) struct SharedInner<B> {
     pub(crate) name: String,
+    /// The one instance of a single-threaded shared stage (handed back
+    /// after each run).
     pub(crate) stage: Mutex<Option<Box<dyn Stage<B>>>>,
+    /// A replicated shared stage: `replicas` threads, an instance each.
+    pub(crate) make: Option<Maker<B>>,
+    pub(crate) replicas: usize,
+    pub(crate) order: Order,
     pub(crate) priority: Option<PrioritySpec>,
 }
 
@@ -114,6 +137,34 @@ impl<B: 'static> SharedStage<B> {
             inner: Arc::new(SharedInner {
                 name: name.into(),
                 stage: Mutex::new(Some(Box::new(stage))),
+                make: None,
+                replicas: 1,
+                order: Order::Ordered,
+                priority,
+            }),
+        }
+    }
+
+    /// A shared stage on `replicas` threads, each with its own instance
+    /// from `make`. With [`Order::Ordered`], each pipeline's buffers leave
+    /// it in the order they arrived (pipelines do not wait for each other);
+    /// each pipeline's last-buffer notice reaches exactly one replica.
+    pub fn replicated<S: Stage<B> + 'static>(
+        name: impl Into<String>,
+        replicas: usize,
+        order: Order,
+        priority: Option<PrioritySpec>,
+        mut make: impl FnMut() -> S + Send + 'static,
+    ) -> Self {
+        SharedStage {
+            inner: Arc::new(SharedInner {
+                name: name.into(),
+                stage: Mutex::new(None),
+                make: Some(Arc::new(Mutex::new(move || {
+                    Box::new(make()) as Box<dyn Stage<B>>
+                }))),
+                replicas,
+                order,
                 priority,
             }),
         }
@@ -283,17 +334,94 @@ impl<B: Send + 'static> Builder<B> {
     /// the fork's order if `order` is [`Order::Ordered`]). Branch stages
     /// that the stream's last buffer does not pass get an empty last buffer
     /// ([`Context::is_empty`]) so that they too get the last-buffer notice.
+    /// A branch may fork again (forks nest); see also
+    /// [`broadcast`](Builder::broadcast).
     pub fn fork(
-        mut self,
+        self,
         route: impl FnMut(&B, &Context) -> usize + Send + 'static,
         branches: Vec<Builder<B>>,
         order: Order,
     ) -> Self {
-        let spec = ForkSpec {
-            route: Box::new(route),
+        self.add_fork(ForkSpec {
+            spread: Spread::Route(Box::new(route)),
             branches,
             order,
-        };
+        })
+    }
+
+    /// Broadcast after the latest group: every buffer goes down *every*
+    /// branch, and the join waits until all branches are done with it
+    /// before it passes it on, in order.
+    ///
+    /// Branch 0 works on the buffer itself; each other branch `b` works on
+    /// a buffer of its own, filled from the original by `copy(original,
+    /// copy, b)` on the fork's thread. These copy buffers are made once,
+    /// with the pipeline's `make`, `branches − 1` per pipeline buffer (so
+    /// a round never waits for one), and recycled. Once every branch is
+    /// done with a round, `merge(original, copy, b)` folds each copy back
+    /// into the original (on the thread of the branch that finished last,
+    /// in branch order), the copies go back to their pool, and the
+    /// original goes on. Neither is called for an empty buffer
+    /// ([`Context::is_empty`]). Every branch's stages see every round, and
+    /// the last-buffer notice, exactly once.
+    ///
+    /// ```
+    /// use tidepool_pipeline::{BoxError, Builder, Context, Flow, Pipeline};
+    ///
+    /// type R = Result<(), BoxError>;
+    /// let mut sums = Vec::new();
+    /// let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let o = out.clone();
+    /// Pipeline::builder("both")
+    ///     .buffers(3, || [0u64; 2])
+    ///     .source("read", |b: &mut [u64; 2], cx: &Context| {
+    ///         *b = [cx.round(), 0];
+    ///         Ok(if cx.round() == 9 { Flow::Last } else { Flow::More })
+    ///     })
+    ///     .broadcast(
+    ///         vec![
+    ///             Builder::branch().stage("double", |b: &mut [u64; 2], _: &Context| -> R {
+    ///                 b[1] += 2 * b[0];
+    ///                 Ok(())
+    ///             }),
+    ///             Builder::branch().stage("square", |b: &mut [u64; 2], _: &Context| -> R {
+    ///                 b[1] += b[0] * b[0];
+    ///                 Ok(())
+    ///             }),
+    ///         ],
+    ///         |orig: &[u64; 2], copy: &mut [u64; 2], _| *copy = *orig,
+    ///         |orig: &mut [u64; 2], copy: &[u64; 2], _| -> R {
+    ///             orig[1] += copy[1];
+    ///             Ok(())
+    ///         },
+    ///     )
+    ///     .stage("write", move |b: &mut [u64; 2], _: &Context| -> R {
+    ///         o.lock().unwrap().push(b[1]);
+    ///         Ok(())
+    ///     })
+    ///     .build()?
+    ///     .run()?;
+    /// sums.extend((0..10).map(|r| 2 * r + r * r));
+    /// assert_eq!(*out.lock().unwrap(), sums); // both branches, in order
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn broadcast(
+        self,
+        branches: Vec<Builder<B>>,
+        copy: impl FnMut(&B, &mut B, usize) + Send + 'static,
+        merge: impl FnMut(&mut B, &B, usize) -> Result<(), BoxError> + Send + 'static,
+    ) -> Self {
+        self.add_fork(ForkSpec {
+            spread: Spread::Broadcast {
+                copy: Box::new(copy),
+                merge: Box::new(merge),
+            },
+            branches,
+            order: Order::Ordered,
+        })
+    }
+
+    fn add_fork(mut self, spec: ForkSpec<B>) -> Self {
         match self.groups.last_mut() {
             Some(g) if g.fork.is_none() => g.fork = Some(spec),
             _ => self.errors.push(
@@ -360,13 +488,17 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
         if i == 0 && !in_branch && b.source.is_some() && g.replicas != Replicas::Fixed(1) {
             errors.push("the source runs on one thread".into());
         }
+        if let Some(sh) = &g.shared {
+            if sh.inner.replicas == 0 {
+                errors.push(format!(
+                    "shared stage `{name}`: replicas must be at least 1"
+                ));
+            }
+        }
         if g.shared.is_some() && in_branch {
             errors.push(format!("shared stage `{name}`: not inside a fork's branch"));
         }
         if let Some(f) = &g.fork {
-            if in_branch {
-                errors.push(format!("stage `{name}`: forks do not nest"));
-            }
             if g.shared.is_some() {
                 errors.push(format!("shared stage `{name}` cannot fork"));
             }

@@ -22,6 +22,10 @@ pub enum Step {
     Process,
     /// A fork's routing function.
     Route,
+    /// A broadcast fork's copy function.
+    Copy,
+    /// A broadcast join's merge function.
+    Merge,
     /// `cleanup`.
     Cleanup,
 }
@@ -55,6 +59,8 @@ impl fmt::Display for PipelineError {
             Step::Init => "init",
             Step::Process => "process",
             Step::Route => "route",
+            Step::Copy => "copy",
+            Step::Merge => "merge",
             Step::Cleanup => "cleanup",
         };
         write!(

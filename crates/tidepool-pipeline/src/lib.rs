@@ -3,7 +3,9 @@
 //! FG-style pipelined programs (Cormen & Davidson's framework generator):
 //! stages on threads, a fixed pool of recycled buffers, multistage threads and
 //! repeat, replicated stages (ordered or not), self-sizing stages run by a
-//! tidepool sizing policy, fork/join, pipelines that share a stage, and
+//! tidepool sizing policy, fork/join (each buffer down one branch, or down
+//! every branch with a broadcast; forks nest), pipelines that share a stage
+//! (on one thread or replicated), and
 //! per-stage priority scheduling (Roysden 2004). See `docs/pipelines.md`.
 //!
 //! ```

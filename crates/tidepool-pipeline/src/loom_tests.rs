@@ -125,3 +125,100 @@ fn loom_abort_wakes_every_waiter() {
         assert_eq!(a.push(0, 1), Err(1));
     });
 }
+
+/// A broadcast fork: the source (which forks, on its own thread) takes a
+/// buffer from the free pool and a copy from the copy pool for each round,
+/// sets both branches' totals before the last pushes, and each branch
+/// hands its buffer to the join; the branch that completes a round sends
+/// the original back to the free pool and the copy back to the copy pool
+/// (as `Gather::arrive` does). Checks: each branch gets exactly one last
+/// notice and sees every round once, every round is joined once, both pools
+/// are full again at the end, and nothing blocks forever.
+fn broadcast(rounds: u64, buffers: usize) {
+    model(move || {
+        let free = Arc::new(Queue::new(1, &[0], buffers));
+        let copies = Arc::new(Queue::new(1, &[0], buffers));
+        for i in 0..buffers as u64 {
+            free.push(0, i).unwrap();
+            copies.push(0, 1000 + i).unwrap();
+        }
+        let branches = [
+            Arc::new(Queue::new(1, &[0], buffers)),
+            Arc::new(Queue::new(1, &[0], buffers)),
+        ];
+        // Per round: how many branches are done with it.
+        let join = Arc::new(loom::sync::Mutex::new(vec![0u8; rounds as usize]));
+        let joined = Arc::new(AtomicUsize::new(0));
+        let lasts = Arc::new(AtomicUsize::new(0));
+
+        let source = {
+            let (free, copies, branches) = (free.clone(), copies.clone(), branches.clone());
+            thread::spawn(move || {
+                for r in 0..rounds {
+                    let Pop::Item { item: orig, .. } = free.pop() else {
+                        panic!("the free pool never ends here");
+                    };
+                    let Pop::Item { item: copy, .. } = copies.pop() else {
+                        panic!("the copy pool never ends here");
+                    };
+                    if r + 1 == rounds {
+                        for q in &branches {
+                            q.set_total(0, rounds);
+                        }
+                    }
+                    // The buffers carry their round in the model.
+                    let _ = (orig, copy);
+                    branches[1].push(0, r + 1000).unwrap();
+                    branches[0].push(0, r).unwrap();
+                }
+            })
+        };
+        let workers: Vec<_> = (0..2)
+            .map(|b| {
+                let q = branches[b].clone();
+                let (free, copies, join) = (free.clone(), copies.clone(), join.clone());
+                let (joined, lasts) = (joined.clone(), lasts.clone());
+                thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    loop {
+                        match q.pop() {
+                            Pop::Item { item, last, .. } => {
+                                if last {
+                                    lasts.fetch_add(1, Ordering::SeqCst);
+                                }
+                                let r = item % 1000;
+                                seen.push(r);
+                                let mut j = join.lock().unwrap();
+                                j[r as usize] += 1;
+                                if j[r as usize] == 2 {
+                                    joined.fetch_add(1, Ordering::SeqCst);
+                                    free.push(0, r).unwrap();
+                                    copies.push(0, 1000 + r).unwrap();
+                                }
+                            }
+                            Pop::End => return seen,
+                            Pop::Aborted => panic!("nobody aborts"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        source.join().unwrap();
+        for w in workers {
+            assert_eq!(w.join().unwrap(), (0..rounds).collect::<Vec<_>>());
+        }
+        assert_eq!(lasts.load(Ordering::SeqCst), 2, "one notice per branch");
+        assert_eq!(joined.load(Ordering::SeqCst), rounds as usize);
+        assert_eq!((free.len(), copies.len()), (buffers, buffers));
+    });
+}
+
+#[test]
+fn loom_broadcast_with_one_buffer() {
+    broadcast(2, 1);
+}
+
+#[test]
+fn loom_broadcast_with_two_buffers() {
+    broadcast(2, 2);
+}

@@ -1,15 +1,17 @@
 //! A described pipeline, and turning one or more of them into running nodes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::builder::{validate_chain, Builder, GroupSpec, Order, Replicas, SharedInner};
+use crate::builder::{validate_chain, Builder, GroupSpec, Order, Replicas, SharedInner, Spread};
 use crate::error::{BuildError, Cause, PipelineError, Step};
 use crate::queue::Queue;
 use crate::report::Report;
-use crate::run::{self, Empty, Env, ForkRt, Key, Node, Out, PipeRt, Reorder, Run};
+use crate::run::{
+    self, Dest, Env, ForkRt, Gather, Key, Node, Out, PipeRt, Push, Reorder, Run, SpreadRt,
+};
 
 /// A pipeline, checked and ready to run.
 pub struct Pipeline<B> {
@@ -35,9 +37,10 @@ impl<B: Send + 'static> Pipeline<B> {
             Some((0, _)) => errors.push(format!("pipeline `{name}`: buffers must be at least 1")),
             Some((n, _)) => {
                 // A group waiting for `repeat` buffers holds up to `repeat - 1`
-                // per thread, and a fork holds the stream's last buffer while
-                // it takes empty ones for the other branches: one buffer more
-                // than all of them keeps the pipeline moving.
+                // per thread, and a route fork holds the stream's last buffer
+                // while it takes empty ones for the other branches (which
+                // come back at its join): one buffer more than all of them
+                // keeps the pipeline moving.
                 let held = held_while_waiting(&spec.groups);
                 if *n <= held {
                     errors.push(format!(
@@ -90,11 +93,12 @@ fn held_while_waiting<B>(groups: &[GroupSpec<B>]) -> usize {
             };
             threads * (g.repeat.max(1) - 1)
                 + g.fork.as_ref().map_or(0, |f| {
-                    1 + f
-                        .branches
-                        .iter()
-                        .map(|b| held_while_waiting(&b.groups))
-                        .sum::<usize>()
+                    // A broadcast takes its copies from a pool of its own.
+                    usize::from(matches!(f.spread, Spread::Route(_)))
+                        + f.branches
+                            .iter()
+                            .map(|b| held_while_waiting(&b.groups))
+                            .sum::<usize>()
                 })
         })
         .sum()
@@ -110,20 +114,39 @@ pub fn run_all<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> Result<Report,
     run::execute(nodes, run)
 }
 
-/// One link still waiting for the next node's queue.
-enum Link<B> {
-    /// Set `nodes[node].outs[pipe]`.
-    Out {
-        node: usize,
-        set_total: bool,
-        reorder: Option<(Arc<Mutex<Reorder<B>>>, Key)>,
-        join: bool,
-    },
-    /// The next queue is one of this fork's branches.
+/// What a link still waiting for the next node's queue will set.
+enum LinkTo {
+    /// `nodes[node].outs[pipe]`.
+    Out(usize),
+    /// A branch of this fork.
     Branch(usize),
-    /// The next queue is this fork's join.
+    /// This fork's join: the queue whose total it sets, and for a
+    /// broadcast, where its gather passes buffers on.
     Join(usize),
 }
+
+struct Link<B> {
+    to: LinkTo,
+    /// Bound to a broadcast's gather (as this branch) whatever comes next.
+    gather: Option<(Arc<Gather<B>>, usize)>,
+    set_total: bool,
+    reorder: Option<(Arc<Mutex<Reorder<B>>>, Key)>,
+    drop_at: Option<usize>,
+}
+
+impl<B> Link<B> {
+    fn new(to: LinkTo, reorder: Option<(Arc<Mutex<Reorder<B>>>, Key)>) -> Self {
+        Link {
+            to,
+            gather: None,
+            set_total: true,
+            reorder,
+            drop_at: None,
+        }
+    }
+}
+
+type MakeBuf<B> = Box<dyn FnMut() -> B + Send>;
 
 struct Compiler<B> {
     pipes: usize,
@@ -131,12 +154,31 @@ struct Compiler<B> {
     queues: Vec<Arc<Queue<Env<B>>>>,
     shared: HashMap<*const (), usize>,
     shared_feeds: HashMap<*const (), Vec<usize>>,
+    /// The buffer maker of the pipeline being compiled (for copy pools).
+    make: Option<MakeBuf<B>>,
+    /// `Env::seq`'s length: the deepest fork nesting of the run.
+    depths: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<B: Send + 'static> Compiler<B> {
     fn queue(&mut self, feeding: &[usize], capacity: usize) -> Arc<Queue<Env<B>>> {
         let q = Arc::new(Queue::new(self.pipes, feeding, capacity));
         self.queues.push(q.clone());
+        q
+    }
+
+    /// A pool of `count` buffers of pipeline `pipe` (never ends).
+    fn pool(&mut self, pipe: usize, count: usize) -> Arc<Queue<Env<B>>> {
+        let all: Vec<usize> = (0..self.pipes).collect();
+        let q = self.queue(&all, count);
+        let make = self.make.as_mut().expect("a pipeline's maker");
+        for _ in 0..count {
+            let _ = q.push(pipe, Env::new(make(), self.depths));
+        }
         q
     }
 
@@ -166,35 +208,41 @@ impl<B: Send + 'static> Compiler<B> {
         self.nodes.len() - 1
     }
 
+    /// Point `links` at queue `q` (`None`: the free pool, after the last
+    /// stage), unless a link is bound to a gather.
     fn connect(&mut self, links: Vec<Link<B>>, q: Option<&Arc<Queue<Env<B>>>>, pipe: usize) {
         for l in links {
-            match l {
-                Link::Out {
-                    node,
-                    set_total,
-                    reorder,
-                    join,
-                } => {
-                    self.nodes[node].outs[pipe] = Some(match q {
-                        Some(q) => Out::Push {
-                            queue: q.clone(),
-                            set_total,
-                            reorder,
-                            join,
-                        },
-                        None => Out::Free,
-                    });
-                }
-                Link::Branch(node) | Link::Join(node) => {
-                    let is_join = matches!(l, Link::Join(_));
+            let dest = match (&l.gather, q) {
+                (Some((g, b)), _) => Dest::Gather(g.clone(), *b),
+                (None, Some(q)) => Dest::Queue(q.clone()),
+                (None, None) => Dest::Free,
+            };
+            let push = |dest| Push {
+                dest,
+                set_total: l.set_total,
+                reorder: l.reorder.clone(),
+                drop_at: l.drop_at,
+            };
+            match l.to {
+                LinkTo::Out(node) => self.nodes[node].outs[pipe] = Some(Out::Push(push(dest))),
+                LinkTo::Branch(node) | LinkTo::Join(node) => {
                     let Some(Out::Fork(f)) = &self.nodes[node].outs[pipe] else {
                         unreachable!("a fork link points at a fork");
                     };
-                    let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
-                    if is_join {
-                        f.join = q.cloned();
-                    } else {
+                    let mut f = lock(f);
+                    if matches!(l.to, LinkTo::Branch(_)) {
                         f.branches.push(q.expect("a branch has stages").clone());
+                        continue;
+                    }
+                    if let (true, Dest::Queue(q)) = (l.set_total, &dest) {
+                        f.join = Some(q.clone());
+                    }
+                    if let Some(g) = &f.gather {
+                        let set = g.then.set(Push {
+                            set_total: false,
+                            ..push(dest)
+                        });
+                        debug_assert!(set.is_ok(), "a join is wired once");
                     }
                 }
             }
@@ -206,6 +254,7 @@ impl<B: Send + 'static> Compiler<B> {
         groups: Vec<GroupSpec<B>>,
         pipe: usize,
         capacity: usize,
+        depth: usize,
         mut links: Vec<Link<B>>,
     ) -> Vec<Link<B>> {
         for g in groups {
@@ -222,28 +271,35 @@ impl<B: Send + 'static> Compiler<B> {
                             pipe,
                             Some(q),
                         );
-                        self.nodes[n].pipes = feeds;
-                        self.nodes[n].shared = Some(sh.inner.clone() as Arc<SharedInner<B>>);
-                        self.nodes[n].priority = sh.inner.priority;
+                        let node = &mut self.nodes[n];
+                        node.pipes = feeds;
+                        node.priority = sh.inner.priority;
+                        match &sh.inner.make {
+                            Some(make) => {
+                                node.makers = vec![make.clone()];
+                                node.replicas = Replicas::Fixed(sh.inner.replicas);
+                            }
+                            None => node.shared = Some(sh.inner.clone() as Arc<SharedInner<B>>),
+                        }
                         self.shared.insert(key, n);
                         n
                     }
                 };
                 let q = self.nodes[node].input.clone();
                 self.connect(links, q.as_ref(), pipe);
-                links = vec![Link::Out {
-                    node,
-                    set_total: true,
-                    reorder: None,
-                    join: false,
-                }];
+                // Each pipeline keeps its own order through the replicas.
+                let ordered = sh.inner.replicas > 1 && sh.inner.order == Order::Ordered;
+                links = vec![Link::new(
+                    LinkTo::Out(node),
+                    ordered.then(|| (Arc::new(Mutex::new(Reorder::new(capacity))), Key::Index)),
+                )];
                 continue;
             }
             let q = self.queue(&[pipe], capacity);
             self.connect(links, Some(&q), pipe);
             let names: Vec<String> = g.stages.iter().map(|s| s.name.clone()).collect();
             let node = self.node(names.join("+"), names, pipe, Some(q));
-            links = self.group(node, g, pipe, capacity);
+            links = self.group(node, g, pipe, capacity, depth);
         }
         links
     }
@@ -255,6 +311,7 @@ impl<B: Send + 'static> Compiler<B> {
         g: GroupSpec<B>,
         pipe: usize,
         capacity: usize,
+        depth: usize,
     ) -> Vec<Link<B>> {
         let ordered_replicas = g.order == Order::Ordered && g.replicas != Replicas::Fixed(1);
         {
@@ -265,53 +322,90 @@ impl<B: Send + 'static> Compiler<B> {
             n.makers = g.stages.into_iter().map(|s| s.make).collect();
         }
         let Some(fork) = g.fork else {
-            return vec![Link::Out {
-                node,
-                set_total: true,
-                reorder: ordered_replicas
-                    .then(|| (Arc::new(Mutex::new(Reorder::new())), Key::Index)),
-                join: false,
-            }];
+            return vec![Link::new(
+                LinkTo::Out(node),
+                ordered_replicas
+                    .then(|| (Arc::new(Mutex::new(Reorder::new(capacity))), Key::Index)),
+            )];
         };
-        let branches = fork.branches.len();
+        let n = fork.branches.len();
+        let (spread, gather) = match fork.spread {
+            Spread::Route(r) => (SpreadRt::Route(r), None),
+            Spread::Broadcast { copy, merge } => {
+                let pool = self.pool(pipe, (n - 1) * capacity);
+                let name = format!("{} (join)", self.nodes[node].name);
+                let g = Gather::new(name, depth, n, capacity, merge, pool.clone());
+                (SpreadRt::Broadcast { copy, pool }, Some(Arc::new(g)))
+            }
+        };
         self.nodes[node].outs[pipe] = Some(Out::Fork(Mutex::new(ForkRt {
-            route: fork.route,
-            branches: Vec::with_capacity(branches),
+            spread,
+            depth,
+            branches: Vec::with_capacity(n),
             join: None,
-            counts: vec![0; branches],
+            counts: vec![0; n],
+            gather: gather.clone(),
         })));
-        let join_order =
-            (fork.order == Order::Ordered).then(|| Arc::new(Mutex::new(Reorder::new())));
-        let mut out = Vec::new();
-        for b in fork.branches {
-            for l in self.chain(b.groups, pipe, capacity, vec![Link::Branch(node)]) {
-                out.push(match l {
-                    Link::Out { node, reorder, .. } => Link::Out {
-                        node,
-                        set_total: false,
-                        reorder: match &join_order {
-                            Some(j) => Some((j.clone(), Key::Seq)),
-                            None => reorder,
-                        },
-                        join: true,
-                    },
-                    other => other,
-                });
+        let join_order = (gather.is_none() && fork.order == Order::Ordered)
+            .then(|| Arc::new(Mutex::new(Reorder::new(capacity))));
+        let mut tails = Vec::new();
+        for (b, br) in fork.branches.into_iter().enumerate() {
+            let start = vec![Link::new(LinkTo::Branch(node), None)];
+            for mut l in self.chain(br.groups, pipe, capacity, depth + 1, start) {
+                // This fork sets the join's total, and its branches' (and
+                // deeper forks') empty notices end here.
+                l.set_total = false;
+                l.drop_at = Some(depth);
+                if let Some(g) = &gather {
+                    l.gather = Some((g.clone(), b));
+                    l.reorder = None;
+                } else if let Some(j) = &join_order {
+                    l.reorder = Some((j.clone(), Key::Seq(depth)));
+                }
+                tails.push(l);
             }
         }
-        out.push(Link::Join(node));
-        out
+        if gather.is_some() {
+            self.connect(tails, None, pipe);
+            tails = Vec::new();
+        }
+        tails.push(Link::new(LinkTo::Join(node), None));
+        tails
     }
+}
+
+/// How deeply forks nest in a chain (0: no fork).
+fn fork_depth<B>(groups: &[GroupSpec<B>]) -> usize {
+    groups
+        .iter()
+        .filter_map(|g| g.fork.as_ref())
+        .map(|f| {
+            1 + f
+                .branches
+                .iter()
+                .map(|b| fork_depth(&b.groups))
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run<B>) {
     let pipes = pipelines.len();
+    let depths = pipelines
+        .iter()
+        .map(|p| fork_depth(&p.spec.groups))
+        .max()
+        .unwrap_or(0);
     let mut c = Compiler {
         pipes,
         nodes: Vec::new(),
         queues: Vec::new(),
         shared: HashMap::new(),
         shared_feeds: HashMap::new(),
+        make: None,
+        depths,
     };
     for (p, pl) in pipelines.iter().enumerate() {
         for g in &pl.spec.groups {
@@ -323,26 +417,17 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
             }
         }
     }
-    let all: Vec<usize> = (0..pipes).collect();
     let mut rts = Vec::with_capacity(pipes);
     for (p, pl) in pipelines.into_iter().enumerate() {
         let mut spec = pl.spec;
-        let (count, mut make) = spec.buffers.take().expect("validated");
-        let free = c.queue(&all, count);
-        for _ in 0..count {
-            let env = Env {
-                buf: make(),
-                round: 0,
-                seq: 0,
-                empty: Empty::No,
-            };
-            let _ = free.push(p, env);
-        }
+        let (count, make) = spec.buffers.take().expect("validated");
+        c.make = Some(make);
+        let free = c.pool(p, count);
         rts.push(PipeRt {
             name: spec.name.clone(),
             free,
             buffers: count,
-            rounds: AtomicU64::new(0),
+            rounds: crate::sync::Padded(AtomicU64::new(0)),
         });
         let (src_name, source) = spec.source.take().expect("validated");
         let mut groups = std::mem::take(&mut spec.groups);
@@ -350,12 +435,9 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         let mut names = vec![src_name];
         names.extend(first.stages.iter().map(|s| s.name.clone()));
         let node = c.node(names.join("+"), names, p, None);
-        *c.nodes[node]
-            .source
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(source);
-        let links = c.group(node, first, p, count);
-        let links = c.chain(groups, p, count, links);
+        *lock(&c.nodes[node].source) = Some(source);
+        let links = c.group(node, first, p, count, 0);
+        let links = c.chain(groups, p, count, 0, links);
         c.connect(links, None, p);
     }
     let run = Run {
@@ -367,15 +449,6 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         start: Instant::now(),
     };
     (c.nodes, run)
-}
-
-impl<B> Reorder<B> {
-    pub(crate) fn new() -> Self {
-        Reorder {
-            next: 0,
-            pending: BTreeMap::new(),
-        }
-    }
 }
 
 /// Errors for a thread that could not be started.

@@ -262,6 +262,52 @@ impl PrioritySpec {
     }
 }
 
+impl PrioritySpec {
+    /// The policy for a thread whose nice value is `base` when it starts.
+    /// The adjusting policies move the thread relative to where it started
+    /// (Roysden's "nice up by STEP" is `base + STEP`, "down again" is
+    /// `base`), so that in a process already niced, say to 19, they never
+    /// *raise* a thread above the others; a fixed priority is absolute.
+    pub fn build_from(&self, base: i32) -> Box<dyn PriorityPolicy> {
+        match self {
+            PrioritySpec::Fixed(_) => self.build(),
+            _ => Box::new(FromBase {
+                inner: self.build(),
+                base,
+            }),
+        }
+    }
+}
+
+/// An adjusting policy's priorities, shifted by the thread's starting nice.
+struct FromBase {
+    inner: Box<dyn PriorityPolicy>,
+    base: i32,
+}
+
+impl FromBase {
+    fn shift(&self, p: Option<Priority>) -> Option<Priority> {
+        p.map(|p| Priority {
+            nice: (self.base + p.nice).clamp(-20, 19),
+            ..p
+        })
+    }
+}
+
+impl PriorityPolicy for FromBase {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn start(&mut self) -> Option<Priority> {
+        let p = self.inner.start();
+        self.shift(p)
+    }
+    fn at_convey(&mut self, depths: Depths) -> Option<Priority> {
+        let p = self.inner.at_convey(depths);
+        self.shift(p)
+    }
+}
+
 impl fmt::Display for PrioritySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -290,6 +336,29 @@ mod tests {
 
     fn d(input: usize, output: usize) -> Depths {
         Depths { input, output }
+    }
+
+    #[test]
+    fn adjusting_policies_move_from_the_threads_starting_nice() {
+        let mut p = PrioritySpec::DynamicUpDown(5).build_from(12);
+        assert_eq!(p.at_convey(d(0, 2)), Some(Priority::nice(17)));
+        assert_eq!(
+            p.at_convey(d(0, 1)),
+            Some(Priority::nice(12)),
+            "back to the start"
+        );
+        let mut p = PrioritySpec::DynamicUp(5).build_from(19);
+        assert_eq!(
+            p.at_convey(d(0, 2)),
+            Some(Priority::nice(19)),
+            "never above 19"
+        );
+        let mut p = PrioritySpec::Fixed(Priority::nice(3)).build_from(19);
+        assert_eq!(
+            p.start(),
+            Some(Priority::nice(3)),
+            "a fixed nice is absolute"
+        );
     }
 
     #[test]

@@ -9,6 +9,16 @@
 //! flight never exceed the pool, and a push never has to wait for room: a
 //! queue can never hold more buffers than exist.
 //!
+//! A broadcast fork with `n` branches also has a pool of its own: `n − 1`
+//! copy buffers per pipeline buffer, made once like the others. For each
+//! round it takes `n − 1` of them (never waiting: a round in flight needs
+//! one set, and there are at most as many rounds in flight as pipeline
+//! buffers), sends the original down branch 0 and a copy down each other
+//! branch; the join, once every branch has brought its buffer of the round,
+//! puts the copies back in the fork's pool and passes the original on. So
+//! the pipeline's own buffers still bound the rounds in flight, and the
+//! buffers that exist are exactly the pipeline's plus the copy pools'.
+//!
 //! **End of stream by counting.** Each queue counts, per pipeline, the
 //! buffers popped from it. The producer side tells the queue how many buffers
 //! of that pipeline will ever arrive ([`Queue::set_total`]), and it does so
@@ -19,6 +29,15 @@
 //! queue is complete, every later or waiting pop returns [`Pop::End`].
 //! Counting, not a marker that travels in order, is what makes this right
 //! after unordered replicas and fork/join, where buffers overtake each other.
+//!
+//! A fork tells each branch its total (for a broadcast: every round goes
+//! down every branch) and the queue after its join; when that join is also
+//! an outer fork's (the inner fork ends an outer branch), the outer fork
+//! alone tells that queue. A route fork sends an empty buffer, taken from
+//! the free pool, down each branch the last buffer does not take, so every
+//! branch's count reaches its total; those empties go back to the free
+//! pool at that fork's join, and a fork nested in such a branch counts
+//! (and forwards) the outer empty like any buffer.
 //!
 //! Why the total is always known in time: the final arrival at a queue is the
 //! last push into it; the producer that learns the total (the source when it
@@ -54,6 +73,9 @@ pub(crate) enum Pop<T> {
         index: u64,
         /// It is the last buffer of its pipeline at this queue.
         last: bool,
+        /// Buffers left in the queue after this pop (its depth, for the
+        /// report and priority policies, without locking it again).
+        left: usize,
     },
     /// Every pipeline feeding this queue has delivered all its buffers.
     End,
@@ -77,7 +99,13 @@ struct State<T> {
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
+///
+/// Aligned to 128 bytes (two cache lines, for the adjacent-line
+/// prefetcher): queues are small and made one after another, and without it
+/// two neighbours' locks can share a line, so that a stage pushing into one
+/// and another popping from the next would contend for nothing.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
@@ -150,6 +178,7 @@ impl<T> Queue<T> {
                     pipe,
                     index,
                     last,
+                    left: s.items.len(),
                 };
             }
             if s.complete == s.counts.len() {

@@ -1,13 +1,12 @@
 //! Running pipelines: one node per thread group, wired by queues, each node
 //! run by its own threads (see `queue.rs` for the end-of-stream protocol).
 
-use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::builder::{Maker, Replicas, Route, SharedInner};
+use crate::builder::{CopyFn, Maker, MergeFn, Replicas, Route, SharedInner};
 use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::priority::{Depths, Priority, PriorityPolicy, PrioritySpec};
 use crate::queue::{Pop, Queue};
@@ -22,26 +21,64 @@ pub(crate) enum Empty {
     No,
     /// Nothing: the source's [`Flow::End`]; travels the whole pipeline.
     Stream,
-    /// Nothing: a fork's notice to a branch the last buffer did not take;
-    /// dropped at the join.
-    Branch,
+    /// Nothing: the notice a route fork at this nesting depth sends down a
+    /// branch the last buffer did not take; dropped at that fork's join.
+    Branch(usize),
 }
 
 /// A buffer with what the framework knows about it.
 pub(crate) struct Env<B> {
     pub(crate) buf: B,
     pub(crate) round: u64,
-    /// The fork's arrival index (an ordered join's key).
-    pub(crate) seq: u64,
+    /// Per fork nesting depth, the buffer's arrival index at the fork it
+    /// last passed at that depth (a join's key). Sized once, for the
+    /// deepest fork of the run.
+    pub(crate) seq: Box<[u64]>,
     pub(crate) empty: Empty,
+}
+
+impl<B> Env<B> {
+    pub(crate) fn new(buf: B, depths: usize) -> Self {
+        Env {
+            buf,
+            round: 0,
+            seq: vec![0; depths.max(1)].into_boxed_slice(),
+            empty: Empty::No,
+        }
+    }
 }
 
 type Q<B> = Arc<Queue<Env<B>>>;
 
-/// Puts buffers back in order: the one with key `next` goes first.
+/// Puts buffers back in order: the one with key `next` goes first. A ring
+/// as large as the pipeline's pool: the keys waiting are always within one
+/// pool's width of `next` (each is a round in flight), so no two share a
+/// slot, and nothing is allocated per round.
 pub(crate) struct Reorder<B> {
-    pub(crate) next: u64,
-    pub(crate) pending: BTreeMap<u64, Env<B>>,
+    next: u64,
+    slots: Vec<Option<Env<B>>>,
+}
+
+impl<B> Reorder<B> {
+    pub(crate) fn new(width: usize) -> Self {
+        Reorder {
+            next: 0,
+            slots: (0..width.max(1)).map(|_| None).collect(),
+        }
+    }
+
+    fn insert(&mut self, key: u64, env: Env<B>) {
+        let i = (key % self.slots.len() as u64) as usize;
+        debug_assert!(self.slots[i].is_none(), "reorder window overrun");
+        self.slots[i] = Some(env);
+    }
+
+    fn pop_next(&mut self) -> Option<Env<B>> {
+        let i = (self.next % self.slots.len() as u64) as usize;
+        let e = self.slots[i].take()?;
+        self.next += 1;
+        Some(e)
+    }
 }
 
 /// What a reorder sorts by.
@@ -49,34 +86,193 @@ pub(crate) struct Reorder<B> {
 pub(crate) enum Key {
     /// The buffer's arrival index at this node (an ordered replicated stage).
     Index,
-    /// The fork's arrival index (an ordered join).
-    Seq,
+    /// The arrival index at the fork of this depth (an ordered join).
+    Seq(usize),
+}
+
+impl Key {
+    /// Empty notices made by a fork at depth `d >= j` never passed fork
+    /// `j`'s numbering: they skip its reorder (and are dropped here).
+    fn skips<B>(self, env: &Env<B>) -> bool {
+        matches!((self, env.empty), (Key::Seq(j), Empty::Branch(d)) if d >= j)
+    }
+}
+
+/// Where a push delivers.
+pub(crate) enum Dest<B> {
+    /// The pipeline's free pool (after its last stage).
+    Free,
+    /// The next node's queue.
+    Queue(Q<B>),
+    /// A broadcast join, as branch `.1`'s buffer.
+    Gather(Arc<Gather<B>>, usize),
+}
+
+/// A node's way out for one pipeline (or a join's).
+pub(crate) struct Push<B> {
+    pub(crate) dest: Dest<B>,
+    /// Tell the queue its total at this node's last buffer (not at a
+    /// branch's tail: the fork tells the join).
+    pub(crate) set_total: bool,
+    /// Keep the order: by arrival index, or by a fork's number at a join.
+    pub(crate) reorder: Option<(Arc<Mutex<Reorder<B>>>, Key)>,
+    /// This push ends the branches of the forks at this depth and deeper:
+    /// their empty notices go back to the free pool here.
+    pub(crate) drop_at: Option<usize>,
+}
+
+impl<B: Send + 'static> Push<B> {
+    /// Deliver a buffer (in order, if this push keeps one). Returns the
+    /// depth of the queue it went to, or `None` if the run failed.
+    fn deliver(&self, run: &Run<B>, pipe: usize, env: Env<B>, index: u64) -> Option<usize> {
+        match &self.reorder {
+            Some((r, key)) if !key.skips(&env) => {
+                let k = match key {
+                    Key::Index => index,
+                    Key::Seq(d) => env.seq[*d],
+                };
+                let mut r = r.lock().unwrap_or_else(|p| p.into_inner());
+                r.insert(k, env);
+                let mut depth = Some(0);
+                while let Some(e) = r.pop_next() {
+                    depth = Some(self.put(run, pipe, e)?);
+                }
+                depth
+            }
+            _ => self.put(run, pipe, env),
+        }
+    }
+
+    fn put(&self, run: &Run<B>, pipe: usize, e: Env<B>) -> Option<usize> {
+        let free = &run.pipes[pipe].free;
+        if let (Some(at), Empty::Branch(d)) = (self.drop_at, e.empty) {
+            if d >= at {
+                return free.push(pipe, e).ok();
+            }
+        }
+        match &self.dest {
+            Dest::Free => free.push(pipe, e).ok(),
+            Dest::Queue(q) => q.push(pipe, e).ok(),
+            Dest::Gather(g, branch) => g.arrive(run, pipe, e, *branch),
+        }
+    }
 }
 
 /// Where a node's buffers of one pipeline go.
 pub(crate) enum Out<B> {
-    /// Back to the pipeline's free pool (after its last stage).
-    Free,
-    /// Into the next node's queue.
-    Push {
-        queue: Q<B>,
-        /// Tell the queue its total at this node's last buffer (not for a
-        /// branch's tail: the fork tells the join).
-        set_total: bool,
-        /// Keep the order: by arrival index, or by the fork's `seq` at a join.
-        reorder: Option<(Arc<Mutex<Reorder<B>>>, Key)>,
-        /// This is a branch's tail, feeding a join.
-        join: bool,
-    },
-    /// Route into branches.
+    /// A queue, a join or the free pool.
+    Push(Push<B>),
+    /// Into a fork's branches.
     Fork(Mutex<ForkRt<B>>),
 }
 
+/// How a fork spreads buffers at run time.
+pub(crate) enum SpreadRt<B> {
+    Route(Route<B>),
+    Broadcast {
+        copy: CopyFn<B>,
+        /// The copy buffers, `branches − 1` per pipeline buffer.
+        pool: Q<B>,
+    },
+}
+
 pub(crate) struct ForkRt<B> {
-    pub(crate) route: Route<B>,
+    pub(crate) spread: SpreadRt<B>,
+    /// Nesting depth: 0 for a fork in the main chain.
+    pub(crate) depth: usize,
     pub(crate) branches: Vec<Q<B>>,
+    /// The queue after the join, whose total this fork sets (`None` at the
+    /// pipeline's end, or when an outer fork's join is the same place).
     pub(crate) join: Option<Q<B>>,
     pub(crate) counts: Vec<u64>,
+    /// A broadcast's join.
+    pub(crate) gather: Option<Arc<Gather<B>>>,
+}
+
+/// A broadcast's join: collects each round from every branch, merges the
+/// copies into the original, recycles the copies and passes the original
+/// on, in the fork's order.
+pub(crate) struct Gather<B> {
+    pub(crate) name: String,
+    pub(crate) depth: usize,
+    pub(crate) pool: Q<B>,
+    pub(crate) then: std::sync::OnceLock<Push<B>>,
+    pub(crate) state: Mutex<GatherState<B>>,
+}
+
+pub(crate) struct GatherState<B> {
+    merge: MergeFn<B>,
+    next: u64,
+    /// A ring of rounds (as in [`Reorder`]): per round, each branch's buffer.
+    slots: Vec<(usize, Vec<Option<Env<B>>>)>,
+}
+
+impl<B: Send + 'static> Gather<B> {
+    pub(crate) fn new(
+        name: String,
+        depth: usize,
+        branches: usize,
+        width: usize,
+        merge: MergeFn<B>,
+        pool: Q<B>,
+    ) -> Self {
+        let slots = (0..width.max(1))
+            .map(|_| (0, (0..branches).map(|_| None).collect()))
+            .collect();
+        Gather {
+            name,
+            depth,
+            pool,
+            then: std::sync::OnceLock::new(),
+            state: Mutex::new(GatherState {
+                merge,
+                next: 0,
+                slots,
+            }),
+        }
+    }
+
+    /// Branch `branch` is done with its buffer of a round. The thread that
+    /// brings a round's final buffer merges it and passes it on (with any
+    /// later rounds already complete).
+    fn arrive(&self, run: &Run<B>, pipe: usize, env: Env<B>, branch: usize) -> Option<usize> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let GatherState { merge, next, slots } = &mut *s;
+        let width = slots.len() as u64;
+        let (got, envs) = &mut slots[(env.seq[self.depth] % width) as usize];
+        debug_assert!(envs[branch].is_none(), "gather window overrun");
+        envs[branch] = Some(env);
+        *got += 1;
+        let mut depth = Some(0);
+        loop {
+            let (got, envs) = &mut slots[(*next % width) as usize];
+            if *got < envs.len() {
+                return depth;
+            }
+            *got = 0;
+            *next += 1;
+            let mut orig = envs[0].take().expect("branch 0 arrived");
+            for (b, c) in envs.iter_mut().enumerate().skip(1) {
+                let c = c.take().expect("every branch arrived");
+                if orig.empty == Empty::No {
+                    if let Err(cause) = guarded(|| merge(&mut orig.buf, &c.buf, b)) {
+                        run.fail(PipelineError {
+                            pipeline: run.pipes[pipe].name.clone(),
+                            stage: self.name.clone(),
+                            round: Some(orig.round),
+                            step: Step::Merge,
+                            cause,
+                        });
+                        return None;
+                    }
+                }
+                // Fails only once the run is aborted: then it is dropped.
+                let _ = self.pool.push(pipe, c);
+            }
+            let then = self.then.get().expect("a join is wired before the run");
+            depth = Some(then.deliver(run, pipe, orig, 0)?);
+        }
+    }
 }
 
 /// A thread group at run time.
@@ -112,7 +308,9 @@ pub(crate) struct PipeRt<B> {
     pub(crate) name: String,
     pub(crate) free: Q<B>,
     pub(crate) buffers: usize,
-    pub(crate) rounds: std::sync::atomic::AtomicU64,
+    /// Written by the source every round: on a line of its own, away from
+    /// the name and free queue that every stage reads every round.
+    pub(crate) rounds: crate::sync::Padded<std::sync::atomic::AtomicU64>,
 }
 
 /// What every thread of a run shares.
@@ -224,53 +422,49 @@ impl<B: Send + 'static> Node<B> {
     /// or `None` if the run failed.
     fn convey(&self, run: &Run<B>, h: Held<B>) -> Option<usize> {
         let Held {
-            mut env,
+            env,
             pipe,
             index,
             last_total,
         } = h;
-        let free = &run.pipes[pipe].free;
         match self.outs[pipe].as_ref().expect("node wired for its pipes") {
-            Out::Free => free.push(pipe, env).ok(),
-            Out::Push {
-                queue,
-                set_total,
-                reorder,
-                join,
-            } => {
-                if let (true, Some(n)) = (*set_total, last_total) {
-                    queue.set_total(pipe, n);
+            Out::Push(p) => {
+                if let (true, Some(n), Dest::Queue(q)) = (p.set_total, last_total, &p.dest) {
+                    q.set_total(pipe, n);
                 }
-                // A branch's empty last buffer ends at the join.
-                let deliver = |e: Env<B>| {
-                    if *join && e.empty == Empty::Branch {
-                        free.push(pipe, e).ok()
-                    } else {
-                        queue.push(pipe, e).ok()
-                    }
-                };
-                match reorder {
-                    Some((r, key)) if !(*key == Key::Seq && env.empty == Empty::Branch) => {
-                        let k = if *key == Key::Seq { env.seq } else { index };
-                        let mut r = r.lock().unwrap_or_else(|p| p.into_inner());
-                        r.pending.insert(k, env);
-                        let mut depth = Some(0);
-                        loop {
-                            let next = r.next;
-                            let Some(e) = r.pending.remove(&next) else {
-                                break;
-                            };
-                            r.next += 1;
-                            depth = Some(deliver(e)?);
-                        }
-                        depth
-                    }
-                    _ => deliver(env),
-                }
+                p.deliver(run, pipe, env, index)
             }
             Out::Fork(f) => {
                 let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
-                let branch = if env.empty == Empty::Stream {
+                self.fork(run, &mut f, pipe, env, index, last_total)
+            }
+        }
+    }
+
+    /// A fork's convey: down one branch (route) or all (broadcast). Every
+    /// total is set before the push that can complete its queue.
+    fn fork(
+        &self,
+        run: &Run<B>,
+        f: &mut ForkRt<B>,
+        pipe: usize,
+        mut env: Env<B>,
+        index: u64,
+        last_total: Option<u64>,
+    ) -> Option<usize> {
+        let d = f.depth;
+        env.seq[d] = index;
+        let n = f.branches.len();
+        let round = env.round;
+        let fail = |step: Step, cause: Cause| {
+            run.fail(self.err(run, usize::MAX, pipe, Some(round), step, cause));
+            None
+        };
+        match &mut f.spread {
+            SpreadRt::Route(route) => {
+                // Empty buffers (the stream's end, an outer fork's notice)
+                // are not routed: they carry nothing to route by.
+                let branch = if env.empty != Empty::No {
                     0
                 } else {
                     let cx = Context::new(
@@ -281,62 +475,63 @@ impl<B: Send + 'static> Node<B> {
                         false,
                         0,
                     );
-                    let route = &mut f.route;
-                    let b = match catch_unwind(AssertUnwindSafe(|| route(&env.buf, &cx))) {
-                        Ok(b) => b,
-                        Err(p) => {
-                            let e = self.err(
-                                run,
-                                usize::MAX,
-                                pipe,
-                                Some(env.round),
-                                Step::Route,
-                                Cause::Panicked(panic_message(&*p)),
-                            );
-                            run.fail(e);
-                            return None;
+                    match catch_unwind(AssertUnwindSafe(|| route(&env.buf, &cx))) {
+                        Ok(b) if b < n => b,
+                        Ok(b) => {
+                            let msg =
+                                format!("route chose branch {b}; the fork has branches 0..{n}");
+                            return fail(Step::Route, Cause::Failed(msg.into()));
                         }
-                    };
-                    if b >= f.branches.len() {
-                        let msg = format!(
-                            "route chose branch {b}; the fork has branches 0..{}",
-                            f.branches.len()
-                        );
-                        let e = self.err(
-                            run,
-                            usize::MAX,
-                            pipe,
-                            Some(env.round),
-                            Step::Route,
-                            Cause::Failed(msg.into()),
-                        );
-                        run.fail(e);
-                        return None;
+                        Err(p) => return fail(Step::Route, Cause::Panicked(panic_message(&*p))),
                     }
-                    b
                 };
-                env.seq = index;
                 f.counts[branch] += 1;
-                if let Some(n) = last_total {
-                    // Totals before the pushes that complete the queues.
-                    for b in 0..f.branches.len() {
-                        let total = f.counts[b] + u64::from(b != branch);
-                        f.branches[b].set_total(pipe, total);
+                if let Some(total) = last_total {
+                    for b in 0..n {
+                        f.branches[b].set_total(pipe, f.counts[b] + u64::from(b != branch));
                     }
                     if let Some(j) = &f.join {
-                        j.set_total(pipe, n);
+                        j.set_total(pipe, total);
                     }
-                    for b in (0..f.branches.len()).filter(|&b| b != branch) {
+                    let free = &run.pipes[pipe].free;
+                    for b in (0..n).filter(|&b| b != branch) {
                         let Pop::Item { item: mut c, .. } = free.pop() else {
                             return None;
                         };
                         c.round = env.round;
-                        c.empty = Empty::Branch;
-                        c.seq = u64::MAX;
+                        c.empty = Empty::Branch(d);
+                        c.seq.copy_from_slice(&env.seq);
+                        c.seq[d] = u64::MAX;
                         f.branches[b].push(pipe, c).ok()?;
                     }
                 }
                 f.branches[branch].push(pipe, env).ok()
+            }
+            SpreadRt::Broadcast { copy, pool } => {
+                if let Some(total) = last_total {
+                    for q in &f.branches {
+                        q.set_total(pipe, total);
+                    }
+                    if let Some(j) = &f.join {
+                        j.set_total(pipe, total);
+                    }
+                }
+                for b in 1..n {
+                    let Pop::Item { item: mut c, .. } = pool.pop() else {
+                        return None;
+                    };
+                    c.round = env.round;
+                    c.empty = env.empty;
+                    c.seq.copy_from_slice(&env.seq);
+                    if env.empty == Empty::No {
+                        let r = catch_unwind(AssertUnwindSafe(|| copy(&env.buf, &mut c.buf, b)));
+                        if let Err(p) = r {
+                            return fail(Step::Copy, Cause::Panicked(panic_message(&*p)));
+                        }
+                    }
+                    f.branches[b].push(pipe, c).ok()?;
+                }
+                f.branches[0].push(pipe, env).ok()
             }
         }
     }
@@ -384,7 +579,9 @@ impl<B: Send + 'static> Node<B> {
             ..Stats::default()
         };
         let mut depth = DepthSeries::new();
-        let mut policy: Option<Box<dyn PriorityPolicy>> = self.priority.map(|p| p.build());
+        let mut policy: Option<Box<dyn PriorityPolicy>> = self
+            .priority
+            .map(|p| p.build_from(sys::nice().unwrap_or(0)));
         if let Some(p) = policy.as_mut().and_then(|p| p.start()) {
             run.apply(&self.name, p);
         }
@@ -479,15 +676,20 @@ impl<B: Send + 'static> Node<B> {
         let pipe = self.pipes[0];
         if let Some(src) = source {
             let free = &run.pipes[pipe].free;
-            let rounds = &run.pipes[pipe].rounds;
+            let rounds = &run.pipes[pipe].rounds.0;
             while batch.len() < self.repeat && !*ended {
                 let t = Instant::now();
-                let Pop::Item { item: mut env, .. } = free.pop() else {
+                let Pop::Item {
+                    item: mut env,
+                    left,
+                    ..
+                } = free.pop()
+                else {
                     *ended = true;
                     return;
                 };
                 st.wait_output += t.elapsed();
-                depth.record(run.start.elapsed().as_secs_f64(), free.len());
+                depth.record(run.start.elapsed().as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
                     &self.stage_names[0],
@@ -536,9 +738,10 @@ impl<B: Send + 'static> Node<B> {
                     pipe,
                     index,
                     last,
+                    left,
                 } => {
                     st.wait_input += t.elapsed();
-                    depth.record(run.start.elapsed().as_secs_f64(), input.len());
+                    depth.record(run.start.elapsed().as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
                         pipe,
@@ -680,9 +883,10 @@ impl<B: Send + 'static> Node<B> {
                     pipe,
                     index,
                     last,
+                    left,
                 } => {
                     st.wait_input += t.elapsed();
-                    depth.record(run.start.elapsed().as_secs_f64(), input.len());
+                    depth.record(run.start.elapsed().as_secs_f64(), left);
                     let h = Held {
                         env: item,
                         pipe,
@@ -829,11 +1033,25 @@ pub(crate) fn execute<B: Send + 'static>(
             let (n, r) = (node.clone(), run.clone());
             let spawned = std::thread::Builder::new()
                 .name(node.name.chars().take(15).collect())
-                .spawn(move || match &n.replicas {
-                    Replicas::Sized { policy, max } if n.input.is_some() => {
-                        n.dispatch(&r, policy, *max)
+                .spawn(move || {
+                    let body = AssertUnwindSafe(|| match &n.replicas {
+                        Replicas::Sized { policy, max } if n.input.is_some() => {
+                            n.dispatch(&r, policy, *max)
+                        }
+                        _ => n.thread(&r, replica),
+                    });
+                    // User code's panics are caught where it runs; one that
+                    // gets here is the framework's own: fail the run at once,
+                    // so that no thread waits for this one forever.
+                    if let Err(p) = catch_unwind(body) {
+                        r.fail(PipelineError {
+                            pipeline: r.pipes[n.pipes[0]].name.clone(),
+                            stage: n.name.clone(),
+                            round: None,
+                            step: Step::Process,
+                            cause: Cause::Panicked(format!("internal: {}", panic_message(&*p))),
+                        });
                     }
-                    _ => n.thread(&r, replica),
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -892,7 +1110,7 @@ pub(crate) fn execute<B: Send + 'static>(
         .iter()
         .map(|p| PipelineReport {
             name: p.name.clone(),
-            rounds: p.rounds.load(Ordering::Relaxed),
+            rounds: p.rounds.0.load(Ordering::Relaxed),
             buffers: p.buffers,
         })
         .collect();

@@ -1,6 +1,10 @@
 //! Errors and panics at random points of random pipelines: every run ends,
 //! with exactly the injected failure, every thread joined and every buffer
 //! dropped. Its own test binary, since it silences the panic hook.
+//!
+//! Shapes: linear, replicated, unordered with repeat, route fork/join,
+//! self-sizing, broadcast with a route fork nested in a branch, a replicated
+//! shared stage, a single shared stage.
 
 mod common;
 
@@ -142,6 +146,46 @@ fn pipelines(
                 w("b", &f2)
             })
             .stage("c", w("c", f)),
+        5 => {
+            let f3 = f.clone();
+            base("nested")
+                .stage("a", w("a", f))
+                .broadcast(
+                    vec![
+                        Builder::branch().stage("b", w("b", f)),
+                        Builder::branch().stage("c", w("c", f)).fork(
+                            |b: &Counted, _: &Context| (b.round % 3) as usize % 2,
+                            vec![
+                                Builder::branch().stage("d", w("d", f)),
+                                Builder::branch().replicated("f", 2, move || w("f", &f3)),
+                            ],
+                            Order::Unordered,
+                        ),
+                    ],
+                    |from: &Counted, to: &mut Counted, _| {
+                        to.round = from.round;
+                        to.value = from.value;
+                    },
+                    |into: &mut Counted, from: &Counted, _| -> R {
+                        into.value ^= from.value;
+                        Ok(())
+                    },
+                )
+                .stage("e", w("e", f))
+        }
+        6 => {
+            let f3 = f.clone();
+            let shared = SharedStage::replicated("f", 3, Order::Ordered, None, move || w("f", &f3));
+            let one = base("one").stage("a", w("a", f)).shared(&shared);
+            let two = Pipeline::builder("two")
+                .buffers(buffers, bufs.maker())
+                .source("read2", counter(rounds / 3 + 1))
+                .shared(&shared)
+                .stage("b", w("b", f))
+                .replicated("c", 2, move || w("c", &f2))
+                .order(Order::Unordered);
+            return vec![one.build().unwrap(), two.build().unwrap()];
+        }
         _ => {
             let shared = SharedStage::new("f", w("f", f));
             let one = base("one")
@@ -161,7 +205,7 @@ fn pipelines(
 
 fn check(case: u64) -> Result<bool, String> {
     let mut rng = Rng(case.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let shape = case % 6;
+    let shape = case % 8;
     let rounds = 1 + rng.below(60);
     let buffers = 3 + rng.below(4) as usize;
     let kind = [
@@ -220,7 +264,7 @@ fn any_failure_at_any_point_ends_the_run_with_that_failure() {
     let cases: u64 = std::env::var("PIPELINE_STRESS_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(600);
+        .unwrap_or(800);
     let mut fired = 0;
     for case in 0..cases {
         let (tx, rx) = mpsc::channel();

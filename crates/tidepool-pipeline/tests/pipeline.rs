@@ -588,3 +588,317 @@ fn a_route_out_of_range_is_an_error_not_a_hang() {
     assert_eq!((e.step, e.round), (Step::Route, Some(4)));
     assert!(e.to_string().contains("branch 7"), "{e}");
 }
+
+/// Copies a `Counted` into a branch's buffer (value, round, path).
+fn copy_counted(from: &Counted, to: &mut Counted, _branch: usize) {
+    to.round = from.round;
+    to.value = from.value;
+    to.path.clear();
+    to.path.extend_from_slice(&from.path);
+}
+
+/// Adds a branch's value into the original and appends its path.
+fn merge_counted(into: &mut Counted, from: &Counted, _branch: usize) -> R {
+    into.value += from.value;
+    for p in &from.path {
+        if !into.path.contains(p) {
+            into.path.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// A stage that records the rounds it sees and adds `add` to the value.
+fn adder(
+    name: &'static str,
+    add: u64,
+    n: &Notices,
+    seen: &Arc<Mutex<Vec<u64>>>,
+) -> impl Stage<Counted> {
+    let (n, seen) = (n.clone(), seen.clone());
+    move |b: &mut Counted, cx: &Context| -> R {
+        n.see(cx);
+        if !cx.is_empty() {
+            assert_eq!(
+                b.round,
+                cx.round(),
+                "{name} got round {}'s buffer as {}",
+                b.round,
+                cx.round()
+            );
+            b.value += add;
+            b.path.push(name);
+            seen.lock().unwrap().push(cx.round());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn broadcast_sends_every_buffer_down_every_branch_and_joins_after_all() {
+    for pool in [1, 2, 5] {
+        let bufs = Buffers::default();
+        let notices = Notices::default();
+        let seen: Vec<Arc<Mutex<Vec<u64>>>> = (0..3).map(|_| Arc::default()).collect();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (f1, f2, p1, o) = (
+            in_flight.clone(),
+            in_flight.clone(),
+            peak.clone(),
+            out.clone(),
+        );
+        let n2 = notices.clone();
+        let mut src = counter(200);
+        let report = Pipeline::builder("broadcast")
+            .buffers(pool, bufs.maker())
+            .source("read", move |b: &mut Counted, cx: &Context| {
+                let now = f1.fetch_add(1, Ordering::SeqCst) + 1;
+                p1.fetch_max(now, Ordering::SeqCst);
+                src(b, cx)
+            })
+            .broadcast(
+                vec![
+                    Builder::branch().stage("x", adder("x", 1, &notices, &seen[0])),
+                    Builder::branch()
+                        .replicated("y", 2, {
+                            let (n, s) = (notices.clone(), seen[1].clone());
+                            move || adder("y", 10, &n, &s)
+                        })
+                        .order(Order::Unordered),
+                    Builder::branch()
+                        .stage("z", adder("z", 100, &notices, &seen[2]))
+                        .stage("z2", move |b: &mut Counted, cx: &Context| -> R {
+                            n2.see(cx);
+                            std::hint::black_box(spin(cx.round(), b.value));
+                            Ok(())
+                        }),
+                ],
+                copy_counted,
+                merge_counted,
+            )
+            .stage("write", move |b: &mut Counted, cx: &Context| -> R {
+                o.lock().unwrap().push((b.round, b.value, cx.is_last()));
+                f2.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let out = out.lock().unwrap().clone();
+        // In order, each round once, with every branch's work merged in:
+        // round r → (r + 1) + (r + 10) + (r + 100).
+        let want: Vec<(u64, u64, bool)> = (0..200).map(|r| (r, 3 * r + 111, r == 199)).collect();
+        assert_eq!(out, want, "pool {pool}");
+        for (i, s) in seen.iter().enumerate() {
+            let mut s = s.lock().unwrap().clone();
+            s.sort_unstable();
+            assert_eq!(
+                s,
+                (0..200).collect::<Vec<_>>(),
+                "branch {i} sees every round once"
+            );
+        }
+        for st in ["x", "y", "z", "z2"] {
+            assert_eq!(notices.of(st), 1, "{st}: one last notice, pool {pool}");
+        }
+        // Rounds in flight stay within the pool; the copies are made once:
+        // (branches − 1) per pipeline buffer, and all dropped with the run.
+        assert!(peak.load(Ordering::SeqCst) <= pool, "pool {pool}");
+        assert_eq!(
+            bufs.made.load(Ordering::SeqCst),
+            pool * 3,
+            "no allocation per round"
+        );
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+        assert!(report.stages.iter().all(|s| s.items == 200), "{report:?}");
+    }
+}
+
+#[test]
+fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
+    // 101 rounds: the last is even and takes the broadcast's branch; 102:
+    // it is odd, and the broadcast copies the outer fork's empty notice.
+    for (order, rounds) in [
+        (Order::Ordered, 101),
+        (Order::Unordered, 101),
+        (Order::Ordered, 102),
+        (Order::Unordered, 102),
+    ] {
+        let bufs = Buffers::default();
+        let notices = Notices::default();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let o = out.clone();
+        let t = |name: &'static str| tag(name, &notices);
+        // read → route{ even: broadcast{ [a], [route{ b | c }] }, odd: [d → route{ e | f }] } → write
+        let inner_route = |x: &'static str, y: &'static str| {
+            Builder::branch()
+                .stage("pre", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+                .fork(
+                    |b: &Counted, _: &Context| (b.round / 2 % 2) as usize,
+                    vec![
+                        Builder::branch().stage(x, t(x)),
+                        Builder::branch().stage(y, t(y)),
+                    ],
+                    order,
+                )
+        };
+        let report = Pipeline::builder("nested")
+            .buffers(4, bufs.maker())
+            .source("read", counter(rounds))
+            .stage("split", t("split"))
+            .fork(
+                |b: &Counted, _: &Context| (b.round % 2) as usize,
+                vec![
+                    Builder::branch().stage("even", t("even")).broadcast(
+                        vec![Builder::branch().stage("a", t("a")), inner_route("b", "c")],
+                        copy_counted,
+                        merge_counted,
+                    ),
+                    Builder::branch().stage("d", t("d")).fork(
+                        |b: &Counted, _: &Context| (b.round / 2 % 2) as usize,
+                        vec![
+                            Builder::branch().stage("e", t("e")),
+                            Builder::branch().stage("f", t("f")),
+                        ],
+                        order,
+                    ),
+                ],
+                order,
+            )
+            .stage("write", move |b: &mut Counted, cx: &Context| -> R {
+                o.lock()
+                    .unwrap()
+                    .push((b.round, b.path.clone(), cx.is_last()));
+                Ok(())
+            })
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let mut out = out.lock().unwrap().clone();
+        assert_eq!(out.len(), rounds as usize, "{order:?}");
+        assert_eq!(
+            out.iter().filter(|x| x.2).count(),
+            1,
+            "one last at the sink"
+        );
+        if order == Order::Ordered {
+            let got: Vec<u64> = out.iter().map(|x| x.0).collect();
+            assert_eq!(got, (0..rounds).collect::<Vec<_>>());
+        }
+        out.sort_by_key(|x| x.0);
+        for (r, path, _) in &out {
+            let q = r / 2 % 2 == 0;
+            let want: Vec<&str> = match (r % 2 == 0, q) {
+                (true, true) => vec!["split", "even", "a", "b"],
+                (true, false) => vec!["split", "even", "a", "c"],
+                (false, true) => vec!["split", "d", "e"],
+                (false, false) => vec!["split", "d", "f"],
+            };
+            assert_eq!(path, &want, "round {r} {order:?}");
+        }
+        for st in ["split", "even", "a", "b", "c", "d", "e", "f"] {
+            assert_eq!(notices.of(st), 1, "{st}: one last notice ({order:?})");
+        }
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+        // 4 pipeline buffers + 4 copies for the two-branch broadcast.
+        assert_eq!(bufs.made.load(Ordering::SeqCst), 8);
+        let write = report.stages.iter().find(|s| s.name == "write").unwrap();
+        assert_eq!(write.items, rounds);
+    }
+}
+
+#[test]
+fn a_replicated_shared_stage_keeps_each_pipelines_order() {
+    for order in [Order::Ordered, Order::Unordered] {
+        let notices = Notices::default();
+        let n = notices.clone();
+        let shared = SharedStage::replicated("disk", 3, order, None, move || {
+            let n = n.clone();
+            move |b: &mut Counted, cx: &Context| -> R {
+                n.see(cx);
+                std::hint::black_box(spin(cx.round(), 3));
+                b.value += 1000;
+                Ok(())
+            }
+        });
+        let outs: Vec<Arc<Mutex<Vec<u64>>>> = (0..2).map(|_| Arc::default()).collect();
+        let bufs = Buffers::default();
+        let make = |name: &str, rounds: u64, out: Arc<Mutex<Vec<u64>>>| {
+            Pipeline::builder(name)
+                .buffers(5, bufs.maker())
+                .source("read", counter(rounds))
+                .shared(&shared)
+                .stage("sink", move |b: &mut Counted, _: &Context| -> R {
+                    assert_eq!(b.value, b.round + 1000);
+                    out.lock().unwrap().push(b.round);
+                    Ok(())
+                })
+                .build()
+                .unwrap()
+        };
+        let report = run_all(vec![
+            make("a", 300, outs[0].clone()),
+            make("b", 120, outs[1].clone()),
+        ])
+        .unwrap();
+        for (out, rounds) in outs.iter().zip([300u64, 120]) {
+            let mut got = out.lock().unwrap().clone();
+            if order == Order::Ordered {
+                assert_eq!(got, (0..rounds).collect::<Vec<_>>());
+            }
+            got.sort_unstable();
+            assert_eq!(got, (0..rounds).collect::<Vec<_>>(), "{order:?}");
+        }
+        let mut lasts: Vec<String> = notices
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|n| n.1.clone())
+            .collect();
+        lasts.sort();
+        assert_eq!(lasts, ["a", "b"], "each pipeline's notice once");
+        let disk = report.stages.iter().find(|s| s.name == "disk").unwrap();
+        assert_eq!((disk.threads, disk.items), (3, 420));
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+    }
+}
+
+#[test]
+fn a_failing_copy_or_merge_is_the_runs_error() {
+    for (copy_fails, round) in [(true, 0), (true, 7), (false, 0), (false, 9)] {
+        let bufs = Buffers::default();
+        let err = Pipeline::builder("bc")
+            .buffers(3, bufs.maker())
+            .source("read", counter(20))
+            .stage("pre", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+            .broadcast(
+                vec![
+                    Builder::branch().stage("x", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                    Builder::branch().stage("y", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                ],
+                move |f: &Counted, t: &mut Counted, b| {
+                    assert!(!(copy_fails && f.round == round), "copy {b} broke");
+                    copy_counted(f, t, b)
+                },
+                move |i: &mut Counted, _: &Counted, _| -> R {
+                    if !copy_fails && i.round == round {
+                        return Err("merge broke".into());
+                    }
+                    Ok(())
+                },
+            )
+            .build()
+            .unwrap()
+            .run()
+            .unwrap_err();
+        let step = if copy_fails { Step::Copy } else { Step::Merge };
+        assert_eq!((err.step, err.round), (step, Some(round)), "{err}");
+        assert!(err.stage.starts_with("pre"), "{err}");
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+    }
+}
