@@ -1,5 +1,4 @@
-//! The idle-worker protocol: a LIFO stack of parked workers, and the count of
-//! workers searching for work.
+//! The idle-worker protocol: a LIFO stack of parked workers.
 //!
 //! # Protocol (why no wake-up is ever lost)
 //!
@@ -14,8 +13,8 @@
 //! A submitter pushes its task, issues a `SeqCst` fence (unneeded when the
 //! push itself was a `SeqCst` read-modify-write: then the `SeqCst` total order
 //! alone orders it before the `SeqCst` load), then reads `num_idle`;
-//! if it is non-zero and nobody is searching it pops the *most recently*
-//! idled worker and notifies it.
+//! if it is non-zero (and nobody is spinning for work) it pops the *most
+//! recently* idled worker and notifies it.
 //!
 //! The two fences order "push task → read num_idle" against "bump num_idle →
 //! re-check queue": at least one side sees the other's write, so either the
@@ -23,29 +22,6 @@
 //! wakes it. LIFO wake-up means the workers at the bottom of the stack stay
 //! idle for long stretches and really reach their keep-alive, so surplus
 //! threads retire instead of all being kept half-busy.
-//!
-//! # Searching: one wake-up per burst, handed on (tokio's `searching` rule)
-//!
-//! `searching` counts workers looking for work that will look at the queue
-//! again before they park: those spinning after they ran out of work, and
-//! those just woken (the waker adds the woken worker to `searching` under the
-//! stack's lock, before it notifies it). A submitter wakes nobody while
-//! `searching > 0`. So a burst into an idle pool wakes *one* worker, not one
-//! per task while the first is still being scheduled; that worker, as soon as
-//! it has taken a task, stops searching and, if it was the last searcher and
-//! work is left, wakes the next (`end_search`, then `hand_off`), which does the
-//! same: the pool ramps up one wake-up at a time, each paid by a worker that
-//! already runs, and never wakes a worker that would find nothing.
-//!
-//! Why a skipped wake-up is never lost: a submitter skips only after it read
-//! `searching > 0` after its push and fence. Some counted worker's decrement
-//! comes later in `searching`'s modification order, and the one that brings
-//! it to zero (`end_search` returned "last") issues a `SeqCst` fence and
-//! re-reads the queue (`hand_off`): this is the same store-buffering pair as
-//! above, so it sees the submitter's task and wakes a parked worker for it
-//! (or goes on to take it itself). Every path out of searching ends the
-//! count: a woken worker owns one count (`Wake::Notified`) until it calls
-//! `end_search`, whatever it does next (run a task, retire, exit).
 
 use std::time::Duration;
 
@@ -66,8 +42,7 @@ pub(crate) struct Parker {
 pub(crate) enum Wake {
     /// Work appeared before the worker parked.
     WorkSeen,
-    /// Another thread popped this worker off the stack and notified it; the
-    /// worker is counted as searching (see the module docs).
+    /// Another thread popped this worker off the stack and notified it.
     Notified,
     /// The timeout elapsed; the worker is no longer on the stack.
     TimedOut,
@@ -79,9 +54,8 @@ pub(crate) struct Sleepers {
     stack: Mutex<Vec<Arc<Parker>>>,
     /// Read by every submit; written only when a worker parks or is woken.
     num_idle: CachePadded<AtomicUsize>,
-    /// Workers spinning for work, or woken and not yet back at work: a
-    /// submitter need not wake anyone while one searches (see the module
-    /// docs). Written often, so kept off `num_idle`'s line.
+    /// Workers spinning for work: a submitter need not wake anyone while one
+    /// spins. Written often (each spin phase), so kept off `num_idle`'s line.
     searching: CachePadded<AtomicUsize>,
 }
 
@@ -101,23 +75,9 @@ impl Sleepers {
         self.searching.fetch_add(1, SeqCst);
     }
 
-    /// The caller stopped searching (it found work, or gives up); returns
-    /// true if it was the last searcher: then it must call [`hand_off`]
-    /// unless it goes on to take work itself and parks with a re-check.
-    ///
-    /// [`hand_off`]: Sleepers::hand_off
+    /// The caller stopped spinning; returns true if it was the last spinner.
     pub(crate) fn end_search(&self) -> bool {
         self.searching.fetch_sub(1, SeqCst) == 1
-    }
-
-    /// The last searcher stopped: submitters may have skipped waking anyone
-    /// because of it, so if `has_work` says work is left, wake a parked
-    /// worker (which searches in turn). `None`: no work was left; otherwise
-    /// whether a worker was woken.
-    pub(crate) fn hand_off(&self, has_work: impl Fn() -> bool) -> Option<bool> {
-        // Pairs with the submitter's fence (see the module docs).
-        fence(SeqCst);
-        has_work().then(|| self.notify_work())
     }
 
     /// Called by a submitter after it pushed work: wake one parked worker unless
@@ -143,17 +103,11 @@ impl Sleepers {
         self.notify_work_after(false)
     }
 
-    /// Wake the most recently parked worker, if any. It wakes counted as
-    /// searching (its `park` returns [`Wake::Notified`]) and must end that.
+    /// Wake the most recently parked worker, if any.
     pub(crate) fn wake_one(&self) -> bool {
         let parker = {
             let mut stack = lock(&self.stack);
             let p = stack.pop();
-            if p.is_some() {
-                // Before `num_idle` drops: a submitter that sees fewer idle
-                // workers also sees the searcher that stands for this one.
-                self.searching.fetch_add(1, SeqCst);
-            }
             self.num_idle.store(stack.len(), SeqCst);
             p
         };
@@ -174,9 +128,6 @@ impl Sleepers {
 
     /// Park `me` until notified or `timeout` passes. `has_work` is re-checked
     /// after registering, closing the lost-wake-up window (see module docs).
-    /// On [`Wake::Notified`] the caller is counted as searching and must call
-    /// [`end_search`](Sleepers::end_search) (and hand off) before it parks
-    /// again, retires or exits.
     pub(crate) fn park(
         &self,
         me: &Arc<Parker>,

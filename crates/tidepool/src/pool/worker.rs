@@ -126,25 +126,13 @@ impl Worker {
     fn run(self) {
         let shared = &*self.shared;
         POOL.with(|p| p.set(shared as *const Shared as usize));
-        // Woken by a waker that counted us as searching (see `pool::sleep`):
-        // the count is ours to end, whatever we do next.
-        let mut woken = false;
         loop {
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one.
-                if woken {
-                    self.stop_searching(false);
-                }
                 self.retire(false);
                 return;
             }
-            let task = if woken {
-                woken = false;
-                self.search(true)
-            } else {
-                shared.queue.pop().or_else(|| self.search(false))
-            };
-            if let Some(task) = task {
+            if let Some(task) = shared.queue.pop().or_else(|| self.search()) {
                 // After the pop, so a slice the policy set before this task
                 // was submitted is in force for it (the pop synchronises with
                 // the push), however long this worker had been searching.
@@ -168,7 +156,6 @@ impl Worker {
                 self.retire(true);
                 return;
             }
-            woken = woke == Wake::Notified;
         }
         self.leave();
     }
@@ -179,27 +166,22 @@ impl Worker {
         self.shared.has_surplus()
     }
 
-    /// The queue looked empty (or this worker was just woken: `woken`, then
-    /// it is already counted as searching): spin (then yield) a little, when
-    /// the queue flavour is cheap to poll. The worker stops searching as soon
-    /// as it has a task; if it was the last searcher and work is left, it
-    /// wakes a parked peer (`stop_searching`), so a burst ramps up to full
-    /// parallelism one wake-up at a time.
+    /// The queue looked empty: spin (then yield) a little, when the queue
+    /// flavour is cheap to poll. A spinner that finds work while it was the
+    /// last one spinning wakes a parked peer, so bursts ramp up to full
+    /// parallelism.
     ///
     /// Only the spin phase counts as searching (submitters skip waking a
     /// parked worker while someone searches). A worker that yields may not
     /// run again for a whole scheduler slice on a busy machine (EEVDF pushes
     /// a yielder's deadline back by a slice): counted, it would hold up the
     /// wake-up a queued task needs for milliseconds.
-    fn search(&self, woken: bool) -> Option<Task> {
+    fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
-        let spin = shared.queue.spin_before_park() && !shared.is_closed();
-        if !woken {
-            if !spin {
-                return None;
-            }
-            shared.sleepers.start_search();
+        if !shared.queue.spin_before_park() || shared.is_closed() {
+            return None;
         }
+        shared.sleepers.start_search();
         let mut counted = true;
         let mut last = false;
         let mut round = 0;
@@ -207,7 +189,7 @@ impl Worker {
             if let Some(t) = shared.queue.pop() {
                 break Some(t);
             }
-            if !spin || round == SPIN_ROUNDS + YIELD_ROUNDS || self.surplus() {
+            if round == SPIN_ROUNDS + YIELD_ROUNDS || self.surplus() {
                 break None;
             }
             if round < SPIN_ROUNDS {
@@ -217,8 +199,6 @@ impl Worker {
                 }
             } else {
                 if counted {
-                    // Still looking, so no hand-off: this worker re-checks
-                    // the queue when it parks.
                     counted = false;
                     last = shared.sleepers.end_search();
                     if !shared.queue.is_empty() {
@@ -230,31 +210,14 @@ impl Worker {
             round += 1;
         };
         if counted {
-            self.stop_searching(found.is_some());
-        } else if found.is_some() && last {
-            // Found while yielding, after ending the search as the last
-            // searcher: submitters may have skipped a wake-up meanwhile.
-            self.hand_off(true);
+            last = shared.sleepers.end_search();
         }
-        found
-    }
-
-    /// End this worker's search (`found`: it has a task to run).
-    fn stop_searching(&self, found: bool) {
-        if self.shared.sleepers.end_search() {
-            self.hand_off(found);
-        }
-    }
-
-    /// The last searcher stopped: if work is left, wake a parked peer; if
-    /// nobody is parked to take it and this worker is busy with a task of
-    /// its own, the submitters skipped growing while it searched, so the
-    /// decision falls to it.
-    fn hand_off(&self, found: bool) {
-        let shared = &*self.shared;
-        if shared.sleepers.hand_off(|| !shared.queue.is_empty()) == Some(false) && found {
+        if found.is_some() && last && !shared.queue.is_empty() && !shared.sleepers.notify_work() {
+            // Work is left and nobody is parked to take it: the submitters
+            // skipped growing while we spun, so the decision falls to us.
             super::grow_if_starved(&self.shared);
         }
+        found
     }
 
     /// Run a task; a panic that no handle took goes to the panic handler.
