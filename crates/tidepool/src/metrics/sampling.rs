@@ -1,7 +1,7 @@
 //! Adaptive task timing. Every task is timed — unless tasks are so short that
 //! the clock reads would cost a noticeable share of the tasks themselves;
-//! then one task in 16 is timed, which keeps the latency distributions (an
-//! unbiased sample) at a few nanoseconds per task. The first timed task that
+//! then one task in 64 is timed, which keeps the latency distributions (an
+//! unbiased sample) at a nanosecond or two per task. The first timed task that
 //! runs for `SHORT_NS` or more switches back to timing every task.
 
 use std::cell::Cell;
@@ -17,10 +17,14 @@ use super::clock::Clock;
 /// on the 2-core VM of docs/benchmarks.md), a tenth of a 1 µs task. Below
 /// 4 µs sampling keeps that under ~3 %.
 const SHORT_NS: u64 = 4_000;
-/// Consecutive short timed tasks before switching to sampling.
-const SHORT_STREAK: u32 = 256;
-/// Time one task in `SAMPLE_MASK + 1` while sampling.
-const SAMPLE_MASK: u32 = 15;
+/// Consecutive short timed tasks (on one worker) before switching to
+/// sampling. So a pool's first `SHORT_STREAK` tasks are all timed, whatever
+/// the sampling rate: the `auto` policy's "settled" rule counts on it.
+pub(crate) const SHORT_STREAK: u32 = 256;
+/// Time one task in `SAMPLE_MASK + 1` while sampling. One in 16 cost 5–15 ns
+/// per empty task (docs/design.md, "Statistics"); 64 still gives a
+/// ten-thousand-task histogram from every 640 000 short tasks.
+const SAMPLE_MASK: u32 = 63;
 
 /// Decides which submissions get timestamps.
 #[derive(Debug, Default)]
@@ -93,8 +97,8 @@ mod tests {
             s.observe(50, &streak);
         }
         assert!(s.sampling());
-        let timed = (0..1600).filter(|_| s.stamp() != 0).count();
-        assert_eq!(timed, 100, "one in 16 while sampling");
+        let timed = (0..6400).filter(|_| s.stamp() != 0).count();
+        assert_eq!(timed, 100, "one in 64 while sampling");
         s.observe(5_000, &streak);
         assert!(!s.sampling());
         assert!((0..100).all(|_| s.stamp() != 0));

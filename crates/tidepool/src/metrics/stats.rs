@@ -12,7 +12,7 @@ use super::latency::Latency;
 /// latency (submitted → accepted), *wait* the time in the queue (their "idle
 /// time", accepted → started), *service* the execution (started → finished).
 /// Every task is timed, except when tasks run for less than a microsecond:
-/// then one in 16 is timed (the clock reads would cost more than the tasks),
+/// then one in 64 is timed (the clock reads would cost more than the tasks),
 /// so the latency distributions are an unbiased sample and `completed` stays
 /// exact. With statistics off, counters of tasks and latencies stay empty;
 /// thread counters and gauges are always kept.

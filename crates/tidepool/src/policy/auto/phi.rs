@@ -184,9 +184,13 @@ impl Auto {
 
     /// Whether φ rests on enough evidence for the spawn limit to stop being
     /// a guess: a per-task sample of [`FIRST_SAMPLE_TASKS`] tasks, or so
-    /// many completions that a pool able to sample would have (the first
-    /// 16 timed tasks of each worker are sampled; at least one task in 16
-    /// is timed).
+    /// many completions that a pool able to sample would have: each worker
+    /// CPU-samples its first 16 timed tasks, and a pool's first
+    /// [`SHORT_STREAK`] tasks are all timed, whatever the sampling rate of
+    /// short tasks later on (checked below at compile time) — so the rule
+    /// does not assume a rate.
+    ///
+    /// [`SHORT_STREAK`]: crate::metrics::sampling::SHORT_STREAK
     pub(super) fn settled(&self) -> bool {
         self.sampled_tasks >= FIRST_SAMPLE_TASKS || self.completions_seen >= 16 * FIRST_SAMPLE_TASKS
     }
@@ -205,3 +209,6 @@ impl Auto {
         }
     }
 }
+
+// `settled`'s fallback counts completions that are all timed (see there).
+const _: () = assert!(16 * FIRST_SAMPLE_TASKS <= crate::metrics::sampling::SHORT_STREAK as u64);
