@@ -173,3 +173,43 @@ fn graceful_shutdown_under_concurrent_submit_runs_every_accepted_task() {
         assert_eq!(ran.load(Ordering::SeqCst), accepted.load(Ordering::SeqCst));
     }
 }
+
+/// A worker that is spinning for work when the pool shrinks leaves instead of
+/// taking the task its submitter counted on it for; the task must reach a
+/// parked worker at once, not wait for the next submit or a keep-alive (an
+/// hour here). Each task is submitted alone, so nothing else could rescue it.
+/// The race itself is narrow (the loom model
+/// `loom_a_leaving_searcher_hands_the_task_on` catches it every time); this
+/// test exercises shrinking under submits with nothing to mask a stranding.
+#[test]
+fn a_task_is_never_stranded_by_a_shrinking_pool() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(4)
+        .initial_threads(4)
+        .keep_alive(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let resizer = {
+        let (pool, stop) = (pool.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 1;
+            while !stop.load(Ordering::Relaxed) {
+                n = if n == 1 { 4 } else { 1 };
+                pool.resize(n);
+                std::thread::yield_now();
+            }
+        })
+    };
+    for i in 0..20_000u32 {
+        let handle = pool.submit(move || i).unwrap();
+        // Far beyond any scheduling delay: a stranded task waits an hour.
+        match handle.join_timeout(Duration::from_secs(60)) {
+            Ok(result) => assert_eq!(result.unwrap(), i),
+            Err(_) => panic!("task {i} was stranded in the queue"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    resizer.join().unwrap();
+}

@@ -97,6 +97,42 @@ fn loom_two_workers_two_submitters() {
     });
 }
 
+/// A submitter skips the wake-up because a worker is searching; that worker
+/// then leaves the pool (it was surplus) instead of taking the task. The
+/// parked worker must still get the task: the leaving worker hands it on.
+/// (Without `hand_on`, loom reports the parked worker deadlocked.)
+#[test]
+fn loom_a_leaving_searcher_hands_the_task_on() {
+    model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let work = Arc::new(AtomicUsize::new(0));
+        // The searcher is spinning before the submitter looks.
+        sleepers.start_search();
+
+        let parked = {
+            let (sleepers, work) = (sleepers.clone(), work.clone());
+            thread::spawn(move || {
+                let me = Arc::new(Parker::default());
+                while work.load(SeqCst) == 0 {
+                    sleepers.park(&me, None, || work.load(SeqCst) > 0);
+                }
+            })
+        };
+        let leaving = {
+            let (sleepers, work) = (sleepers.clone(), work.clone());
+            thread::spawn(move || {
+                sleepers.end_search();
+                sleepers.hand_on(|| work.load(SeqCst) > 0);
+            })
+        };
+
+        work.store(1, SeqCst);
+        sleepers.notify_work();
+        leaving.join().unwrap();
+        parked.join().unwrap();
+    });
+}
+
 /// The stack's timeout path: a worker whose wait ends races a waker that
 /// popped it; the notification must still be consumed (no double park).
 #[test]

@@ -19,7 +19,18 @@
 //! The two fences order "push task → read num_idle" against "bump num_idle →
 //! re-check queue": at least one side sees the other's write, so either the
 //! worker sees the task in step 2 or the submitter sees the idle worker and
-//! wakes it. LIFO wake-up means the workers at the bottom of the stack stay
+//! wakes it.
+//!
+//! A submitter skips the wake-up while a worker is *searching* (spinning for
+//! work): the spinner will take the task. A spinner that instead leaves for
+//! good (the pool shrank while it spun) would strand that task with every
+//! other worker parked, so a leaving worker first stops searching, then
+//! issues a `SeqCst` fence and checks the queue once more, and if work is
+//! there wakes a parked worker in its place ([`Sleepers::hand_on`]). The same
+//! fence pair as above applies: either the submitter saw the spinner gone and
+//! woke someone itself, or the leaving worker sees the task.
+//!
+//! LIFO wake-up means the workers at the bottom of the stack stay
 //! idle for long stretches and really reach their keep-alive, so surplus
 //! threads retire instead of all being kept half-busy.
 
@@ -119,6 +130,15 @@ impl Sleepers {
             }
             None => false,
         }
+    }
+
+    /// Called by a worker that leaves the pool for good, after it stopped
+    /// searching: if `has_work`, a submitter may have skipped its wake-up
+    /// because this worker was spinning, so wake a parked worker in its
+    /// place (see module docs). Returns true if it woke one.
+    pub(crate) fn hand_on(&self, has_work: impl Fn() -> bool) -> bool {
+        fence(SeqCst);
+        has_work() && self.notify_work_after(true)
     }
 
     /// Wake every parked worker (shutdown, shrink).

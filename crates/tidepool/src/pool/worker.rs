@@ -128,7 +128,10 @@ impl Worker {
         POOL.with(|p| p.set(shared as *const Shared as usize));
         loop {
             if self.surplus() && shared.release_surplus() {
-                // Shrinking: retire between tasks, never during one.
+                // Shrinking: retire between tasks, never during one. A task
+                // whose submitter counted on us (we were searching) goes to
+                // a parked peer.
+                shared.sleepers.hand_on(|| !shared.queue.is_empty());
                 self.retire(false);
                 return;
             }
