@@ -31,7 +31,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
-  cargo clippy -p tidepool --lib --locked -- -D warnings
+  cargo clippy -p tidepool --lib --tests --locked -- -D warnings
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
   cargo test -p tidepool --lib --tests --locked
 
