@@ -9,6 +9,9 @@ bash scripts/setup.sh
 echo "== minimum Rust version (rust-version against Cargo.lock)"
 python3 scripts/msrv.py
 
+echo "== packaging metadata (every crate packageable in dependency order)"
+python3 scripts/publishable.py
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -22,6 +25,11 @@ echo "== the library's optional features (serde, metrics, tracing)"
 cargo clippy -p tidepool --all-targets --all-features --locked -- -D warnings
 cargo test -p tidepool --all-features --locked --lib --test export --test serde --test tracing_events --test errors
 cargo test -p tidepool --all-features --locked --doc MetricsExporter
+
+echo "== the library's examples run (the rayon/tokio user's program, server, scoped, custom policy)"
+for example in rayon_tokio_user server scoped custom_policy; do
+  RUST_BACKTRACE=0 cargo run -q -p tidepool --locked --example "$example" >/dev/null
+done
 
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
