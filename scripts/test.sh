@@ -9,6 +9,9 @@ bash scripts/setup.sh
 echo "== minimum Rust version (rust-version against Cargo.lock)"
 python3 scripts/msrv.py
 
+echo "== packaging metadata (every crate packageable in dependency order)"
+python3 scripts/publishable.py
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -23,6 +26,11 @@ cargo clippy -p tidepool --all-targets --all-features --locked -- -D warnings
 cargo test -p tidepool --all-features --locked --lib --test export --test serde --test tracing_events --test errors
 cargo test -p tidepool --all-features --locked --doc MetricsExporter
 
+echo "== the library's examples run (the rayon/tokio user's program, server, scoped, custom policy)"
+for example in rayon_tokio_user server scoped custom_policy; do
+  RUST_BACKTRACE=0 cargo run -q -p tidepool --locked --example "$example" >/dev/null
+done
+
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p tidepool --lib --release --locked loom
@@ -31,7 +39,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
-  cargo clippy -p tidepool --lib --locked -- -D warnings
+  cargo clippy -p tidepool --lib --tests --locked -- -D warnings
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
   cargo test -p tidepool --lib --tests --locked
 

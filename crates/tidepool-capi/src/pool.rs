@@ -66,7 +66,7 @@ pub(crate) fn submit(
         }
         Wait::AsBuilt => {
             let t = task();
-            pool.execute(move || t.run())
+            pool.execute(move || t.run()).map_err(SubmitError::from)
         }
         Wait::Never => {
             let t = task();

@@ -28,7 +28,7 @@ impl DepthSeries {
 
     pub(crate) fn record(&mut self, t: f64, depth: usize) {
         self.seen += 1;
-        if self.seen % self.stride != 0 {
+        if !self.seen.is_multiple_of(self.stride) {
             return;
         }
         if self.points.len() == DEPTH_SAMPLES {

@@ -782,7 +782,7 @@ impl Sim {
     #[inline]
     fn poll_policy(&mut self) {
         let Some(c) = &self.control else { return };
-        if c.events == Events::default() && c.at.map_or(true, |t| self.now < t) {
+        if c.events == Events::default() && c.at.is_none_or(|t| self.now < t) {
             return;
         }
         let now = Duration::from_nanos(self.now);

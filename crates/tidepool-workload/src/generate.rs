@@ -589,7 +589,7 @@ impl ArrivalStream {
                     return None; // no phase ever holds a task
                 }
                 loop {
-                    let (r, len) = if self.phase % 2 == 0 {
+                    let (r, len) = if self.phase.is_multiple_of(2) {
                         (rate, on)
                     } else {
                         (off_rate, off)

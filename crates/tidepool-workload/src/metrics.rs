@@ -366,7 +366,7 @@ impl ThreadMetricsBuilder {
         let changed = self
             .series
             .last()
-            .map_or(true, |p| p.live != sample.live || p.target != sample.target);
+            .is_none_or(|p| p.live != sample.live || p.target != sample.target);
         if changed {
             self.series.push(SizePoint {
                 t_ms: sample.at_ns as f64 / 1e6,

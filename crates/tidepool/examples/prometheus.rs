@@ -60,7 +60,7 @@ fn main() -> anyhow::Result<()> {
     let mut round = 0u64;
     while Instant::now() < end {
         // The load: a burst every other second, a trickle in between.
-        let burst = (round / 10) % 2 == 0;
+        let burst = (round / 10).is_multiple_of(2);
         for i in 0..if burst { 200 } else { 5 } {
             pool.execute(move || std::thread::sleep(Duration::from_micros(200 + i % 800)))?;
         }

@@ -1,7 +1,7 @@
 //! tidepool as a rayon or tokio user would write it: a cloneable `Pool`
 //! handle shared by threads, `scope` for borrowing parallelism, named
-//! threads with hooks, a panic handler, cancellation, a timed shutdown, and
-//! errors carried by `anyhow` with `?`.
+//! threads with hooks, a panic handler, cancellation, caller-runs for a
+//! refused task, a timed shutdown, and errors carried by `anyhow` with `?`.
 //!
 //! Run with `cargo run -p tidepool --example rayon_tokio_user`.
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tidepool::Pool;
+use tidepool::{OnFull, Pool};
 
 fn main() -> anyhow::Result<()> {
     let started = Arc::new(AtomicUsize::new(0));
@@ -89,6 +89,30 @@ fn main() -> anyhow::Result<()> {
         Err(e) if e.is_cancelled() => println!("join: {e}"),
         Err(e) => return Err(e.into()),
     }
+
+    // Java's CallerRuns: a pool that rejects when its queue is full hands
+    // the refused task back from the plain `submit`, to run right here.
+    let small = Pool::builder()
+        .threads(1)
+        .queue_capacity(2)
+        .on_full(OnFull::Reject)
+        .build()?;
+    let (mut sum, mut ran_here, mut handles) = (0u64, 0, Vec::new());
+    for i in 0..50u64 {
+        match small.submit(move || i * i) {
+            Ok(handle) => handles.push(handle),
+            Err(rejected) => {
+                sum += rejected.into_inner()();
+                ran_here += 1;
+            }
+        }
+    }
+    let in_pool = handles.len();
+    for h in handles {
+        sum += h.join()?;
+    }
+    anyhow::ensure!(sum == (0..50u64).map(|i| i * i).sum::<u64>(), "lost a task");
+    println!("caller-runs: {ran_here} ran here, {in_pool} in the pool, none lost");
 
     // A timed shutdown: the held task is still running, so it reports false.
     let finished = pool.shutdown_timeout(Duration::from_millis(100));

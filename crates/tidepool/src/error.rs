@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use sync_wrapper::SyncWrapper;
+
 /// An invalid pool configuration: names the field, the value and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid pool setting `{field}` = {value}: {allowed}")]
@@ -30,8 +32,9 @@ impl BuildError {
     }
 }
 
-/// Why a task was not accepted. The task itself is dropped (its `JoinHandle`,
-/// if any, was never created).
+/// Why a task was not accepted. A refused submission returns it inside a
+/// [`Rejected`], with the task handed back (its `JoinHandle`, if any, was
+/// never created).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SubmitError {
@@ -108,21 +111,18 @@ impl JoinError {
 ///
 /// The payload is `Send` but not `Sync`; this wrapper is `Sync` because a
 /// shared reference gives no access to it (only [`into_payload`](Panic::into_payload),
-/// by value) — the same argument as tokio's `JoinError`.
+/// by value) — the same argument as tokio's `JoinError`, proved by
+/// [`SyncWrapper`] (see [`Rejected`]).
 pub struct Panic {
     message: String,
-    payload: Box<dyn std::any::Any + Send + 'static>,
+    payload: SyncWrapper<Box<dyn std::any::Any + Send + 'static>>,
 }
-
-// SAFETY: through `&Panic` only `message` (a `String`) is reachable; the
-// non-`Sync` payload is reachable only by value.
-unsafe impl Sync for Panic {}
 
 impl Panic {
     pub(crate) fn new(payload: Box<dyn std::any::Any + Send + 'static>) -> Self {
         Panic {
             message: panic_message(&*payload).to_string(),
-            payload,
+            payload: SyncWrapper::new(payload),
         }
     }
 
@@ -133,7 +133,7 @@ impl Panic {
 
     /// The payload, for `std::panic::resume_unwind`.
     pub fn into_payload(self) -> Box<dyn std::any::Any + Send + 'static> {
-        self.payload
+        self.payload.into_inner()
     }
 }
 
@@ -156,32 +156,40 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 /// `crossbeam`'s `TrySendError` hands back the message): run it yourself
 /// (Java's caller-runs), retry it later, or drop it.
 ///
-/// Returned by [`Pool::try_submit`](crate::Pool::try_submit),
-/// [`Pool::try_execute`](crate::Pool::try_execute) and
+/// Returned by every submitting call: [`Pool::submit`](crate::Pool::submit),
+/// [`Pool::execute`](crate::Pool::execute), their `try_` forms and
 /// [`Pool::submit_timeout`](crate::Pool::submit_timeout).
 ///
+/// `Rejected<F>` is an [`Error`](std::error::Error) and `Send + Sync +
+/// 'static` for any `F: Send + 'static` (no `F: Sync` needed), so `?` turns
+/// it into an `anyhow::Error`, a `Box<dyn Error + Send + Sync>` or a
+/// [`SubmitError`]. It is `Sync` because a shared reference never reaches
+/// the task: only [`into_inner`](Rejected::into_inner) and
+/// [`into_parts`](Rejected::into_parts) give it back, by value; `Debug` and
+/// `Display` show the error alone.
+///
 /// ```
-/// use tidepool::{OnFull, Pool};
+/// use tidepool::Pool;
 ///
 /// let pool = Pool::builder().threads(1).build()?;
 /// pool.shutdown();
-/// let rejected = pool.try_submit(|| 6 * 7).unwrap_err();
+/// let rejected = pool.submit(|| 6 * 7).unwrap_err();
 /// assert_eq!(*rejected.error(), tidepool::SubmitError::ShutDown);
 /// assert_eq!(rejected.into_inner()(), 42); // caller runs
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Rejected<F> {
     error: SubmitError,
-    task: F,
+    /// Reachable by value only, hence `Sync` without `F: Sync`.
+    task: SyncWrapper<F>,
 }
-
-// SAFETY: a shared reference reaches only `error`; the task is reachable
-// only by value (`into_inner`), so a `Send` task never crosses threads by `&`.
-unsafe impl<F: Send> Sync for Rejected<F> {}
 
 impl<F> Rejected<F> {
     pub(crate) fn new(error: SubmitError, task: F) -> Self {
-        Rejected { error, task }
+        Rejected {
+            error,
+            task: SyncWrapper::new(task),
+        }
     }
 
     /// Why the task was refused.
@@ -191,12 +199,12 @@ impl<F> Rejected<F> {
 
     /// The task, unrun.
     pub fn into_inner(self) -> F {
-        self.task
+        self.task.into_inner()
     }
 
     /// Both parts.
     pub fn into_parts(self) -> (SubmitError, F) {
-        (self.error, self.task)
+        (self.error, self.task.into_inner())
     }
 }
 
@@ -214,9 +222,11 @@ impl<F> fmt::Display for Rejected<F> {
     }
 }
 
-impl<F: Send> std::error::Error for Rejected<F> {
+/// Transparent, as thiserror's `#[error(transparent)]`: the message and the
+/// source are the [`SubmitError`]'s, so an error chain does not say it twice.
+impl<F> std::error::Error for Rejected<F> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        self.error.source()
     }
 }
 

@@ -6,8 +6,9 @@
 //! [`Pool::submit`] (a [`JoinHandle`] you can `join()` or `.await`) or
 //! [`Pool::execute`] (fire and forget), and read its statistics with
 //! [`Pool::stats`]. [`Pool::scope`] runs tasks that borrow from the caller's
-//! stack; `Pool` is a cheap `Clone` handle; every error is `Send + Sync`, so
-//! `?` carries it into `anyhow`. A [`policy::SizingPolicy`] — chosen by a spec string
+//! stack; `Pool` is a cheap `Clone` handle; a refused task comes back to the
+//! caller in a [`Rejected`]; every error is `Send + Sync`, so `?` carries it
+//! into `anyhow`. A [`policy::SizingPolicy`] — chosen by a spec string
 //! through [`policy::PolicySpec`] — resizes the pool at run time; `auto` needs
 //! no tuning.
 //!

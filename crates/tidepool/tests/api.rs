@@ -17,15 +17,34 @@ fn every_error_is_send_sync_static() {
     assert_error::<SubmitError>();
     assert_error::<tidepool::BuildError>();
     assert_error::<tidepool::policy::SpecError>();
-    // A closure that is `Send` but not `Sync` still makes a `Sync` error.
-    let cell = std::cell::Cell::new(1);
+    // A task that is `Send` but not `Sync` (it holds a `Cell`) still makes
+    // a `Sync` error: checked at compile time, for a named type and for the
+    // closures that the plain and `try_` calls hand back.
+    assert_error::<Rejected<std::cell::Cell<u32>>>();
+    assert_error::<Rejected<Box<dyn FnOnce() + Send>>>();
     fn sync_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
-    let rejected: Rejected<_> = {
-        let pool = Pool::new(1).unwrap();
-        pool.shutdown();
-        pool.try_execute(move || cell.set(2)).unwrap_err()
-    };
+    let pool = Pool::new(1).unwrap();
+    pool.shutdown();
+    let cell = std::cell::Cell::new(1);
+    let rejected: Rejected<_> = pool.execute(move || cell.set(2)).unwrap_err();
     sync_error(&rejected);
+    let cell = std::cell::Cell::new(1);
+    let rejected: Rejected<_> = pool.try_submit(move || cell.get()).unwrap_err();
+    sync_error(&rejected);
+    assert_eq!(rejected.into_inner()(), 1);
+}
+
+/// `Debug` and `Display` show the refusal, never the task (which need not
+/// be `Debug`), and a `{:#}` chain does not repeat the message.
+#[test]
+fn a_rejection_prints_its_reason_once() {
+    let pool = Pool::new(1).unwrap();
+    pool.shutdown();
+    let rejected = pool.submit(|| 1).unwrap_err();
+    assert_eq!(rejected.to_string(), "the pool is shut down");
+    assert_eq!(format!("{rejected:?}"), "Rejected { error: ShutDown, .. }");
+    let e = anyhow::Error::from(rejected);
+    assert_eq!(format!("{e:#}"), "the pool is shut down");
 }
 
 fn with_anyhow(pool: &Pool) -> anyhow::Result<u32> {
@@ -322,6 +341,69 @@ fn a_rejected_task_comes_back_and_the_caller_can_run_it() {
         2,
         "the pool never ran the rejected ones"
     );
+}
+
+/// The plain `submit` and `execute` hand a refused task back too: from a
+/// full `OnFull::Reject` pool and from a shut-down one.
+#[test]
+fn plain_submit_and_execute_hand_back_what_they_refuse() {
+    let pool = Pool::builder()
+        .threads(1)
+        .queue_capacity(1)
+        .on_full(OnFull::Reject)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<()>();
+    let started = Arc::new(Barrier::new(2));
+    let s = started.clone();
+    pool.execute(move || {
+        s.wait();
+        let _ = rx.recv();
+    })
+    .unwrap();
+    started.wait();
+    pool.execute(|| {}).unwrap(); // fills the queue
+
+    let ran_here = Arc::new(AtomicUsize::new(0));
+    let r = ran_here.clone();
+    let rejected = pool
+        .submit(move || {
+            r.fetch_add(1, SeqCst);
+            std::thread::current().id()
+        })
+        .unwrap_err();
+    assert_eq!(*rejected.error(), SubmitError::Full);
+    assert_eq!(rejected.into_inner()(), std::thread::current().id());
+    let r = ran_here.clone();
+    let rejected = pool
+        .execute(move || {
+            r.fetch_add(10, SeqCst);
+        })
+        .unwrap_err();
+    assert_eq!(*rejected.error(), SubmitError::Full);
+    rejected.into_inner()();
+    assert_eq!(ran_here.load(SeqCst), 11, "each ran once, by the caller");
+    tx.send(()).unwrap();
+    pool.shutdown();
+    assert_eq!(pool.stats().completed, 2, "the pool ran neither");
+
+    // A shut-down pool, of either `OnFull`, refuses and hands back.
+    for on_full in [OnFull::Reject, OnFull::Block] {
+        let pool = Pool::builder().threads(1).on_full(on_full).build().unwrap();
+        pool.shutdown();
+        let (error, task) = pool.submit(|| 7).unwrap_err().into_parts();
+        assert_eq!(error, SubmitError::ShutDown);
+        assert_eq!(task(), 7);
+        let r = ran_here.clone();
+        let back = pool
+            .execute(move || {
+                r.fetch_add(100, SeqCst);
+            })
+            .unwrap_err();
+        assert_eq!(*back.error(), SubmitError::ShutDown);
+        back.into_inner()();
+    }
+    assert_eq!(ran_here.load(SeqCst), 211);
 }
 
 #[test]

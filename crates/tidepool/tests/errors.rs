@@ -1,6 +1,6 @@
 //! Every public error type travels: `Send + Sync + 'static`, and `?` turns
-//! it into `anyhow::Error` and `Box<dyn Error + Send + Sync>`. (`JoinError`
-//! is not here yet: its panic payload is `Send` only.)
+//! it into `anyhow::Error` and `Box<dyn Error + Send + Sync>` (`JoinError`
+//! and `Rejected<F>` are checked with the API in `api.rs` too).
 
 use std::error::Error;
 
@@ -16,6 +16,8 @@ fn error_types_are_send_sync_static() {
     travels::<SubmitError>();
     travels::<SpecError>();
     travels::<tidepool::queue::UnknownFlavor>();
+    travels::<tidepool::JoinError>();
+    travels::<tidepool::Rejected<Box<dyn FnOnce() + Send>>>();
 }
 
 fn build_with_anyhow() -> anyhow::Result<Pool> {
@@ -32,6 +34,17 @@ fn submit_with_anyhow(pool: &Pool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// For a downcastable reason, drop the handed-back task first.
+fn submit_keeping_the_reason(pool: &Pool) -> anyhow::Result<()> {
+    pool.shutdown();
+    pool.submit(|| 1).map_err(SubmitError::from)?;
+    Ok(())
+}
+
+fn submit_with_box(pool: &Pool) -> Result<u32, Box<dyn Error + Send + Sync>> {
+    Ok(pool.submit(|| 1)?.join()?)
+}
+
 #[test]
 fn question_mark_converts_and_keeps_the_message() {
     let e = build_with_anyhow().unwrap_err();
@@ -44,10 +57,14 @@ fn question_mark_converts_and_keeps_the_message() {
 
     let pool = Pool::new(1).unwrap();
     let e = submit_with_anyhow(&pool).unwrap_err();
+    assert_eq!(e.to_string(), "the pool is shut down");
+    let e = submit_keeping_the_reason(&pool).unwrap_err();
     assert_eq!(
         e.downcast_ref::<SubmitError>(),
         Some(&SubmitError::ShutDown)
     );
+    let e = submit_with_box(&pool).unwrap_err();
+    assert_eq!(e.to_string(), "the pool is shut down");
     // Across a thread boundary, as a worker's error would travel.
     let e: Box<dyn Error + Send + Sync> = std::thread::spawn(|| spec_with_box().unwrap_err())
         .join()

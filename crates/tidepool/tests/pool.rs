@@ -116,7 +116,7 @@ fn full_queue_rejects_or_times_out_or_blocks() {
         pool.stats().queue_len == 0
     });
     pool.execute(|| {}).unwrap(); // fills the one slot
-    assert_eq!(pool.execute(|| {}), Err(SubmitError::Full));
+    assert_eq!(*pool.execute(|| {}).unwrap_err().error(), SubmitError::Full);
     assert_eq!(
         *pool.try_submit(|| 1).unwrap_err().error(),
         SubmitError::Full
@@ -489,8 +489,14 @@ fn shutdown_drains_and_refuses_new_work() {
     assert_eq!(n.load(Ordering::SeqCst), 500);
     assert_eq!(pool.size(), 0);
     assert!(pool.is_shutdown());
-    assert_eq!(pool.execute(|| {}), Err(SubmitError::ShutDown));
-    assert_eq!(pool.submit(|| 1).unwrap_err(), SubmitError::ShutDown);
+    assert_eq!(
+        *pool.execute(|| {}).unwrap_err().error(),
+        SubmitError::ShutDown
+    );
+    assert_eq!(
+        *pool.submit(|| 1).unwrap_err().error(),
+        SubmitError::ShutDown
+    );
     pool.shutdown(); // idempotent
 }
 

@@ -52,9 +52,9 @@ fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64, per_submit
                         runs[id].fetch_add(1, Ordering::SeqCst);
                     };
                     let result = if i % 3 == 0 {
-                        pool.submit(job).map(drop)
+                        pool.submit(job).map(drop).map_err(SubmitError::from)
                     } else {
-                        pool.execute(job)
+                        pool.execute(job).map_err(SubmitError::from)
                     };
                     match result {
                         Ok(()) => {

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = tidepool::Pool::builder().threads(2).build()?;
 /// pool.submit(|| std::thread::sleep(std::time::Duration::from_millis(1)))?.join()?;
+/// pool.wait_idle(); // statistics are recorded just after the task returns
 /// let service = pool.stats().service;
 /// assert_eq!(service.count(), 1);
 /// assert!(service.quantile(0.99) >= Some(std::time::Duration::from_millis(1)));

@@ -19,13 +19,17 @@ pub const MAX_HISTORY_LEN: usize = 1 << 20;
 /// The longest keep-alive: the pool keeps it in nanoseconds in a `u64`.
 const MAX_KEEP_ALIVE: Duration = Duration::from_nanos(u64::MAX);
 
-/// What `submit` does when the queue is full.
+/// What `submit` does when the queue is full. `#[non_exhaustive]`: more of
+/// Java's policies (discard-oldest, …) may come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum OnFull {
     /// Wait until there is room (Xu & Bode's dispatcher blocks).
     #[default]
     Block,
-    /// Fail at once with [`SubmitError::Full`](crate::SubmitError::Full).
+    /// Fail at once with [`SubmitError::Full`](crate::SubmitError::Full),
+    /// handing the task back in a [`Rejected`](crate::Rejected) (run it
+    /// yourself for Java's caller-runs).
     Reject,
 }
 

@@ -138,24 +138,48 @@ impl Pool {
 
     /// Submit a task and get a handle to its result. Blocks while a bounded
     /// queue is full if the pool was built with [`OnFull::Block`] (the default).
-    pub fn submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, SubmitError>
+    ///
+    /// A refused task ([`OnFull::Reject`] with a full queue, or a shut-down
+    /// pool) comes back in the [`Rejected`]: run it yourself (caller-runs),
+    /// or let `?` turn the refusal into your error type.
+    ///
+    /// ```
+    /// use tidepool::{OnFull, Pool, SubmitError};
+    ///
+    /// let pool = Pool::builder().threads(1).queue_capacity(1).on_full(OnFull::Reject).build()?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let gate = std::sync::Mutex::new(rx);
+    /// pool.execute(move || gate.lock().unwrap().recv().unwrap())?; // busy...
+    /// # while pool.stats().queue_len > 0 { std::thread::yield_now() }
+    /// pool.execute(|| {})?; // ...and the queue is full
+    /// let answer = match pool.submit(|| 6 * 7) {
+    ///     Ok(handle) => handle.join()?,
+    ///     Err(rejected) => {
+    ///         assert_eq!(*rejected.error(), SubmitError::Full);
+    ///         rejected.into_inner()() // caller runs
+    ///     }
+    /// };
+    /// assert_eq!(answer, 42);
+    /// tx.send(())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn submit<F, T>(&self, f: F) -> Result<JoinHandle<T>, Rejected<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         self.submit_waiting(f, self.blocking())
-            .map_err(SubmitError::from)
     }
 
     /// Submit a task without a handle (cheapest). A panic in it is counted
-    /// in [`PoolStats::panicked`] and reported by the panic hook.
+    /// in [`PoolStats::panicked`] and reported by the panic hook. A refused
+    /// closure comes back in the [`Rejected`], as with [`submit`](Pool::submit).
     #[inline]
-    pub fn execute<F>(&self, f: F) -> Result<(), SubmitError>
+    pub fn execute<F>(&self, f: F) -> Result<(), Rejected<F>>
     where
         F: FnOnce() + Send + 'static,
     {
         self.execute_waiting(f, self.blocking())
-            .map_err(SubmitError::from)
     }
 
     /// Like [`submit`](Pool::submit) but never blocks: a full queue is
@@ -719,7 +743,7 @@ impl Executor for Pool {
     }
 
     fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
-        self.execute(job)
+        self.execute(job).map_err(SubmitError::from)
     }
 
     fn counts(&self) -> ExecutorCounts {

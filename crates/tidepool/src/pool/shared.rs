@@ -399,7 +399,7 @@ impl Shared {
     fn queue_has_room(&self) -> bool {
         self.config
             .capacity
-            .map_or(true, |cap| self.queue.len() < cap)
+            .is_none_or(|cap| self.queue.len() < cap)
     }
 
     /// Refuse new submissions, then let workers exit once the queue is

@@ -266,7 +266,7 @@ impl Worker {
                     } else {
                         CPU_SAMPLE_EVERY_SHORT
                     };
-                    let sample_cpu = n < CPU_SAMPLE_FIRST || n % every == 0;
+                    let sample_cpu = n < CPU_SAMPLE_FIRST || n.is_multiple_of(every);
                     // For long tasks also the run delay (a `/proc` read), so
                     // time the task spent preempted, waiting for a core,
                     // counts as neither compute nor blocking.

@@ -89,7 +89,7 @@ impl TaskQueue for LockFreeQueue {
 
     #[inline]
     fn is_empty(&self) -> bool {
-        self.ring.is_empty() && self.overflow.as_ref().map_or(true, SegQueue::is_empty)
+        self.ring.is_empty() && self.overflow.as_ref().is_none_or(SegQueue::is_empty)
     }
 
     fn spin_before_park(&self) -> bool {
