@@ -526,7 +526,7 @@ mod tests {
                                 Some(v) => {
                                     assert_eq!(seen[v].fetch_add(1, Ordering::Relaxed), 0);
                                     let (p, i) = (v / PER, v % PER);
-                                    assert!(last[p].map_or(true, |l| l < i), "order");
+                                    assert!(last[p].is_none_or(|l| l < i), "order");
                                     last[p] = Some(i);
                                     popped.fetch_add(1, Ordering::Relaxed);
                                 }
