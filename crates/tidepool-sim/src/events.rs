@@ -1,9 +1,8 @@
-//! The event calendar: a binary heap ordered by (time, insertion order), so
-//! events at the same instant are handled in the order they were raised and
-//! a run is a deterministic function of its inputs.
+//! The event calendar: events ordered by (time, insertion order), so events
+//! at the same instant are handled in the order they were raised and a run
+//! is a deterministic function of its inputs.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::wheel::Wheel;
 
 /// Something that happens to worker `w` at a given time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,12 +23,13 @@ pub enum Event {
 ///
 /// Each entry is one `u128` — time in the high 64 bits, then a 36-bit
 /// insertion number, the event's kind (2 bits) and its worker (26 bits) —
-/// so the heap compares integers and moves 16 bytes. Insertion numbers wrap
-/// after 2³⁶ pushes, which can only swap two events due at the same
+/// so the queue compares integers and moves 16 bytes. Events are never
+/// scheduled in the past, so a timing wheel holds them. Insertion numbers
+/// wrap after 2³⁶ pushes, which can only misorder events due at the same
 /// nanosecond that were pushed 6·10¹⁰ pushes apart (still deterministic).
 #[derive(Debug, Default)]
 pub struct Calendar {
-    heap: BinaryHeap<Reverse<u128>>,
+    wheel: Wheel,
     seq: u64,
 }
 
@@ -67,28 +67,27 @@ impl Calendar {
     pub fn push(&mut self, at: u64, event: Event) {
         self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
         let low = self.seq << (WORKER_BITS + 2) | event.pack();
-        self.heap
-            .push(Reverse(u128::from(at) << 64 | u128::from(low)));
+        self.wheel.push(u128::from(at) << 64 | u128::from(low));
     }
 
     /// When the next event is due.
     #[inline]
-    pub fn next_at(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(k)| (k >> 64) as u64)
+    pub fn next_at(&mut self) -> Option<u64> {
+        self.wheel.peek().map(|k| (k >> 64) as u64)
     }
 
     /// Take the next event.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
-        self.heap
+        self.wheel
             .pop()
-            .map(|Reverse(k)| ((k >> 64) as u64, Event::unpack(k as u64)))
+            .map(|k| ((k >> 64) as u64, Event::unpack(k as u64)))
     }
 
     /// No event pending.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.wheel.len() == 0
     }
 }
 

@@ -8,13 +8,15 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`bench`] | the speed benchmark's scenarios (`tidepool sim --bench`) |
 //! | [`config`] | the machine, the executor (a pool and its policy, or a thread per request), what to measure |
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
-//! | `events` | the event calendar: a binary heap ordered by (time, insertion) |
+//! | `events` | the event calendar, ordered by (time, insertion) |
 //! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies |
 //! | `model` | the pool and its workers, driven by `tidepool::control` |
 //! | [`outcome`] | the run's [`RunResult`](tidepool_workload::RunResult), Little's law, steady-state tallies |
+//! | `wheel` | the calendar's timing wheel |
 //! | [`validate`] | closed forms (Erlang B/C, M/M/c/K, M/M/∞, Pollaczek–Khinchine, M/M/1-PS) and the validation table |
 //!
 //! ```
@@ -29,6 +31,7 @@
 //! assert!(out.littles_law.holds());
 //! ```
 
+pub mod bench;
 pub mod config;
 pub mod costs;
 mod cpu;
@@ -37,6 +40,7 @@ pub mod load;
 mod model;
 pub mod outcome;
 pub mod validate;
+mod wheel;
 
 pub use config::{ExecutorModel, PoolModel, SimConfig};
 pub use costs::Costs;
