@@ -115,9 +115,16 @@ impl Cpu {
         if let Some(next) = self.next {
             return next;
         }
+        let (v, at, rate, whole) = (self.v, self.at, self.rate(), self.whole);
         let next = self.jobs.peek().map(|Reverse(k)| {
-            let left = (f64::from_bits((k >> 64) as u64) - self.v).max(0.0);
-            self.at + (left / self.rate()).ceil() as u64
+            let left = (f64::from_bits((k >> 64) as u64) - v).max(0.0);
+            if whole && rate == 1.0 {
+                // Whole ns at full speed: `left` is its own ceiling (and
+                // `ceil` is a library call without SSE4.1).
+                at + left as u64
+            } else {
+                at + (left / rate).ceil() as u64
+            }
         });
         self.next = Some(next);
         next

@@ -48,15 +48,30 @@ struct Running {
     started: u64,
     slices: u32,
     done: u32,
+    /// (compute, blocked) of every slice but the last (which takes the
+    /// remainder): divided once per task, not per slice.
+    each: (u64, u64),
 }
 
 impl Running {
+    fn new(task: Task, started: u64, slices: u32) -> Running {
+        let n = u64::from(slices.max(1));
+        Running {
+            task,
+            started,
+            slices: slices.max(1),
+            done: 0,
+            each: (task.cpu / n, task.blocked / n),
+        }
+    }
+
     /// (compute, blocked) of the current slice; the last takes the remainder.
+    #[inline]
     fn slice(&self) -> (u64, u64) {
-        let n = u64::from(self.slices);
-        let (c, b) = (self.task.cpu / n, self.task.blocked / n);
+        let (c, b) = self.each;
         if self.done + 1 == self.slices {
-            (self.task.cpu - c * (n - 1), self.task.blocked - b * (n - 1))
+            let rest = u64::from(self.slices - 1);
+            (self.task.cpu - c * rest, self.task.blocked - b * rest)
         } else {
             (c, b)
         }
@@ -506,12 +521,7 @@ impl Sim {
     fn spawn_worker(&mut self, own: Option<Task>) {
         let worker = Worker {
             state: State::Starting,
-            run: own.map(|task| Running {
-                task,
-                started: 0,
-                slices: 1,
-                done: 0,
-            }),
+            run: own.map(|task| Running::new(task, 0, 1)),
             deadline: 0,
             timer: u64::MAX,
         };
@@ -648,14 +658,8 @@ impl Sim {
             Duration::from_nanos(task.cpu),
             Duration::from_nanos(task.blocked),
         )
-        .slices
-        .max(1);
-        self.workers[w as usize].run = Some(Running {
-            task,
-            started: self.now,
-            slices,
-            done: 0,
-        });
+        .slices;
+        self.workers[w as usize].run = Some(Running::new(task, self.now, slices));
         self.begin_slice(w)
     }
 
