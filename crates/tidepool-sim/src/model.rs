@@ -485,9 +485,9 @@ impl Sim {
             self.calendar.push(self.now + self.wake, Event::Woken(w));
         } else if wants_worker(
             self.sizes.live,
-            self.limits.grow_on_demand,
-            0,
-            self.queue.len(),
+            || self.limits.grow_on_demand,
+            || 0,
+            || self.queue.len(),
         ) {
             match self.sizes.reserve(self.limits.max.max(1)) {
                 Some(s) => {
