@@ -8,6 +8,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `arrivals` | open-loop arrivals, or a closed loop of clients that think between answers |
 //! | [`bench`] | the speed benchmark's scenarios (`tidepool sim --bench`) |
 //! | [`config`] | the machine, the executor (a pool and its policy, or a thread per request), what to measure |
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
@@ -31,6 +32,7 @@
 //! assert!(out.littles_law.holds());
 //! ```
 
+mod arrivals;
 pub mod bench;
 pub mod config;
 pub mod costs;
@@ -49,7 +51,9 @@ pub use outcome::{Bin, LittlesLaw, SimOutcome, Steady};
 use tidepool_workload::TaskSpec;
 
 /// Run `tasks` (a trace's tasks or a generator's stream) through the
-/// configured executor and machine, to the last task's completion. Memory
+/// configured executor and machine, to the last task's completion; with
+/// [`SimConfig::clients`] set, as a closed loop (start delays are think
+/// times, as in [`Trace::clients`](tidepool_workload::Trace::clients)). Memory
 /// grows with the tasks and threads in flight, not with the stream's length
 /// (unless `keep_records` is set). The same inputs give the same outcome.
 pub fn simulate(
@@ -57,5 +61,6 @@ pub fn simulate(
     workload: &str,
     config: SimConfig,
 ) -> SimOutcome {
-    model::Sim::new(config).run(tasks.into_iter(), workload)
+    let clients = config.clients;
+    model::Sim::new(config).run(tasks.into_iter(), workload, clients)
 }

@@ -25,6 +25,7 @@ use tidepool_workload::metrics::{
 };
 use tidepool_workload::{DecisionEntry, TaskSpec};
 
+use crate::arrivals::Arrivals;
 use crate::config::{ExecutorModel, SimConfig};
 use crate::cpu::Cpu;
 use crate::events::{Calendar, Event};
@@ -39,6 +40,8 @@ struct Task {
     arrival: u64,
     cpu: u64,
     blocked: u64,
+    /// Arrived in the measured window (see `submit`).
+    steady: bool,
 }
 
 /// A task on a worker: its body's compute/sleep slices, as the replay runs it.
@@ -136,6 +139,9 @@ pub(crate) struct Sim {
     control: Option<Control>,
     /// Threads alive (per request; the pool's is `sizes.live`).
     threads: usize,
+    /// A closed loop: answered tasks go to `answered` for the arrivals.
+    closed: bool,
+    answered: Vec<u64>,
     // What is measured.
     events_handled: u64,
     submitted: u64,
@@ -166,6 +172,10 @@ pub(crate) struct Sim {
     keep_decisions: bool,
     decisions: Vec<DecisionEntry>,
     warmup: u64,
+    /// The task whose arrival ends the measured window (`u64::MAX`: none).
+    steady_end: u64,
+    /// Between the arrivals of tasks `warmup` and `steady_end`.
+    in_steady: bool,
     steady: Steady,
     steady_from: Option<(u64, u128)>,
     /// The last arrival: the thread average stops there (not in the drain).
@@ -188,7 +198,9 @@ impl Sim {
             keep_records,
             keep_decisions,
             warmup_tasks,
+            steady_tasks,
             wait_threshold,
+            clients: _,
             size_bins,
         } = config;
         let cores = cores.max(1);
@@ -216,6 +228,8 @@ impl Sim {
             },
             control: None,
             threads: 0,
+            closed: false,
+            answered: Vec::new(),
             events_handled: 0,
             submitted: 0,
             accepted: 0,
@@ -243,6 +257,8 @@ impl Sim {
             keep_decisions,
             decisions: Vec::new(),
             warmup: warmup_tasks,
+            steady_end: steady_tasks.map_or(u64::MAX, |n| warmup_tasks.saturating_add(n)),
+            in_steady: false,
             steady: Steady {
                 bins: vec![
                     Bin::default();
@@ -315,16 +331,13 @@ impl Sim {
         mut self,
         tasks: impl Iterator<Item = TaskSpec>,
         workload: &str,
+        clients: Option<usize>,
     ) -> SimOutcome {
-        let mut tasks = tasks;
-        let mut index = 0u64;
-        let mut at = 0u64;
-        let mut next = tasks.next().map(|t| {
-            at = at.saturating_add(ns(t.start_delay));
-            (at, t)
-        });
+        let mut arrivals = Arrivals::new(tasks, clients);
+        self.closed = arrivals.is_closed();
+        let mut taken = 0u64;
         loop {
-            let ta = next.as_ref().map_or(u64::MAX, |(t, _)| *t);
+            let ta = arrivals.next_at().unwrap_or(u64::MAX);
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
@@ -343,7 +356,7 @@ impl Sim {
                     self.handle(e);
                 }
             } else if ta == t {
-                if let Some((arrival, spec)) = next.take() {
+                if let Some((arrival, index, spec)) = arrivals.take() {
                     self.submit(Task {
                         index,
                         request_id: spec.request_id,
@@ -351,23 +364,24 @@ impl Sim {
                         arrival,
                         cpu: ns(spec.cpu),
                         blocked: ns(spec.blocked),
+                        steady: false,
                     });
-                    index += 1;
-                    next = tasks.next().map(|t| {
-                        at = at.saturating_add(ns(t.start_delay));
-                        (at, t)
-                    });
+                    taken += 1;
                 }
             }
+            for i in self.answered.drain(..) {
+                arrivals.answered(i, self.now);
+            }
             self.poll_policy();
-            if next.is_none() && self.in_system == 0 {
-                // Nothing left but timers of idle workers and policy ticks.
+            if arrivals.none_due() && self.in_system == 0 {
+                // Nothing left but timers of idle workers and policy ticks
+                // (in a closed loop every answer has scheduled its next task).
                 break;
             }
         }
         let end = self.last_finish.max(self.now);
         self.flush_samples(end + 1);
-        self.finish(workload, index)
+        self.finish(workload, taken)
     }
 
     /// Let time run to `t`: integrals, samples, the cores.
@@ -435,13 +449,22 @@ impl Sim {
     }
 
     /// A task arrives.
-    fn submit(&mut self, task: Task) {
+    fn submit(&mut self, mut task: Task) {
         self.submitted += 1;
         self.first_arrival.get_or_insert(task.arrival);
+        // The measured window runs from the arrival of task `warmup` to that
+        // of task `steady_end`, in time: in an open loop that is the tasks
+        // `warmup..steady_end`; in a closed loop, clients drift apart and a
+        // task's index no longer says when it arrives.
         if task.index == self.warmup {
             self.steady_from = Some((self.now, self.threads_ns));
+            self.in_steady = true;
         }
-        let steady = task.index >= self.warmup;
+        if task.index == self.steady_end {
+            self.in_steady = false;
+        }
+        let steady = self.in_steady;
+        task.steady = steady;
         if steady {
             self.steady_to = (self.now, self.threads_ns);
         }
@@ -475,6 +498,9 @@ impl Sim {
             if let Some(c) = &mut self.control {
                 c.window.submitted -= 1;
                 c.window.rejected += 1;
+            }
+            if self.closed {
+                self.answered.push(task.index);
             }
             return;
         }
@@ -642,7 +668,7 @@ impl Sim {
             self.wait_run = (wait, 1);
         }
         self.wait_sum += u128::from(wait);
-        if task.index >= self.warmup {
+        if task.steady {
             self.steady.waited += 1;
             self.steady.wait_sum_ns += u128::from(wait);
             if self.threshold.is_some_and(|t| wait > t) {
@@ -743,7 +769,10 @@ impl Sim {
         self.processing.record(service);
         self.turnaround.record(turnaround);
         self.turnaround_sum += u128::from(turnaround);
-        if task.index >= self.warmup {
+        if self.closed {
+            self.answered.push(task.index);
+        }
+        if task.steady {
             self.steady.completed += 1;
             self.steady.turnaround_sum_ns += u128::from(turnaround);
             if !self.steady.bins.is_empty() {
