@@ -14,7 +14,7 @@
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
 //! | `events` | the event calendar, ordered by (time, insertion) |
-//! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies |
+//! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies (a closed loop: `k` times the clients) |
 //! | `model` | the pool and its workers, driven by `tidepool::control` |
 //! | [`outcome`] | the run's [`RunResult`](tidepool_workload::RunResult), Little's law, steady-state tallies |
 //! | `wheel` | the calendar's timing wheel |

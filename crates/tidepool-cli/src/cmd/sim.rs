@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
-use tidepool_sim::load::superpose;
+use tidepool_sim::load::{interleave_clients, superpose};
 use tidepool_sim::validate::{self, Basis, Effort, Validation};
 use tidepool_sim::{simulate, Costs, ExecutorModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
@@ -167,7 +167,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         let sim = |spec: &PolicySpec| -> RunResult {
             let start = Instant::now();
             let executor = ExecutorModel::for_spec(spec, a.min_threads, a.max_threads);
-            let mut config = SimConfig::new(a.cores, executor).with_costs(costs);
+            let mut config = SimConfig::new(a.cores, executor)
+                .with_costs(costs)
+                .with_clients(src.clients());
             config.keep_records = src.len <= 100_000;
             let mut r = simulate(src.tasks(), &src.name, config).result;
             r.executor = spec.to_string();
@@ -308,8 +310,29 @@ impl Source {
         self
     }
 
+    /// A closed loop's clients (`--load K` runs K times as many).
+    fn clients(&self) -> Option<usize> {
+        let clients = match &self.kind {
+            SourceKind::Stream(spec) => match spec.arrivals {
+                tidepool_workload::generate::Arrivals::Closed { clients, .. } => Some(clients),
+                _ => None,
+            },
+            SourceKind::Loaded(w) => w.trace.clients,
+        };
+        clients.map(|c| c * self.load)
+    }
+
     fn tasks(&self) -> Box<dyn Iterator<Item = TaskSpec> + '_> {
         let (k, gap) = (self.load, self.gap);
+        if let (Some(clients), true) = (self.clients(), k > 1) {
+            let each = clients / k;
+            return match &self.kind {
+                SourceKind::Stream(spec) => Box::new(interleave_clients(k, each, || spec.stream())),
+                SourceKind::Loaded(w) => {
+                    Box::new(interleave_clients(k, each, || w.trace.tasks.iter().copied()))
+                }
+            };
+        }
         match &self.kind {
             SourceKind::Stream(spec) if k > 1 => Box::new(superpose(k, gap, || spec.stream())),
             SourceKind::Stream(spec) => Box::new(spec.stream()),
