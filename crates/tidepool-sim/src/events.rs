@@ -40,6 +40,8 @@ pub struct Calendar {
     fifo: [VecDeque<u128>; 3],
     wheel: Wheel,
     seq: u64,
+    /// The least head and where it is, once looked for (until a pop).
+    head: Option<Option<(u128, usize)>>,
 }
 
 const WORKER_BITS: u32 = 26;
@@ -83,18 +85,34 @@ impl Calendar {
             Event::KeepAlive(_) => Some(2),
             Event::Unblocked(_) => None,
         };
-        if let Some(q) = fifo.map(|i| &mut self.fifo[i]) {
-            if q.back().is_none_or(|&last| last < key) {
-                q.push_back(key);
-                return;
+        let mut at = 3;
+        match fifo {
+            Some(i) if self.fifo[i].back().is_none_or(|&last| last < key) => {
+                self.fifo[i].push_back(key);
+                at = i;
+            }
+            _ => self.wheel.push(key),
+        }
+        if let Some(head) = self.head {
+            if head.is_none_or(|(k, _)| key < k) {
+                self.head = Some(Some((key, at)));
             }
         }
-        self.wheel.push(key);
     }
 
     /// The next key and where it is (a FIFO's index, or 3: the wheel).
     #[inline]
     fn next(&mut self) -> Option<(u128, usize)> {
+        if let Some(head) = self.head {
+            return head;
+        }
+        let head = self.least();
+        self.head = Some(head);
+        head
+    }
+
+    #[inline]
+    fn least(&mut self) -> Option<(u128, usize)> {
         let mut best = self.wheel.peek().map(|k| (k, 3));
         for (i, q) in self.fifo.iter().enumerate() {
             if let Some(&k) = q.front() {
@@ -116,6 +134,7 @@ impl Calendar {
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
         let (k, from) = self.next()?;
+        self.head = None;
         if from == 3 {
             self.wheel.pop();
         } else {

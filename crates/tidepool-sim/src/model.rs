@@ -385,7 +385,7 @@ impl Sim {
     }
 
     /// Let time run to `t`: integrals, samples, the cores.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self, t: u64) {
         if t <= self.now {
             return;

@@ -32,10 +32,11 @@ pub struct Wheel {
     on_wheel: usize,
     /// Keys of slots beyond the wheel when they were pushed.
     far: BinaryHeap<Reverse<u128>>,
-    /// The smallest key when `ready` is empty, once looked for. `cur` only
-    /// moves when a key is taken, never on a look ahead: the caller's clock
-    /// is then at that key, and what it pushes next is not before `cur`.
-    peeked: Option<u128>,
+    /// The smallest key when `ready` is empty, once looked for (`Some(None)`:
+    /// there is none). `cur` only moves when a key is taken, never on a
+    /// look ahead: the caller's clock is then at that key, and what it
+    /// pushes next is not before `cur`.
+    peeked: Option<Option<u128>>,
 }
 
 impl Default for Wheel {
@@ -64,9 +65,13 @@ impl Wheel {
     pub fn push(&mut self, key: u128) {
         let s = slot_of(key);
         if s <= self.cur {
+            // The current slot: `ready`'s order (the look ahead beyond it
+            // stays valid).
             let at = self.ready.partition_point(|&k| k > key);
             self.ready.insert(at, key);
-        } else if s - self.cur < SLOTS as u64 {
+            return;
+        }
+        if s - self.cur < SLOTS as u64 {
             let j = s as usize & MASK;
             self.slots[j].push(key);
             self.used[j / 64] |= 1 << (j % 64);
@@ -74,8 +79,10 @@ impl Wheel {
         } else {
             self.far.push(Reverse(key));
         }
-        if self.peeked.is_some_and(|m| key < m) {
-            self.peeked = Some(key);
+        if let Some(m) = self.peeked {
+            if m.is_none_or(|m| key < m) {
+                self.peeked = Some(Some(key));
+            }
         }
     }
 
@@ -85,10 +92,14 @@ impl Wheel {
         if let Some(&k) = self.ready.last() {
             return Some(k);
         }
-        if self.peeked.is_none() {
-            self.peeked = self.first_later();
+        match self.peeked {
+            Some(m) => m,
+            None => {
+                let m = self.first_later();
+                self.peeked = Some(m);
+                m
+            }
         }
-        self.peeked
     }
 
     /// Take the smallest key.
@@ -191,10 +202,16 @@ mod tests {
         };
         for round in 0..60 {
             let mut wheel = Wheel::default();
-            let mut heap = BinaryHeap::new();
+            let mut heap: BinaryHeap<Reverse<u128>> = BinaryHeap::new();
             let (mut now, mut seq) = (0u64, 0u64);
             for _ in 0..3_000 {
-                if rnd() % 3 != 0 {
+                let op = rnd() % 6;
+                if op == 5 {
+                    // A look ahead between pushes and pops (the simulator
+                    // looks before every event, then pushes while handling
+                    // one, often into the current slot).
+                    assert_eq!(wheel.peek(), heap.peek().map(|r| r.0));
+                } else if op >= 2 {
                     seq += 1;
                     // The spread varies by round: 1 ns to beyond the wheel.
                     let at = now + (rnd() % (1 << (round % 30)));

@@ -432,7 +432,8 @@ impl Iterator for TaskStream {
         self.index += 1;
         let task = TaskSpec {
             request_id: i + 1,
-            app_id: (i % self.spec.apps.max(1)) + 1,
+            // (No division for one application: a stream of millions.)
+            app_id: if self.spec.apps <= 1 { 1 } else { i % self.spec.apps + 1 },
             start_delay: at.saturating_sub(self.prev),
             cpu,
             blocked,
