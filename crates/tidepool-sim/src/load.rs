@@ -121,7 +121,10 @@ mod tests {
         let thinks: Vec<u64> = interleave_clients(2, 2, base)
             .map(|t| t.start_delay.as_nanos() as u64)
             .collect();
-        assert_eq!(thinks, vec![1_000, 2_000, 1_500, 3_000, 3_000, 4_000, 3_000, 4_000]);
+        assert_eq!(
+            thinks,
+            vec![1_000, 2_000, 1_500, 3_000, 3_000, 4_000, 3_000, 4_000]
+        );
     }
 
     #[test]

@@ -433,7 +433,11 @@ impl Iterator for TaskStream {
         let task = TaskSpec {
             request_id: i + 1,
             // (No division for one application: a stream of millions.)
-            app_id: if self.spec.apps <= 1 { 1 } else { i % self.spec.apps + 1 },
+            app_id: if self.spec.apps <= 1 {
+                1
+            } else {
+                i % self.spec.apps + 1
+            },
             start_delay: at.saturating_sub(self.prev),
             cpu,
             blocked,

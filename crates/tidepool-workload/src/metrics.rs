@@ -462,7 +462,20 @@ mod tests {
         let h = Histogram::<u64>::new_with_bounds(1, HIGH_NS, 3).unwrap();
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut values: Vec<u64> = (0..64).flat_map(|b| [1u64 << b, (1u64 << b) - 1]).collect();
-        values.extend([0, 1, 2, 1023, 1024, 2047, 2048, 2049, 4095, 4096, HIGH_NS, HIGH_NS + 1]);
+        values.extend([
+            0,
+            1,
+            2,
+            1023,
+            1024,
+            2047,
+            2048,
+            2049,
+            4095,
+            4096,
+            HIGH_NS,
+            HIGH_NS + 1,
+        ]);
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -484,7 +497,12 @@ mod tests {
             }
             let s = acc.summary();
             let us = |v: u64| v as f64 / 1e3;
-            for (p, got) in [(0.5, s.p50_us), (0.9, s.p90_us), (0.99, s.p99_us), (0.999, s.p999_us)] {
+            for (p, got) in [
+                (0.5, s.p50_us),
+                (0.9, s.p90_us),
+                (0.99, s.p99_us),
+                (0.999, s.p999_us),
+            ] {
                 let want = us(direct.value_at_quantile(p)).clamp(s.min_us, s.max_us);
                 assert_eq!(got, want, "p{p}");
             }

@@ -328,9 +328,9 @@ impl Source {
             let each = clients / k;
             return match &self.kind {
                 SourceKind::Stream(spec) => Box::new(interleave_clients(k, each, || spec.stream())),
-                SourceKind::Loaded(w) => {
-                    Box::new(interleave_clients(k, each, || w.trace.tasks.iter().copied()))
-                }
+                SourceKind::Loaded(w) => Box::new(interleave_clients(k, each, || {
+                    w.trace.tasks.iter().copied()
+                })),
             };
         }
         match &self.kind {
