@@ -637,6 +637,32 @@ fn cluster_replay_runs_a_workload_on_local_nodes() {
 }
 
 #[test]
+fn sim_runs_a_closed_loop_as_a_closed_loop() {
+    // One client that thinks 1 ms and waits for a 1 ms answer sends a
+    // task every 2 ms: 500/s. Read as an open loop (1 ms gaps) it would be
+    // 1,000/s.
+    let v = json_of(&tidepool(&[
+        "sim",
+        "-w",
+        "closed:clients=1,think=const:1ms,n=400,service=const:1ms",
+        "--cores",
+        "1",
+        "--sizes",
+        "1",
+        "--policies",
+        "fixed:1",
+        "--spawn-cost",
+        "0",
+        "--wake-cost",
+        "0",
+        "--json",
+        "-q",
+    ]));
+    let throughput = v["policies"][0]["throughput"].as_f64().unwrap();
+    assert!((throughput - 500.0).abs() < 5.0, "{throughput}: {v}");
+}
+
+#[test]
 fn sim_load_multiplies_the_offered_load_and_checks_its_range() {
     let run = |load: &str| {
         json_of(&tidepool(&[

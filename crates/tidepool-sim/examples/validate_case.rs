@@ -6,7 +6,8 @@
 //! #                                               model c   rho  scale replications
 //! ```
 //!
-//! Models: `mmc`, `mmck12` (M/M/c/12), `erlangb`, `inf`, `md1`, `mg1` (scv 4), `ps`.
+//! Models: `mmc`, `mmck12` (M/M/c/12), `erlangb`, `inf`, `md1`, `mg1` (scv 4), `ps`,
+//! `closedN` (M/M/c//N, `N` clients).
 
 use tidepool_sim::validate::{run_case, Case, Effort, Model};
 
@@ -24,6 +25,13 @@ fn main() {
         "md1" => Model::MD1,
         "mg1" => Model::MG1 { scv: 4.0 },
         "ps" => Model::MM1PS,
+        m if m.starts_with("closed") => match m["closed".len()..].parse() {
+            Ok(n) => Model::MMcN { n },
+            Err(_) => {
+                eprintln!("`closedN` needs a number of clients, e.g. closed32");
+                std::process::exit(2);
+            }
+        },
         other => {
             eprintln!("unknown model `{other}`");
             std::process::exit(2);

@@ -118,8 +118,20 @@ pub struct SimConfig {
     /// Tasks at the start left out of the [`Steady`](crate::Steady)
     /// statistics (the warm-up of a queueing experiment).
     pub warmup_tasks: u64,
+    /// Tasks after the warm-up in the [`Steady`](crate::Steady) statistics
+    /// (`None`: all the rest). The measured window ends when task
+    /// `warmup_tasks + steady_tasks` arrives: a closed loop's stream needs
+    /// tasks beyond it, since its clients finish at different times and
+    /// the load falls as they do.
+    pub steady_tasks: Option<u64>,
     /// [`Steady::waits_over`](crate::Steady::waits_over) counts waits longer than this.
     pub wait_threshold: Option<Duration>,
+    /// `Some(n)`: a closed loop of `n` clients — task `i` belongs to client
+    /// `i mod n` and arrives its start delay (a think time) after the
+    /// answer to the client's previous task, as the replay drives a trace
+    /// with [`Trace::clients`](tidepool_workload::Trace::clients) set.
+    /// `None`: start delays are gaps between arrivals.
+    pub clients: Option<usize>,
     /// Upper edges of the task-size bins of
     /// [`Steady::bins`](crate::Steady::bins) (sizes above the last go to a
     /// last bin).
@@ -138,9 +150,18 @@ impl SimConfig {
             keep_records: false,
             keep_decisions: true,
             warmup_tasks: 0,
+            steady_tasks: None,
             wait_threshold: None,
+            clients: None,
             size_bins: Vec::new(),
         }
+    }
+
+    /// The same configuration as a closed loop of `clients` clients
+    /// (`None`: open).
+    pub fn with_clients(mut self, clients: Option<usize>) -> SimConfig {
+        self.clients = clients;
+        self
     }
 
     /// The same configuration with other costs.

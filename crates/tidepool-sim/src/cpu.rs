@@ -37,6 +37,22 @@ pub struct Cpu {
     delay_ns: f64,
 }
 
+/// `x.ceil() as u64` for `x ≥ 0` without `f64::ceil`, a library call on
+/// x86-64 without SSE4.1 (the same value: truncation, plus one if that
+/// lost a fraction; saturating as the cast does).
+#[inline]
+fn ceil_u64(x: f64) -> u64 {
+    if x >= u64::MAX as f64 {
+        return u64::MAX;
+    }
+    let t = x as u64;
+    if (t as f64) < x {
+        t + 1
+    } else {
+        t
+    }
+}
+
 /// Rounding slack when comparing virtual times, ns.
 const EPS: f64 = 1e-3;
 
@@ -115,9 +131,15 @@ impl Cpu {
         if let Some(next) = self.next {
             return next;
         }
+        let (v, at, rate, whole) = (self.v, self.at, self.rate(), self.whole);
         let next = self.jobs.peek().map(|Reverse(k)| {
-            let left = (f64::from_bits((k >> 64) as u64) - self.v).max(0.0);
-            self.at + (left / self.rate()).ceil() as u64
+            let left = (f64::from_bits((k >> 64) as u64) - v).max(0.0);
+            if whole && rate == 1.0 {
+                // Whole ns at full speed: `left` is its own ceiling.
+                at + left as u64
+            } else {
+                at + ceil_u64(left / rate)
+            }
         });
         self.next = Some(next);
         next
@@ -162,6 +184,28 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn ceil_without_libm_is_ceil() {
+        for x in [
+            0.0,
+            0.25,
+            1.0,
+            1.5,
+            2.999_999,
+            1e15 + 0.5,
+            4.5e15,
+            1.8e19,
+            1e300,
+        ] {
+            assert_eq!(ceil_u64(x), x.ceil() as u64, "{x}");
+        }
+        let mut v = 0.123_f64;
+        for _ in 0..10_000 {
+            v = (v * 1.618_033 + 0.577) % 1e9;
+            assert_eq!(ceil_u64(v), v.ceil() as u64, "{v}");
+        }
     }
 
     #[test]

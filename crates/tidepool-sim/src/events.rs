@@ -1,9 +1,10 @@
-//! The event calendar: a binary heap ordered by (time, insertion order), so
-//! events at the same instant are handled in the order they were raised and
-//! a run is a deterministic function of its inputs.
+//! The event calendar: events ordered by (time, insertion order), so events
+//! at the same instant are handled in the order they were raised and a run
+//! is a deterministic function of its inputs.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
+
+use crate::wheel::Wheel;
 
 /// Something that happens to worker `w` at a given time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +25,23 @@ pub enum Event {
 ///
 /// Each entry is one `u128` — time in the high 64 bits, then a 36-bit
 /// insertion number, the event's kind (2 bits) and its worker (26 bits) —
-/// so the heap compares integers and moves 16 bytes. Insertion numbers wrap
-/// after 2³⁶ pushes, which can only swap two events due at the same
+/// so the queues compare integers and move 16 bytes. Insertion numbers
+/// wrap after 2³⁶ pushes, which can only misorder events due at the same
 /// nanosecond that were pushed 6·10¹⁰ pushes apart (still deterministic).
+///
+/// Per-kind queues: a spawn, a wake-up and a keep-alive are each scheduled
+/// a delay that is (nearly always) the same for the run after `now`, which
+/// never goes back, so they arrive in time order and a FIFO holds them; the
+/// end of a sleep of any length — or an event that would break its FIFO's
+/// order — goes on the timing wheel. The next event is the least of the
+/// heads: the same order as one queue of everything.
 #[derive(Debug, Default)]
 pub struct Calendar {
-    heap: BinaryHeap<Reverse<u128>>,
+    fifo: [VecDeque<u128>; 3],
+    wheel: Wheel,
     seq: u64,
+    /// The least head and where it is, once looked for (until a pop).
+    head: Option<Option<(u128, usize)>>,
 }
 
 const WORKER_BITS: u32 = 26;
@@ -67,28 +78,75 @@ impl Calendar {
     pub fn push(&mut self, at: u64, event: Event) {
         self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
         let low = self.seq << (WORKER_BITS + 2) | event.pack();
-        self.heap
-            .push(Reverse(u128::from(at) << 64 | u128::from(low)));
+        let key = u128::from(at) << 64 | u128::from(low);
+        let fifo = match event {
+            Event::Ready(_) => Some(0),
+            Event::Woken(_) => Some(1),
+            Event::KeepAlive(_) => Some(2),
+            Event::Unblocked(_) => None,
+        };
+        let mut at = 3;
+        match fifo {
+            Some(i) if self.fifo[i].back().is_none_or(|&last| last < key) => {
+                self.fifo[i].push_back(key);
+                at = i;
+            }
+            _ => self.wheel.push(key),
+        }
+        if let Some(head) = self.head {
+            if head.is_none_or(|(k, _)| key < k) {
+                self.head = Some(Some((key, at)));
+            }
+        }
+    }
+
+    /// The next key and where it is (a FIFO's index, or 3: the wheel).
+    #[inline]
+    fn next(&mut self) -> Option<(u128, usize)> {
+        if let Some(head) = self.head {
+            return head;
+        }
+        let head = self.least();
+        self.head = Some(head);
+        head
+    }
+
+    #[inline]
+    fn least(&mut self) -> Option<(u128, usize)> {
+        let mut best = self.wheel.peek().map(|k| (k, 3));
+        for (i, q) in self.fifo.iter().enumerate() {
+            if let Some(&k) = q.front() {
+                if best.is_none_or(|(b, _)| k < b) {
+                    best = Some((k, i));
+                }
+            }
+        }
+        best
     }
 
     /// When the next event is due.
     #[inline]
-    pub fn next_at(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(k)| (k >> 64) as u64)
+    pub fn next_at(&mut self) -> Option<u64> {
+        self.next().map(|(k, _)| (k >> 64) as u64)
     }
 
     /// Take the next event.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
-        self.heap
-            .pop()
-            .map(|Reverse(k)| ((k >> 64) as u64, Event::unpack(k as u64)))
+        let (k, from) = self.next()?;
+        self.head = None;
+        if from == 3 {
+            self.wheel.pop();
+        } else {
+            self.fifo[from].pop_front();
+        }
+        Some(((k >> 64) as u64, Event::unpack(k as u64)))
     }
 
     /// No event pending.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.wheel.len() == 0 && self.fifo.iter().all(VecDeque::is_empty)
     }
 }
 
@@ -111,6 +169,28 @@ mod tests {
                 (3, Event::KeepAlive(9)),
                 (5, Event::Ready(1)),
                 (5, Event::Unblocked(0)),
+            ]
+        );
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_kind_pushed_out_of_time_order_still_comes_out_in_order() {
+        let mut c = Calendar::default();
+        c.push(10, Event::Woken(1));
+        c.push(5, Event::Woken(2)); // behind its FIFO's last: to the wheel
+        c.push(7, Event::Unblocked(3));
+        c.push(10, Event::KeepAlive(4));
+        c.push(20, Event::Woken(5));
+        let order: Vec<_> = std::iter::from_fn(|| c.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                (5, Event::Woken(2)),
+                (7, Event::Unblocked(3)),
+                (10, Event::Woken(1)),
+                (10, Event::KeepAlive(4)),
+                (20, Event::Woken(5)),
             ]
         );
         assert!(c.is_empty());

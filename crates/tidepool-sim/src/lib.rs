@@ -8,13 +8,16 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `arrivals` | open-loop arrivals, or a closed loop of clients that think between answers |
+//! | [`bench`] | the speed benchmark's scenarios (`tidepool sim --bench`) |
 //! | [`config`] | the machine, the executor (a pool and its policy, or a thread per request), what to measure |
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
-//! | `events` | the event calendar: a binary heap ordered by (time, insertion) |
-//! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies |
+//! | `events` | the event calendar, ordered by (time, insertion) |
+//! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies (a closed loop: `k` times the clients) |
 //! | `model` | the pool and its workers, driven by `tidepool::control` |
 //! | [`outcome`] | the run's [`RunResult`](tidepool_workload::RunResult), Little's law, steady-state tallies |
+//! | `wheel` | the calendar's timing wheel |
 //! | [`validate`] | closed forms (Erlang B/C, M/M/c/K, M/M/∞, Pollaczek–Khinchine, M/M/1-PS) and the validation table |
 //!
 //! ```
@@ -29,6 +32,8 @@
 //! assert!(out.littles_law.holds());
 //! ```
 
+mod arrivals;
+pub mod bench;
 pub mod config;
 pub mod costs;
 mod cpu;
@@ -37,6 +42,7 @@ pub mod load;
 mod model;
 pub mod outcome;
 pub mod validate;
+mod wheel;
 
 pub use config::{ExecutorModel, PoolModel, SimConfig};
 pub use costs::Costs;
@@ -45,7 +51,9 @@ pub use outcome::{Bin, LittlesLaw, SimOutcome, Steady};
 use tidepool_workload::TaskSpec;
 
 /// Run `tasks` (a trace's tasks or a generator's stream) through the
-/// configured executor and machine, to the last task's completion. Memory
+/// configured executor and machine, to the last task's completion; with
+/// [`SimConfig::clients`] set, as a closed loop (start delays are think
+/// times, as in [`Trace::clients`](tidepool_workload::Trace::clients)). Memory
 /// grows with the tasks and threads in flight, not with the stream's length
 /// (unless `keep_records` is set). The same inputs give the same outcome.
 pub fn simulate(
@@ -53,5 +61,6 @@ pub fn simulate(
     workload: &str,
     config: SimConfig,
 ) -> SimOutcome {
-    model::Sim::new(config).run(tasks.into_iter(), workload)
+    let clients = config.clients;
+    model::Sim::new(config).run(tasks.into_iter(), workload, clients)
 }

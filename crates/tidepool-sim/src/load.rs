@@ -53,6 +53,34 @@ where
     })
 }
 
+/// `k` copies of a closed loop of `clients` clients (task `i` belongs to
+/// client `i mod clients`, its start delay a think time) as one loop of
+/// `k · clients` clients: round `r` of copy `j` becomes tasks
+/// `(r·k + j)·clients ..` of the result. Copy `j`'s first think times are
+/// stretched by `j/k` of themselves, so the copies do not start in
+/// lockstep. `make()` is called `k` times and must give the same tasks; the
+/// result ends with the shortest copy (a hole would move tasks to other
+/// clients).
+pub fn interleave_clients<I, F>(k: usize, clients: usize, make: F) -> impl Iterator<Item = TaskSpec>
+where
+    I: Iterator<Item = TaskSpec>,
+    F: Fn() -> I,
+{
+    let (k, clients) = (k.max(1), clients.max(1));
+    let mut copies: Vec<I> = (0..k).map(|_| make()).collect();
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        let (round, j) = (i / (clients * k), i / clients % k);
+        i += 1;
+        let mut t = copies[j].next()?;
+        if round == 0 {
+            t.start_delay += t.start_delay.mul_f64(j as f64 / k as f64);
+        }
+        Some(t)
+    })
+    .fuse()
+}
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -82,6 +110,21 @@ mod tests {
             })
             .collect();
         assert_eq!(arrivals, vec![0, 50, 100, 150, 200, 250]);
+    }
+
+    #[test]
+    fn closed_loop_copies_interleave_by_round_and_client() {
+        // Two clients, tasks with think times 1..=4 µs; two copies: four
+        // clients, round 0 of copy 0 (1, 2), of copy 1 (1.5, 3: stretched
+        // by half), then round 1 of each (3, 4, 3, 4).
+        let base = || (1..=4).map(task).collect::<Vec<_>>().into_iter();
+        let thinks: Vec<u64> = interleave_clients(2, 2, base)
+            .map(|t| t.start_delay.as_nanos() as u64)
+            .collect();
+        assert_eq!(
+            thinks,
+            vec![1_000, 2_000, 1_500, 3_000, 3_000, 4_000, 3_000, 4_000]
+        );
     }
 
     #[test]

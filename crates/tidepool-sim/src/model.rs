@@ -25,6 +25,7 @@ use tidepool_workload::metrics::{
 };
 use tidepool_workload::{DecisionEntry, TaskSpec};
 
+use crate::arrivals::Arrivals;
 use crate::config::{ExecutorModel, SimConfig};
 use crate::cpu::Cpu;
 use crate::events::{Calendar, Event};
@@ -39,6 +40,8 @@ struct Task {
     arrival: u64,
     cpu: u64,
     blocked: u64,
+    /// Arrived in the measured window (see `submit`).
+    steady: bool,
 }
 
 /// A task on a worker: its body's compute/sleep slices, as the replay runs it.
@@ -48,15 +51,30 @@ struct Running {
     started: u64,
     slices: u32,
     done: u32,
+    /// (compute, blocked) of every slice but the last (which takes the
+    /// remainder): divided once per task, not per slice.
+    each: (u64, u64),
 }
 
 impl Running {
+    fn new(task: Task, started: u64, slices: u32) -> Running {
+        let n = u64::from(slices.max(1));
+        Running {
+            task,
+            started,
+            slices: slices.max(1),
+            done: 0,
+            each: (task.cpu / n, task.blocked / n),
+        }
+    }
+
     /// (compute, blocked) of the current slice; the last takes the remainder.
+    #[inline]
     fn slice(&self) -> (u64, u64) {
-        let n = u64::from(self.slices);
-        let (c, b) = (self.task.cpu / n, self.task.blocked / n);
+        let (c, b) = self.each;
         if self.done + 1 == self.slices {
-            (self.task.cpu - c * (n - 1), self.task.blocked - b * (n - 1))
+            let rest = u64::from(self.slices - 1);
+            (self.task.cpu - c * rest, self.task.blocked - b * rest)
         } else {
             (c, b)
         }
@@ -121,6 +139,9 @@ pub(crate) struct Sim {
     control: Option<Control>,
     /// Threads alive (per request; the pool's is `sizes.live`).
     threads: usize,
+    /// A closed loop: answered tasks go to `answered` for the arrivals.
+    closed: bool,
+    answered: Vec<u64>,
     // What is measured.
     events_handled: u64,
     submitted: u64,
@@ -151,6 +172,10 @@ pub(crate) struct Sim {
     keep_decisions: bool,
     decisions: Vec<DecisionEntry>,
     warmup: u64,
+    /// The task whose arrival ends the measured window (`u64::MAX`: none).
+    steady_end: u64,
+    /// Between the arrivals of tasks `warmup` and `steady_end`.
+    in_steady: bool,
     steady: Steady,
     steady_from: Option<(u64, u128)>,
     /// The last arrival: the thread average stops there (not in the drain).
@@ -173,7 +198,9 @@ impl Sim {
             keep_records,
             keep_decisions,
             warmup_tasks,
+            steady_tasks,
             wait_threshold,
+            clients: _,
             size_bins,
         } = config;
         let cores = cores.max(1);
@@ -201,6 +228,8 @@ impl Sim {
             },
             control: None,
             threads: 0,
+            closed: false,
+            answered: Vec::new(),
             events_handled: 0,
             submitted: 0,
             accepted: 0,
@@ -228,6 +257,8 @@ impl Sim {
             keep_decisions,
             decisions: Vec::new(),
             warmup: warmup_tasks,
+            steady_end: steady_tasks.map_or(u64::MAX, |n| warmup_tasks.saturating_add(n)),
+            in_steady: false,
             steady: Steady {
                 bins: vec![
                     Bin::default();
@@ -300,16 +331,13 @@ impl Sim {
         mut self,
         tasks: impl Iterator<Item = TaskSpec>,
         workload: &str,
+        clients: Option<usize>,
     ) -> SimOutcome {
-        let mut tasks = tasks;
-        let mut index = 0u64;
-        let mut at = 0u64;
-        let mut next = tasks.next().map(|t| {
-            at = at.saturating_add(ns(t.start_delay));
-            (at, t)
-        });
+        let mut arrivals = Arrivals::new(tasks, clients);
+        self.closed = arrivals.is_closed();
+        let mut taken = 0u64;
         loop {
-            let ta = next.as_ref().map_or(u64::MAX, |(t, _)| *t);
+            let ta = arrivals.next_at().unwrap_or(u64::MAX);
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
@@ -328,7 +356,7 @@ impl Sim {
                     self.handle(e);
                 }
             } else if ta == t {
-                if let Some((arrival, spec)) = next.take() {
+                if let Some((arrival, index, spec)) = arrivals.take() {
                     self.submit(Task {
                         index,
                         request_id: spec.request_id,
@@ -336,27 +364,28 @@ impl Sim {
                         arrival,
                         cpu: ns(spec.cpu),
                         blocked: ns(spec.blocked),
+                        steady: false,
                     });
-                    index += 1;
-                    next = tasks.next().map(|t| {
-                        at = at.saturating_add(ns(t.start_delay));
-                        (at, t)
-                    });
+                    taken += 1;
                 }
             }
+            for i in self.answered.drain(..) {
+                arrivals.answered(i, self.now);
+            }
             self.poll_policy();
-            if next.is_none() && self.in_system == 0 {
-                // Nothing left but timers of idle workers and policy ticks.
+            if arrivals.none_due() && self.in_system == 0 {
+                // Nothing left but timers of idle workers and policy ticks
+                // (in a closed loop every answer has scheduled its next task).
                 break;
             }
         }
         let end = self.last_finish.max(self.now);
         self.flush_samples(end + 1);
-        self.finish(workload, index)
+        self.finish(workload, taken)
     }
 
     /// Let time run to `t`: integrals, samples, the cores.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self, t: u64) {
         if t <= self.now {
             return;
@@ -420,13 +449,22 @@ impl Sim {
     }
 
     /// A task arrives.
-    fn submit(&mut self, task: Task) {
+    fn submit(&mut self, mut task: Task) {
         self.submitted += 1;
         self.first_arrival.get_or_insert(task.arrival);
+        // The measured window runs from the arrival of task `warmup` to that
+        // of task `steady_end`, in time: in an open loop that is the tasks
+        // `warmup..steady_end`; in a closed loop, clients drift apart and a
+        // task's index no longer says when it arrives.
         if task.index == self.warmup {
             self.steady_from = Some((self.now, self.threads_ns));
+            self.in_steady = true;
         }
-        let steady = task.index >= self.warmup;
+        if task.index == self.steady_end {
+            self.in_steady = false;
+        }
+        let steady = self.in_steady;
+        task.steady = steady;
         if steady {
             self.steady_to = (self.now, self.threads_ns);
         }
@@ -461,6 +499,9 @@ impl Sim {
                 c.window.submitted -= 1;
                 c.window.rejected += 1;
             }
+            if self.closed {
+                self.answered.push(task.index);
+            }
             return;
         }
         self.accept();
@@ -470,9 +511,9 @@ impl Sim {
             self.calendar.push(self.now + self.wake, Event::Woken(w));
         } else if wants_worker(
             self.sizes.live,
-            self.limits.grow_on_demand,
-            0,
-            self.queue.len(),
+            || self.limits.grow_on_demand,
+            || 0,
+            || self.queue.len(),
         ) {
             match self.sizes.reserve(self.limits.max.max(1)) {
                 Some(s) => {
@@ -506,12 +547,7 @@ impl Sim {
     fn spawn_worker(&mut self, own: Option<Task>) {
         let worker = Worker {
             state: State::Starting,
-            run: own.map(|task| Running {
-                task,
-                started: 0,
-                slices: 1,
-                done: 0,
-            }),
+            run: own.map(|task| Running::new(task, 0, 1)),
             deadline: 0,
             timer: u64::MAX,
         };
@@ -632,7 +668,7 @@ impl Sim {
             self.wait_run = (wait, 1);
         }
         self.wait_sum += u128::from(wait);
-        if task.index >= self.warmup {
+        if task.steady {
             self.steady.waited += 1;
             self.steady.wait_sum_ns += u128::from(wait);
             if self.threshold.is_some_and(|t| wait > t) {
@@ -648,14 +684,8 @@ impl Sim {
             Duration::from_nanos(task.cpu),
             Duration::from_nanos(task.blocked),
         )
-        .slices
-        .max(1);
-        self.workers[w as usize].run = Some(Running {
-            task,
-            started: self.now,
-            slices,
-            done: 0,
-        });
+        .slices;
+        self.workers[w as usize].run = Some(Running::new(task, self.now, slices));
         self.begin_slice(w)
     }
 
@@ -739,7 +769,10 @@ impl Sim {
         self.processing.record(service);
         self.turnaround.record(turnaround);
         self.turnaround_sum += u128::from(turnaround);
-        if task.index >= self.warmup {
+        if self.closed {
+            self.answered.push(task.index);
+        }
+        if task.steady {
             self.steady.completed += 1;
             self.steady.turnaround_sum_ns += u128::from(turnaround);
             if !self.steady.bins.is_empty() {

@@ -56,7 +56,9 @@ impl LittlesLaw {
     }
 }
 
-/// Tallies of the tasks after the warm-up (arrival index ≥ `warmup_tasks`).
+/// Tallies of the tasks that arrived in the measured window: from the
+/// arrival of task `warmup_tasks` to that of task `warmup_tasks +
+/// steady_tasks` (in an open loop: those tasks).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Steady {
     /// Tasks that arrived.

@@ -130,3 +130,19 @@ fn a_wrong_model_fails() {
     assert!((sim - md1).abs() / md1 > 0.3, "{sim} vs {md1}");
     assert!(!(rows[0].ci99[0] <= md1 && md1 <= rows[0].ci99[1]));
 }
+
+#[test]
+fn closed_loop_is_the_machine_repairman_model() {
+    // Clients that think and wait for their answer: throughput and the
+    // response time R = N/X − Z of M/M/c//N, below and at saturation.
+    for (c, n, rho) in [(1, 5, 0.9), (8, 32, 1.0)] {
+        check(
+            Case {
+                model: Model::MMcN { n },
+                c,
+                rho,
+            },
+            0.05,
+        );
+    }
+}

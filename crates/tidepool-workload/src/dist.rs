@@ -93,46 +93,34 @@ impl Dist {
 
     /// Draw one value.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Duration {
-        let secs = match *self {
-            Dist::Const { value } => return value,
-            Dist::Exp { mean } => {
-                if mean.is_zero() {
-                    return Duration::ZERO;
-                }
-                match Exp::new(1.0 / mean.as_secs_f64()) {
-                    Ok(e) => e.sample(rng),
-                    Err(_) => return mean,
-                }
-            }
-            Dist::Normal { mean, sd } => {
-                let Ok(n) = Normal::new(mean.as_secs_f64(), sd.as_secs_f64()) else {
-                    return mean;
-                };
-                let mut v = n.sample(rng);
-                let mut tries = 0;
-                while v < 0.0 && tries < 1000 {
-                    v = n.sample(rng);
-                    tries += 1;
-                }
-                v.max(0.0)
-            }
+        self.sampler().sample(rng)
+    }
+
+    /// The distribution ready to draw from many times: its parameters are
+    /// converted once instead of per draw (two float divisions for `exp`);
+    /// the draws are [`sample`](Self::sample)'s.
+    pub fn sampler(&self) -> Sampler {
+        Sampler(match *self {
+            Dist::Const { value } => Draw::Fixed(value),
+            Dist::Exp { mean } if mean.is_zero() => Draw::Fixed(Duration::ZERO),
+            Dist::Exp { mean } => match Exp::new(1.0 / mean.as_secs_f64()) {
+                Ok(e) => Draw::Exp(e),
+                Err(_) => Draw::Fixed(mean),
+            },
+            Dist::Normal { mean, sd } => match Normal::new(mean.as_secs_f64(), sd.as_secs_f64()) {
+                Ok(n) => Draw::Normal(n),
+                Err(_) => Draw::Fixed(mean),
+            },
+            Dist::LogNormal { mean, .. } if mean.is_zero() => Draw::Fixed(Duration::ZERO),
             Dist::LogNormal { mean, sd } => {
-                if mean.is_zero() {
-                    return Duration::ZERO;
-                }
                 let cv = sd.as_secs_f64() / mean.as_secs_f64();
                 match LogNormal::from_mean_cv(mean.as_secs_f64(), cv) {
-                    Ok(d) => d.sample(rng),
-                    Err(_) => return mean,
+                    Ok(d) => Draw::LogNormal(d),
+                    Err(_) => Draw::Fixed(mean),
                 }
             }
-            Dist::Uniform { lo, hi } => {
-                let u: f64 = rand_distr::StandardUniform.sample(rng);
-                lo.as_secs_f64() + u * (hi.as_secs_f64() - lo.as_secs_f64())
-            }
-        };
-        // Unbounded tails (log-normal) saturate instead of panicking.
-        secs_saturating(secs)
+            Dist::Uniform { lo, hi } => Draw::Uniform(lo.as_secs_f64(), hi.as_secs_f64()),
+        })
     }
 
     fn validate(self, key: &str) -> Result<Dist, SpecError> {
@@ -237,6 +225,46 @@ impl FromStr for Dist {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<Dist, SpecError> {
         Dist::parse_for(s, "distribution")
+    }
+}
+
+/// A [`Dist`] ready to draw from ([`Dist::sampler`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Sampler(Draw);
+
+#[derive(Debug, Clone, Copy)]
+enum Draw {
+    Fixed(Duration),
+    Exp(Exp<f64>),
+    Normal(Normal<f64>),
+    LogNormal(LogNormal<f64>),
+    Uniform(f64, f64),
+}
+
+impl Sampler {
+    /// Draw one value.
+    #[inline]
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Duration {
+        let secs = match self.0 {
+            Draw::Fixed(value) => return value,
+            Draw::Exp(e) => e.sample(rng),
+            Draw::Normal(n) => {
+                let mut v = n.sample(rng);
+                let mut tries = 0;
+                while v < 0.0 && tries < 1000 {
+                    v = n.sample(rng);
+                    tries += 1;
+                }
+                v.max(0.0)
+            }
+            Draw::LogNormal(d) => d.sample(rng),
+            Draw::Uniform(lo, hi) => {
+                let u: f64 = rand_distr::StandardUniform.sample(rng);
+                lo + u * (hi - lo)
+            }
+        };
+        // Unbounded tails (log-normal) saturate instead of panicking.
+        secs_saturating(secs)
     }
 }
 

@@ -50,7 +50,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::dist::{format_duration, parse_duration, Dist};
+use crate::dist::{format_duration, parse_duration, Dist, Sampler};
 use crate::error::SpecError;
 use crate::limits::{secs_saturating, shown, shown_f64, Limits, MAX_TIME};
 use crate::trace::{TaskSpec, Trace};
@@ -383,6 +383,7 @@ impl GenSpec {
     pub fn stream(&self) -> TaskStream {
         TaskStream {
             spec: self.clone(),
+            service: self.service.sampler(),
             arrivals: ArrivalStream::new(&self.arrivals, self.n, self.seed),
             svc_rng: StdRng::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15),
             prev: Duration::ZERO,
@@ -409,6 +410,7 @@ impl GenSpec {
 #[derive(Debug)]
 pub struct TaskStream {
     spec: GenSpec,
+    service: Sampler,
     arrivals: ArrivalStream,
     svc_rng: StdRng,
     prev: Duration,
@@ -420,7 +422,7 @@ impl Iterator for TaskStream {
 
     fn next(&mut self) -> Option<TaskSpec> {
         let at = self.arrivals.next()?;
-        let exec = self.spec.service.sample(&mut self.svc_rng);
+        let exec = self.service.sample(&mut self.svc_rng);
         let free = match self.spec.free_after {
             Some(after) if self.in_second_half(at) => after,
             _ => self.spec.free,
@@ -430,7 +432,12 @@ impl Iterator for TaskStream {
         self.index += 1;
         let task = TaskSpec {
             request_id: i + 1,
-            app_id: (i % self.spec.apps.max(1)) + 1,
+            // (No division for one application: a stream of millions.)
+            app_id: if self.spec.apps <= 1 {
+                1
+            } else {
+                i % self.spec.apps + 1
+            },
             start_delay: at.saturating_sub(self.prev),
             cpu,
             blocked,
@@ -465,7 +472,7 @@ struct ArrivalStream {
     /// Renewal and closed: the last offset; `None` before the first.
     at: Option<Duration>,
     /// Renewal: the distribution of the gaps, once built.
-    gap: Option<Dist>,
+    gap: Option<Sampler>,
     /// Steps: the current step and the next arrival in seconds.
     step: u32,
     t: Option<f64>,
@@ -519,6 +526,7 @@ impl ArrivalStream {
                                 RenewalKind::Normal => Dist::Normal { mean, sd },
                                 RenewalKind::LogNormal => Dist::LogNormal { mean, sd },
                             }
+                            .sampler()
                         });
                         prev.saturating_add(gap.sample(&mut self.rng)).min(MAX_TIME)
                     }

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use tidepool::policy::PolicySpec;
-use tidepool_sim::load::superpose;
+use tidepool_sim::load::{interleave_clients, superpose};
 use tidepool_sim::validate::{self, Basis, Effort, Validation};
-use tidepool_sim::{simulate, Costs, ExecutorModel, PoolModel, SimConfig};
+use tidepool_sim::{simulate, Costs, ExecutorModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
 use tidepool_workload::sweep::SizedRun;
 use tidepool_workload::{GenSpec, RunResult, TaskSpec, TraceStats};
@@ -170,7 +170,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         let sim = |spec: &PolicySpec| -> RunResult {
             let start = Instant::now();
             let executor = ExecutorModel::for_spec(spec, a.min_threads, a.max_threads);
-            let mut config = SimConfig::new(a.cores, executor).with_costs(costs);
+            let mut config = SimConfig::new(a.cores, executor)
+                .with_costs(costs)
+                .with_clients(src.clients());
             config.keep_records = src.len <= 100_000;
             let arrivals = src.tasks().take_while(|_| !cancel::requested());
             let mut r = simulate(arrivals, &src.name, config).result;
@@ -323,8 +325,29 @@ impl Source {
         self
     }
 
+    /// A closed loop's clients (`--load K` runs K times as many).
+    fn clients(&self) -> Option<usize> {
+        let clients = match &self.kind {
+            SourceKind::Stream(spec) => match spec.arrivals {
+                tidepool_workload::generate::Arrivals::Closed { clients, .. } => Some(clients),
+                _ => None,
+            },
+            SourceKind::Loaded(w) => w.trace.clients,
+        };
+        clients.map(|c| c * self.load)
+    }
+
     fn tasks(&self) -> Box<dyn Iterator<Item = TaskSpec> + '_> {
         let (k, gap) = (self.load, self.gap);
+        if let (Some(clients), true) = (self.clients(), k > 1) {
+            let each = clients / k;
+            return match &self.kind {
+                SourceKind::Stream(spec) => Box::new(interleave_clients(k, each, || spec.stream())),
+                SourceKind::Loaded(w) => Box::new(interleave_clients(k, each, || {
+                    w.trace.tasks.iter().copied()
+                })),
+            };
+        }
         match &self.kind {
             SourceKind::Stream(spec) if k > 1 => Box::new(superpose(k, gap, || spec.stream())),
             SourceKind::Stream(spec) => Box::new(spec.stream()),
@@ -477,51 +500,20 @@ struct BenchRow {
 }
 
 fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
-    let scenarios = [
-        (
-            "compute, 64 cores, fixed:64",
-            format!("poisson:rate=50000,n={tasks},service=exp:1ms,free=0,seed=1"),
-            64,
-            64,
-        ),
-        (
-            "mixed 50/50 in 2 slices, 64 cores, fixed:256",
-            format!("poisson:rate=40000,n={tasks},service=exp:2ms,free=50,seed=1"),
-            64,
-            256,
-        ),
-        (
-            "5,000 blocked threads, 64 cores, fixed:10000",
-            format!("poisson:rate=100000,n={tasks},service=exp:50ms,free=99,seed=1"),
-            64,
-            10_000,
-        ),
-    ];
     let mut rows = Vec::new();
-    for (name, spec, cores, threads) in scenarios {
-        // Streamed: the count of tasks costs no memory, so no task limit.
-        let limits = tidepool_workload::Limits {
-            max_tasks: usize::MAX,
-            ..Default::default()
-        };
-        let spec = GenSpec::parse_with(&spec, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
-        eprintln!("bench: {name} ({tasks} tasks)…");
-        let mut config = SimConfig::new(cores, ExecutorModel::Pool(PoolModel::fixed(threads)));
-        config.keep_decisions = false;
-        let (wall0, cpu0) = (Instant::now(), thread_cpu());
-        let out = simulate(spec.stream(), name, config);
-        let cpu_s = thread_cpu().saturating_sub(cpu0).as_secs_f64();
-        let wall_s = wall0.elapsed().as_secs_f64();
+    for s in tidepool_sim::bench::scenarios(tasks) {
+        eprintln!("bench: {} ({tasks} tasks)…", s.name);
+        let m = tidepool_sim::bench::run(&s).map_err(|e| anyhow::anyhow!("{e}"))?;
         rows.push(BenchRow {
-            scenario: name.to_string(),
-            cores,
-            threads,
-            tasks: out.result.completed,
-            events: out.events,
-            cpu_s,
-            wall_s,
-            tasks_per_s: out.result.completed as f64 / cpu_s.max(1e-9),
-            events_per_s: out.events as f64 / cpu_s.max(1e-9),
+            scenario: s.name.to_string(),
+            cores: s.cores,
+            threads: s.threads,
+            tasks: m.tasks,
+            events: m.events,
+            cpu_s: m.cpu.as_secs_f64(),
+            wall_s: m.wall.as_secs_f64(),
+            tasks_per_s: m.tasks_per_s(),
+            events_per_s: m.events_per_s(),
             peak_rss_mib: peak_rss_mib(),
         });
     }
@@ -561,12 +553,6 @@ fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
         tidepool::sys::load_average()
     ));
     Ok(())
-}
-
-/// This thread's CPU time (the simulator is single-threaded: CPU time is
-/// what a busy machine does not inflate); zero where the OS cannot tell.
-fn thread_cpu() -> Duration {
-    tidepool::sys::thread_cpu_time().unwrap_or_default()
 }
 
 /// The process's peak resident memory (Linux), MiB.

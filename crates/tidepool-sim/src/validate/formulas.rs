@@ -88,6 +88,37 @@ pub fn ps_slowdown(rho: f64) -> f64 {
     1.0 / (1.0 - rho)
 }
 
+/// The machine-repairman model M/M/c//N: `n` clients that each think for
+/// an exponential time of mean `z`, then wait for one of `c` servers
+/// (exponential service of mean 1). Returns the throughput `X` (answers
+/// per mean service time) and the mean response time `R = N/X − Z` (the
+/// interactive response-time law), from the birth–death chain of the
+/// clients at the servers, `p_k ∝ Π_{j≤k} ((n − j + 1)/z) / min(j, c)`,
+/// in logs.
+///
+/// ```
+/// use tidepool_sim::validate::formulas::machine_repairman;
+/// // One client never waits: X = 1/(Z + 1), R = 1.
+/// let (x, r) = machine_repairman(1, 1, 3.0);
+/// assert!((x - 0.25).abs() < 1e-12 && (r - 1.0).abs() < 1e-12);
+/// ```
+pub fn machine_repairman(n: usize, c: usize, z: f64) -> (f64, f64) {
+    let mut logs = vec![0.0f64];
+    for j in 1..=n {
+        let prev = logs[j - 1];
+        logs.push(prev + ((n - j + 1) as f64 / z).ln() - (j.min(c) as f64).ln());
+    }
+    let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (mut total, mut busy) = (0.0, 0.0);
+    for (k, l) in logs.iter().enumerate() {
+        let p = (l - max).exp();
+        total += p;
+        busy += p * k.min(c) as f64;
+    }
+    let x = busy / total;
+    (x, n as f64 / x - z)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

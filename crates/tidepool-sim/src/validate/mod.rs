@@ -21,6 +21,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::Serialize;
+use tidepool_workload::generate::Arrivals;
 use tidepool_workload::{Dist, GenSpec, TaskSpec};
 
 use crate::config::{ExecutorModel, PoolModel, SimConfig};
@@ -62,6 +63,14 @@ pub enum Model {
     },
     /// One core shared by every task (a thread per request on one core).
     MM1PS,
+    /// A closed loop: `n` clients that think (exponential) and wait for one
+    /// of `c` workers (exponential service): the machine-repairman model.
+    /// `rho` is the load the clients would offer if they never waited,
+    /// `n / ((Z + S)·c)`.
+    MMcN {
+        /// Clients.
+        n: usize,
+    },
 }
 
 impl Model {
@@ -75,13 +84,14 @@ impl Model {
             Model::MD1 => "M/D/1".into(),
             Model::MG1 { .. } => "M/G/1".into(),
             Model::MM1PS => "M/M/1-PS".into(),
+            Model::MMcN { n } => format!("M/M/c//{n} (closed)"),
         }
     }
 
     /// Whether a replication starts in the stationary state (the Markovian
     /// models) rather than empty with a warm-up.
     pub fn starts_stationary(&self) -> bool {
-        !matches!(self, Model::MD1 | Model::MG1 { .. })
+        !matches!(self, Model::MD1 | Model::MG1 { .. } | Model::MMcN { .. })
     }
 }
 
@@ -239,6 +249,13 @@ pub fn all_cases() -> Vec<Case> {
             rho,
         });
     }
+    for (c, n, rho) in [(1, 5, 0.9), (8, 32, 1.0), (64, 256, 1.2)] {
+        cases.push(Case {
+            model: Model::MMcN { n },
+            c,
+            rho,
+        });
+    }
     cases
 }
 
@@ -270,10 +287,11 @@ pub fn tasks_per_replication(model: Model, rho: f64, rare: f64, scale: f64) -> (
     } else {
         10.0
     };
-    let warmup = if model.starts_stationary() {
-        0.0
-    } else {
-        50.0 * relax + 100.0
+    let warmup = match model {
+        _ if model.starts_stationary() => 0.0,
+        // A closed loop: at least 50 rounds of every client.
+        Model::MMcN { n } => (50.0 * relax + 100.0).max(50.0 * n as f64),
+        _ => 50.0 * relax + 100.0,
     };
     let mut n = (400.0 * relax).clamp(200_000.0, 4_000_000.0);
     if rare > FLOOR {
@@ -292,6 +310,7 @@ fn seed(case: &Case, r: usize) -> u64 {
         Model::MD1 => 5,
         Model::MG1 { scv } => 6 + 16 * (scv * 100.0) as u64,
         Model::MM1PS => 7,
+        Model::MMcN { n } => 8 + 16 * n as u64,
     };
     let mut x = tag ^ (case.c as u64) << 20 ^ ((case.rho * 1e4) as u64) << 40 ^ (r as u64) << 56;
     // splitmix64
@@ -304,6 +323,30 @@ fn seed(case: &Case, r: usize) -> u64 {
 /// One replication of `case`: its outcome.
 fn replicate(case: &Case, r: usize, n: u64, warmup: u64, service_ns: u64) -> SimOutcome {
     let (c, model) = (case.c, case.model);
+    if let Model::MMcN { n: clients } = model {
+        let spec = GenSpec {
+            arrivals: Arrivals::Closed {
+                clients,
+                think: Dist::exp(Duration::from_nanos(closed_think_ns(case))),
+            },
+            service: Dist::exp(Duration::from_nanos(CLOSED_SERVICE_NS)),
+            // Clients finish at different times: the window ends `cool`
+            // tasks before the stream does, while all of them still run.
+            n: (n + warmup + closed_cooldown(n, clients)) as usize,
+            free: 0.0,
+            free_after: None,
+            apps: 1,
+            seed: seed(case, r),
+        };
+        let mut config = SimConfig::new(c, ExecutorModel::Pool(PoolModel::fixed(c)))
+            .with_costs(Costs::ZERO)
+            .with_clients(Some(clients));
+        config.keep_decisions = false;
+        config.sample_interval = Duration::from_secs(1);
+        config.warmup_tasks = warmup;
+        config.steady_tasks = Some(n);
+        return simulate(spec.stream(), "validate", config);
+    }
     let service_mean = Duration::from_nanos(service_ns);
     let service = match model {
         Model::MD1 => Dist::Const {
@@ -347,7 +390,9 @@ fn replicate(case: &Case, r: usize, n: u64, warmup: u64, service_ns: u64) -> Sim
         Vec::new()
     };
     let executor = match model {
-        Model::MMc | Model::MD1 | Model::MG1 { .. } => ExecutorModel::Pool(PoolModel::fixed(c)),
+        Model::MMc | Model::MD1 | Model::MG1 { .. } | Model::MMcN { .. } => {
+            ExecutorModel::Pool(PoolModel::fixed(c))
+        }
         Model::MMcK { k } => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(k - c)),
         Model::ErlangB => ExecutorModel::Pool(PoolModel::fixed(c).with_capacity(0)),
         Model::MMInf | Model::MM1PS => ExecutorModel::PerRequest,
@@ -368,6 +413,25 @@ fn replicate(case: &Case, r: usize, n: u64, warmup: u64, service_ns: u64) -> Sim
         config.size_bins = PS_BINS.iter().map(|b| service_mean.mul_f64(*b)).collect();
     }
     simulate(initial.into_iter().chain(spec.stream()), "validate", config)
+}
+
+/// Tasks a closed-loop run streams beyond its measured window: 100 rounds
+/// of every client, or a tenth of the window.
+fn closed_cooldown(n: u64, clients: usize) -> u64 {
+    (100 * clients as u64).max(n / 10)
+}
+
+/// Mean service time of the closed-loop runs, ns.
+const CLOSED_SERVICE_NS: u64 = 10_000;
+
+/// Mean think time of a closed-loop case, ns: `Z = n / (rho·c) − S`, so
+/// that clients that never waited would offer `rho` per worker.
+fn closed_think_ns(case: &Case) -> u64 {
+    let Model::MMcN { n } = case.model else {
+        return 0;
+    };
+    let z = n as f64 / (case.rho * case.c as f64) - 1.0;
+    (z.max(0.0) * CLOSED_SERVICE_NS as f64).round() as u64
 }
 
 /// Upper edges of the M/M/1-PS size bins, in mean service times.
@@ -411,7 +475,10 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
         rho * c as f64
     };
     // Whole nanoseconds: the offered load actually run is `a`.
-    let service_ns = (offered * GAP_NS as f64).round().max(1.0) as u64;
+    let service_ns = match case.model {
+        Model::MMcN { .. } => CLOSED_SERVICE_NS,
+        _ => (offered * GAP_NS as f64).round().max(1.0) as u64,
+    };
     let a = service_ns as f64 / GAP_NS as f64;
     let rare = match case.model {
         Model::MMc => erlang_c(c, a),
@@ -456,8 +523,20 @@ pub fn run_case(case: &Case, effort: Effort) -> Vec<CaseResult> {
             ("slowdown(0.5<=x<2)".into(), ps_slowdown(a)),
             ("slowdown(x>=2)".into(), ps_slowdown(a)),
         ],
+        Model::MMcN { n } => {
+            let z = closed_think_ns(case) as f64 / CLOSED_SERVICE_NS as f64;
+            let (x, r) = machine_repairman(n, c, z);
+            vec![
+                (format!("mean_response(Z={z:.3})"), r),
+                ("throughput".into(), x),
+            ]
+        }
     };
-    let tolerance = if rho >= 0.99 { 0.03 } else { 0.01 };
+    let tolerance = if rho >= 0.99 && !matches!(case.model, Model::MMcN { .. }) {
+        0.03
+    } else {
+        0.01
+    };
     analytic
         .into_iter()
         .zip(samples)
@@ -504,6 +583,11 @@ fn metrics_of(case: &Case, out: &SimOutcome, service_ns: f64) -> Vec<f64> {
         Model::MMInf => vec![s.mean_threads()],
         Model::MD1 | Model::MG1 { .. } => vec![wait],
         Model::MM1PS => s.bins.iter().map(|b| b.slowdown()).collect(),
+        Model::MMcN { .. } => {
+            let response = s.turnaround_sum_ns as f64 / s.completed.max(1) as f64 / service_ns;
+            let rate = s.submitted.saturating_sub(1) as f64 / s.span_ns.max(1) as f64;
+            vec![response, rate * service_ns]
+        }
     }
 }
 

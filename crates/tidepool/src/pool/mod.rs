@@ -638,16 +638,13 @@ impl Inner {
 /// worker when it leaves work behind in the queue.
 #[inline]
 pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
-    if shared.live() > 0 {
-        if !shared.grow_on_demand.load(Relaxed) {
-            return;
-        }
-        // Spinning workers will take the queued tasks, unless there are more
-        // tasks than spinners (a burst).
-        let searching = shared.sleepers.searching();
-        if searching > 0 && shared.queue.len() <= searching {
-            return;
-        }
+    if !crate::control::wants_worker(
+        shared.live(),
+        || shared.grow_on_demand.load(Relaxed),
+        || shared.sleepers.searching(),
+        || shared.queue.len(),
+    ) {
+        return;
     }
     let limit = shared.sizes.max.load(Relaxed);
     if !shared.reserve_worker(limit.max(1)) {

@@ -1,0 +1,99 @@
+//! The simulator's speed benchmark (`tidepool sim --bench`): three 64-core
+//! scenarios from streamed generators, timed in the simulating thread's CPU
+//! time, which a busy machine does not inflate.
+
+use std::time::{Duration, Instant};
+
+use tidepool_workload::{GenSpec, Limits};
+
+use crate::config::{ExecutorModel, PoolModel, SimConfig};
+use crate::simulate;
+
+/// One benchmark scenario: a generator on a static pool.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// What it measures.
+    pub name: &'static str,
+    /// The generator spec (streamed).
+    pub spec: String,
+    /// Cores of the machine.
+    pub cores: usize,
+    /// Workers of the static pool.
+    pub threads: usize,
+}
+
+/// The scenarios, `tasks` tasks each: single-slice compute tasks on 64
+/// workers; 50/50 compute/sleep tasks in 2 slices on 256 workers; and tasks
+/// blocked 99% of the time in 8 slices, ~5,000 of them in flight, on 10,000
+/// workers.
+pub fn scenarios(tasks: usize) -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "compute, 64 cores, fixed:64",
+            spec: format!("poisson:rate=50000,n={tasks},service=exp:1ms,free=0,seed=1"),
+            cores: 64,
+            threads: 64,
+        },
+        Scenario {
+            name: "mixed 50/50 in 2 slices, 64 cores, fixed:256",
+            spec: format!("poisson:rate=40000,n={tasks},service=exp:2ms,free=50,seed=1"),
+            cores: 64,
+            threads: 256,
+        },
+        Scenario {
+            name: "5,000 blocked threads, 64 cores, fixed:10000",
+            spec: format!("poisson:rate=100000,n={tasks},service=exp:50ms,free=99,seed=1"),
+            cores: 64,
+            threads: 10_000,
+        },
+    ]
+}
+
+/// What one scenario took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// Tasks completed.
+    pub tasks: u64,
+    /// Events handled.
+    pub events: u64,
+    /// CPU time of the simulating thread (zero where the OS cannot tell).
+    pub cpu: Duration,
+    /// Wall-clock time.
+    pub wall: Duration,
+}
+
+impl Measured {
+    /// Tasks per second of CPU time.
+    pub fn tasks_per_s(&self) -> f64 {
+        self.tasks as f64 / self.cpu.as_secs_f64().max(1e-9)
+    }
+
+    /// Events per second of CPU time.
+    pub fn events_per_s(&self) -> f64 {
+        self.events as f64 / self.cpu.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Run `scenario` once, streamed (the count of tasks costs no memory, so
+/// the generator's task limit does not apply).
+pub fn run(scenario: &Scenario) -> Result<Measured, tidepool_workload::SpecError> {
+    let limits = Limits {
+        max_tasks: usize::MAX,
+        ..Default::default()
+    };
+    let spec = GenSpec::parse_with(&scenario.spec, &limits)?;
+    let mut config = SimConfig::new(
+        scenario.cores,
+        ExecutorModel::Pool(PoolModel::fixed(scenario.threads)),
+    );
+    config.keep_decisions = false;
+    let cpu = || tidepool::sys::thread_cpu_time().unwrap_or_default();
+    let (wall0, cpu0) = (Instant::now(), cpu());
+    let out = simulate(spec.stream(), scenario.name, config);
+    Ok(Measured {
+        tasks: out.result.completed,
+        events: out.events,
+        cpu: cpu().saturating_sub(cpu0),
+        wall: wall0.elapsed(),
+    })
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Real time against virtual time (docs/sim.md, "Agreement with the real
+# pool"): each workload swept on static pools by the real replay and by the
+# simulator (2 cores, calibrated costs), then one table of throughput and
+# mean turnaround per size, and one of the sweeps' stable points, oracles
+# and safe zones. Needs a quiet machine: the real sweeps take ~8 minutes at
+# scale 0.5 and any other load on the 2 cores moves them.
+#
+#   scripts/sim-agreement.sh [OUT_DIR] [SCALE]      # defaults: sim-agreement 0.5
+#   WORKLOADS="cpu io" scripts/sim-agreement.sh     # a subset
+set -euo pipefail
+out=${1:-sim-agreement}
+scale=${2:-0.5}
+workloads=${WORKLOADS:-cpu io mixed steps bursty azure closed}
+sizes=1,2,4,8,16,32
+tidepool=${TIDEPOOL:-target/release/tidepool}
+mkdir -p "$out"
+for w in $workloads; do
+  echo "load average $(cut -d' ' -f1-3 /proc/loadavg) before $w" | tee -a "$out/loadavg.txt" >&2
+  "$tidepool" sweep -w "$w" --scale "$scale" --sizes "$sizes" --json -q > "$out/real-$w.json"
+  "$tidepool" sim -w "$w" --scale "$scale" --sizes "$sizes" --cores 2 --policies auto --json -q > "$out/sim-$w.json"
+done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end" | tee -a "$out/loadavg.txt" >&2
+python3 - "$out" $workloads <<'PY'
+import json, sys
+out, workloads = sys.argv[1], sys.argv[2:]
+def t(us):
+    return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.2f} ms"
+rows, points = [], []
+for w in workloads:
+    real = json.load(open(f"{out}/real-{w}.json"))
+    sim = json.load(open(f"{out}/sim-{w}.json"))["sweep"]
+    by_size = {r["size"]: r for r in sim["rows"]}
+    for r in real["rows"]:
+        s = by_size[r["size"]]
+        dt = s["throughput"] / r["throughput"] - 1
+        dm = s["mean_turnaround_us"] / r["mean_turnaround_us"] - 1
+        rows.append(f"| {w} | {r['size']} | {r['throughput']:.0f} | {s['throughput']:.0f} | {dt:+.1%} "
+                    f"| {t(r['mean_turnaround_us'])} | {t(s['mean_turnaround_us'])} | {dm:+.1%} |")
+    zone = lambda z: f"[{z[0]}, {z[1]}]" if z else "-"
+    points.append(f"| {w} | {real['stable_point']} | {sim['stable_point']} | {real['oracle_size']} "
+                  f"| {sim['oracle_size']} | {zone(real.get('safe_zone'))} | {zone(sim.get('safe_zone'))} |")
+print("| workload | size | real tput/s | sim tput/s | Δ tput | real turnaround | sim turnaround | Δ turnaround |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("\n".join(rows))
+print()
+print("| workload | stable point real | sim | oracle real | sim | safe zone real | sim |")
+print("|---|---:|---:|---:|---:|---|---|")
+print("\n".join(points))
+PY
