@@ -10,7 +10,7 @@ repeats="${1:-3}"
 out="${OUT:-target/cluster-bench}"
 mkdir -p "$out"
 tp=target/release/tidepool
-[ -x "$tp" ] || cargo build --release -p tidepool-cli
+[ -x "$tp" ] || cargo build --release -p tidepool-lab
 
 run() { # label, then tidepool cluster replay args
   local label="$1"; shift

@@ -22,27 +22,27 @@ echo "== cargo test (workspace)"
 cargo test --workspace --locked
 
 echo "== the library's optional features (serde, metrics, tracing)"
-cargo clippy -p tidepool --all-targets --all-features --locked -- -D warnings
-cargo test -p tidepool --all-features --locked --lib --test export --test serde --test tracing_events --test errors
-cargo test -p tidepool --all-features --locked --doc MetricsExporter
+cargo clippy -p tidepool-rs --all-targets --all-features --locked -- -D warnings
+cargo test -p tidepool-rs --all-features --locked --lib --test export --test serde --test tracing_events --test errors
+cargo test -p tidepool-rs --all-features --locked --doc MetricsExporter
 
 echo "== the library's examples run (the rayon/tokio user's program, server, scoped, custom policy)"
 for example in rayon_tokio_user server scoped custom_policy; do
-  RUST_BACKTRACE=0 cargo run -q -p tidepool --locked --example "$example" >/dev/null
+  RUST_BACKTRACE=0 cargo run -q -p tidepool-rs --locked --example "$example" >/dev/null
 done
 
 echo "== loom model checks (--cfg loom)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p tidepool --lib --release --locked loom
+  cargo test -p tidepool-rs --lib --release --locked loom
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p tidepool-pipeline --lib --release --locked loom
 
 echo "== portable fallback: the library without OS calls (--cfg tidepool_no_os)"
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
-  cargo clippy -p tidepool --lib --tests --locked -- -D warnings
+  cargo clippy -p tidepool-rs --lib --tests --locked -- -D warnings
 RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
-  cargo test -p tidepool --lib --tests --locked
+  cargo test -p tidepool-rs --lib --tests --locked
 
 echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool --all-features --no-deps --locked --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool-rs --all-features --no-deps --locked --quiet

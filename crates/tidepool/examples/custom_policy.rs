@@ -2,7 +2,7 @@
 //! and returns a `Decision`. This one keeps one thread per task waiting in
 //! the queue or running, within the pool's bounds, re-deciding every 10 ms.
 //!
-//! Run with `cargo run --release -p tidepool --example custom_policy`.
+//! Run with `cargo run --release -p tidepool-rs --example custom_policy`.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Serve a pool's statistics to Prometheus (feature `metrics`).
 //!
 //! ```sh
-//! cargo run -p tidepool --features metrics --example prometheus -- [PORT] [SECONDS]
+//! cargo run -p tidepool-rs --features metrics --example prometheus -- [PORT] [SECONDS]
 //! curl http://127.0.0.1:9187/metrics      # while it runs (30 s by default)
 //! ```
 //!

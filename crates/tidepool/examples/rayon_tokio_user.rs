@@ -3,7 +3,7 @@
 //! threads with hooks, a panic handler, cancellation, caller-runs for a
 //! refused task, a timed shutdown, and errors carried by `anyhow` with `?`.
 //!
-//! Run with `cargo run -p tidepool --example rayon_tokio_user`.
+//! Run with `cargo run -p tidepool-rs --example rayon_tokio_user`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

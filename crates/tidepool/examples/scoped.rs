@@ -1,7 +1,7 @@
 //! A scoped parallel computation: tasks borrow the caller's data (no `Arc`,
 //! no `'static`), as with `rayon::scope` or `std::thread::scope`.
 //!
-//! Run with `cargo run --release -p tidepool --example scoped`.
+//! Run with `cargo run --release -p tidepool-rs --example scoped`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

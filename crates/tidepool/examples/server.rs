@@ -4,7 +4,7 @@
 //! A client thread in the same process sends the requests, so the example
 //! needs no network and stops by itself.
 //!
-//! Run with `cargo run --release -p tidepool --example server`.
+//! Run with `cargo run --release -p tidepool-rs --example server`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};

@@ -2,7 +2,7 @@
 //! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
 //! resize/retire protocol, the at-max signal to the controller, and
 //! `JoinHandle::cancel` racing the run.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool --lib --release loom`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool-rs --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
