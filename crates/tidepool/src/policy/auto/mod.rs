@@ -67,6 +67,7 @@ use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use feedback::{Pending, Probe};
 use phi::{PendingSample, Smoothed};
 
+mod contention;
 mod feedback;
 mod phi;
 #[cfg(test)]
@@ -109,6 +110,10 @@ const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// Bursts and backlog may take the pool to this many workers per core even
 /// for CPU-bound work, while the pool's workers do not saturate the cores.
 const BURST_CORES: usize = 2;
+/// Largest factor by which contention (other processes holding the cores)
+/// stretches the cores the burst ceiling is sized for: CPU-bound work then
+/// gets at most `2 × cores`, like the burst floor.
+const MAX_CONTENTION_STRETCH: f64 = 2.0;
 /// Blocked-to-compute ratio ignored by the ceiling (noise, VM steal time).
 const STEAL_DEAD_BAND: f64 = 0.25;
 /// Weight of the starting guess φ = 1, in task time.
@@ -145,6 +150,8 @@ pub struct Auto {
     arrival_rate: Smoothed,
     service: Smoothed,
     cpu_fraction: Smoothed,
+    /// Share of the workers' wanted CPU time lost to other processes.
+    contention: Smoothed,
     compute_sum: f64,
     wanted_sum: f64,
     /// Weight of the starting guess φ = 1 in the sums above (task-seconds):
@@ -189,6 +196,7 @@ impl Auto {
             service: Smoothed::starting_at(0.0),
             // Until measured, assume CPU-bound: the cautious guess.
             cpu_fraction: Smoothed::starting_at(1.0),
+            contention: Smoothed::starting_at(0.0),
             compute_sum: 0.0,
             wanted_sum: 0.0,
             // The CPU-bound guess as a prior worth a few ms of task time: a
@@ -242,6 +250,7 @@ impl Auto {
             return;
         }
         self.learn_phi(obs);
+        self.learn_contention(obs);
     }
 
     /// Workers needed for the offered load: Little's law and Erlang C.
@@ -347,17 +356,21 @@ impl Auto {
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling, but at
-    /// least `2 × cores` while the pool's workers leave a tenth of the cores
-    /// unused — tasks then wait because the cores are held by other
-    /// processes, or the work is bursty, and a few more workers than cores
-    /// win back the share. Never past the user's `max`. `ceiling` is
-    /// [`Auto::ceiling`], computed once per call (a binomial search).
+    /// How far bursts and backlog may take the pool: the ceiling, but while
+    /// the pool's workers leave a tenth of the cores unused, the ceiling on
+    /// the cores stretched by contention (other processes hold them, and a
+    /// pool wins CPU in proportion to its runnable workers) and at least
+    /// `2 × cores` (the work is bursty, or contended). Never past the
+    /// user's `max`. `ceiling` is [`Auto::ceiling`], computed once per call
+    /// (a binomial search).
     fn burst_ceiling(&self, ceiling: usize) -> usize {
         if self.saturated {
             ceiling
         } else {
-            self.clamp(ceiling.max(BURST_CORES * self.cores))
+            self.clamp(
+                self.contended_ceiling(ceiling)
+                    .max(BURST_CORES * self.cores),
+            )
         }
     }
 

@@ -59,19 +59,23 @@ impl Auto {
     /// the user's bounds. About `cores / φ` plus a margin that grows as φ
     /// falls; exactly `cores` for CPU-bound work.
     pub fn ceiling(&self) -> usize {
-        let phi = self.cpu_fraction.value.clamp(MIN_CPU_FRACTION, 1.0);
-        // The first quarter of blocked-to-compute ratio buys nothing: CPU-bound
-        // work on a VM reads φ ≈ 1 − steal (stolen time is neither CPU time
-        // nor run delay), and should not grow on that.
-        let blocked = (1.0 / phi - 1.0 - STEAL_DEAD_BAND).max(0.0);
-        let runnable = 1.0 / (1.0 + blocked);
         let limit = self.max.min(SEARCH_MAX);
         self.clamp(cores_busy_workers(
             self.cores,
-            runnable,
+            self.runnable(),
             CORES_BUSY_PROBABILITY,
             limit,
         ))
+    }
+
+    /// The probability that a busy worker is runnable, from φ past the
+    /// dead band: the first quarter of blocked-to-compute ratio buys
+    /// nothing, as CPU-bound work on a VM reads φ ≈ 1 − steal (stolen time
+    /// is neither CPU time nor run delay) and should not grow on that.
+    pub(super) fn runnable(&self) -> f64 {
+        let phi = self.cpu_fraction.value.clamp(MIN_CPU_FRACTION, 1.0);
+        let blocked = (1.0 / phi - 1.0 - STEAL_DEAD_BAND).max(0.0);
+        1.0 / (1.0 + blocked)
     }
 
     /// Feed the window's samples into the φ estimate.
