@@ -44,6 +44,14 @@
 //! 7. **Short scheduler slices for blocking work.** Once φ is settled below
 //!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
 //!    a woken worker starts its task sooner; above 0.85, the default again.
+//!    Only while contention is low (below 0.25; default again above 0.4):
+//!    beside other processes, short-sliced workers lost throughput.
+//! 8. **Contention.** While the workers leave a tenth of the cores unused,
+//!    the share of their wanted CPU time spent waiting for a core is time
+//!    other processes hold it (smoothed). A pool then wins CPU in
+//!    proportion to its runnable workers, so bursts and backlog may grow
+//!    past the ceiling: to the ceiling on `cores / (1 − contention)` cores
+//!    (at most `2 × cores`).
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
@@ -57,6 +65,7 @@
 //! | `mod.rs` | parameters, state, the decision on each tick and each spawn |
 //! | `phi.rs` | the compute-share (φ) estimate and the ceiling it gives |
 //! | `feedback.rs` | the throughput feedback loop and the learned cap |
+//! | `contention.rs` | the share of the cores other processes take |
 //! | `../queueing.rs` | Erlang C and the binomial core count (shared with `hisdyn`) |
 //! | `tests.rs` | scripted observations |
 
@@ -100,6 +109,12 @@ const SHORT_SLICE: Duration = Duration::from_micros(100);
 const SHORT_SLICE_BELOW: f64 = 0.75;
 /// ...and above which they ask for the system default again.
 const DEFAULT_SLICE_ABOVE: f64 = 0.85;
+/// Contention below which short slices may be asked for...
+const SHORT_SLICE_CONTENTION_BELOW: f64 = 0.25;
+/// ...and above which the workers go back to the default slice: sharing
+/// the cores with other processes, short-sliced workers lost up to half
+/// their throughput (`docs/benchmarks.md`, "Short slices under contention").
+const DEFAULT_SLICE_CONTENTION_ABOVE: f64 = 0.4;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
 /// Sampled tasks needed before the sample's compute share replaces the

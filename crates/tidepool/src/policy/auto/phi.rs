@@ -7,8 +7,9 @@ use std::time::Duration;
 use super::super::Observation;
 use super::{
     cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
-    DEFAULT_SLICE_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU, MIN_CPU_FRACTION, MIN_THREAD_WINDOW,
-    SAMPLED_TASK_TIME, SEARCH_MAX, SHORT_SLICE_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU,
+    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHORT_SLICE_BELOW,
+    SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -197,15 +198,17 @@ impl Auto {
 
     /// Short scheduler slices for workers that mostly block, once φ is
     /// settled; with hysteresis, so a φ near the line does not flip it.
+    /// Not while other processes hold the cores (contention): a short-sliced
+    /// worker that blocks and wakes often then lost throughput to them.
     pub(super) fn choose_slice(&mut self) {
         if !self.settled() {
             return;
         }
-        let phi = self.cpu_fraction.value;
-        if phi < SHORT_SLICE_BELOW {
-            self.short_slice = true;
-        } else if phi > DEFAULT_SLICE_ABOVE {
+        let (phi, contention) = (self.cpu_fraction.value, self.contention.value);
+        if phi > DEFAULT_SLICE_ABOVE || contention > DEFAULT_SLICE_CONTENTION_ABOVE {
             self.short_slice = false;
+        } else if phi < SHORT_SLICE_BELOW && contention < SHORT_SLICE_CONTENTION_BELOW {
+            self.short_slice = true;
         }
     }
 }

@@ -792,3 +792,31 @@ fn workers_that_saturate_the_cores_read_no_contention() {
     assert_eq!(p.limit(), p.ceiling());
     assert!(live <= p.ceiling());
 }
+
+#[test]
+fn contention_turns_the_short_slices_off_and_back_on() {
+    // Blocking work (φ = 0.3 from the sample) on a machine that is quiet,
+    // then shared with other processes (contention 0.5), then quiet again.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut slices = vec![];
+    for (from, share, delay) in [(1, 0.3, 0.0), (11, 0.5, 1.0), (41, 0.3, 0.0)] {
+        for at in from..from + 30 {
+            let mut obs = contended_tick(at, live, share);
+            obs.run_delay = obs.cpu_time.map(|c| c.mul_f64(delay));
+            let d = p.decide(&obs);
+            apply(&mut live, &d);
+            if let Some(s) = d.worker_slice {
+                slices.push((at, s, p.contention()));
+            }
+        }
+    }
+    let asked: Vec<Duration> = slices.iter().map(|s| s.1).collect();
+    assert_eq!(
+        asked,
+        [SHORT_SLICE, Duration::ZERO, SHORT_SLICE],
+        "{slices:?}"
+    );
+    assert!(slices[1].2 > DEFAULT_SLICE_CONTENTION_ABOVE, "{slices:?}");
+    assert!(slices[2].2 < SHORT_SLICE_CONTENTION_BELOW, "{slices:?}");
+}
