@@ -364,7 +364,11 @@ impl Auto {
         // Within the spawn limit set at the last tick.
         let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
         if let Some(cap) = self.learned_cap(obs.now) {
-            desired = desired.min(cap.max(old));
+            // The cap stops further growth; a worker already spawned (the
+            // limit was higher when it came) is kept, not retired at once
+            // to be spawned again by the next backlog: the shrink
+            // hysteresis takes the surplus down.
+            desired = desired.min(cap.max(old).max(obs.live));
         }
         self.target = desired.max(old);
         self.low_for = Duration::ZERO;

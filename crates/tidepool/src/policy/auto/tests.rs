@@ -820,3 +820,24 @@ fn contention_turns_the_short_slices_off_and_back_on() {
     assert!(slices[1].2 > DEFAULT_SLICE_CONTENTION_ABOVE, "{slices:?}");
     assert!(slices[2].2 < SHORT_SLICE_CONTENTION_BELOW, "{slices:?}");
 }
+
+#[test]
+fn a_learned_cap_does_not_retire_workers_already_spawned() {
+    // The cap is learned while spawns are on their way (the limit was
+    // higher when they came): the spawned workers are adopted, not
+    // retired at once (each would be a thread created again by the next
+    // backlog), and no injection goes past them.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..=40 {
+        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 200));
+        apply(&mut live, &d);
+    }
+    let cap = p.learned_cap(WINDOW * 40).expect("no cap learned");
+    let target = p.target();
+    assert!(target <= cap.max(live), "{target} {cap}");
+    let spawned = cap + 5;
+    let d = p.decide(&starved(4_001, spawned, 50));
+    assert_eq!(d.target.unwrap_or(target), spawned, "{d:?}");
+    assert_eq!(p.target(), spawned);
+}
