@@ -182,8 +182,9 @@ fn goals_sentence(grid: &BarGrid, g: &Goals) -> String {
 }
 
 /// Where the rival answers faster than the subject, workload by workload
-/// (mean and p99 turnaround vs the oracle), in words; empty where it never
-/// does. A geometric mean can hide a workload the subject loses badly.
+/// (mean and p99 turnaround vs the oracle, by at least the 0.01 they are
+/// shown with), in words. A geometric mean can hide a workload the subject
+/// loses badly.
 fn losses_sentence(grid: &BarGrid, rival: &str) -> String {
     let (Some((_, mine)), Some((_, theirs))) = (grid.row(SUBJECT), grid.row(rival)) else {
         return String::new();
@@ -202,7 +203,8 @@ fn losses_sentence(grid: &BarGrid, rival: &str) -> String {
         ];
         for (what, ours, rivals) in pairs {
             if let (Some(o), Some(r)) = (ours, rivals) {
-                if r < o {
+                // Only a difference the two shown decimals can see.
+                if (r * 100.0).round() < (o * 100.0).round() {
                     on.push(format!("{what} {} vs {}", x(Some(o)), x(Some(r))));
                 }
             }
@@ -306,9 +308,10 @@ mod tests {
         );
         assert!(v.contains("one run each"), "{v}");
         assert!(v.contains("on io (mean 1.20× vs 1.00×)."), "{v}");
+        // Behind by less than the shown precision is not a loss.
         let ahead = BarGrid {
             rows: vec![
-                ("auto".into(), vec![cell(1.0, 1.0, 1.0, 10.0)]),
+                ("auto".into(), vec![cell(1.0, 1.0, 1.003, 10.0)]),
                 ("watermark".into(), vec![cell(1.0, 1.1, 1.0, 1000.0)]),
             ],
             workloads: vec!["io".into()],
