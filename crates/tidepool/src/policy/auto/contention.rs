@@ -1,10 +1,10 @@
 //! Contention: the share of the cores other processes take from the
 //! workers (module docs of [`super`], point 8; it also turns the short
-//! slices of point 7 off). While the workers do not
-//! saturate the cores, the time they spend runnable but waiting for a core
-//! is time another process holds it; a pool then wins CPU in proportion to
-//! its runnable workers, and a backlog is worked off by more of them than
-//! the ceiling (sized for cores of its own) allows.
+//! slices of point 7 off). While the workers do not saturate the cores,
+//! the time they spend runnable but waiting for a core is time another
+//! process holds it; a pool then wins CPU in proportion to its runnable
+//! workers, and a backlog is worked off by more of them than the ceiling
+//! (sized for cores of its own) allows.
 
 use super::super::Observation;
 use super::{

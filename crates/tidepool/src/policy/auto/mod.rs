@@ -55,8 +55,9 @@
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (the ceiling, or `2 × cores` while
-//! the cores are not saturated). *Spawn limit* ([`Auto::limit`]): the `max`
+//! how far bursts and backlog may go (while the cores are not saturated,
+//! the ceiling on the cores stretched by contention, and at least
+//! `2 × cores`). *Spawn limit* ([`Auto::limit`]): the `max`
 //! sent to the pool, where on-demand spawning stops. *Learned cap*: the
 //! size past which growth did not raise throughput.
 //!
