@@ -470,6 +470,40 @@ fn closed_loop_workload_runs() {
     assert_eq!(v["completed"], 100, "{v}");
 }
 
+/// `gen` of a closed loop writes the clients into the file, and the file
+/// replays closed-loop: one client with no think time runs its ten 20 ms
+/// tasks one after another (≥ 200 ms), where an open-loop replay of the
+/// same file would start all ten at once on the ten workers.
+#[test]
+fn gen_of_a_closed_loop_replays_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("closed.trace");
+    let spec = "closed:clients=1,think=const:0ms,n=10,service=const:20ms,free=100,seed=1";
+    let o = tidepool(&["gen", spec, "-o", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let back = read_trace_file(&file).unwrap();
+    assert_eq!(back.clients, Some(1));
+    assert_eq!(
+        back.tasks,
+        spec.parse::<GenSpec>().unwrap().generate().tasks
+    );
+    let v = json_of(&tidepool(&[
+        "run",
+        "--trace",
+        file.to_str().unwrap(),
+        "--policy",
+        "fixed:10",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(v["completed"], 10, "{v}");
+    let secs = v["duration_s"].as_f64().unwrap();
+    assert!(
+        secs >= 0.2,
+        "replayed as an open loop: {secs} s for ten 20 ms tasks in a row"
+    );
+}
+
 #[test]
 fn gen_round_trips_through_the_trace_format() {
     let dir = tempfile::tempdir().unwrap();

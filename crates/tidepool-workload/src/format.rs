@@ -13,7 +13,9 @@
 //! comment (whole line or trailing). Blank lines are ignored. The first
 //! non-comment line may be a column header whose first field is `request_id`.
 //! Times are microseconds, non-negative, with at most three decimals
-//! (nanosecond precision). Any other malformed line is an error naming the
+//! (nanosecond precision). A line `clients N` before the first task makes
+//! the trace a closed loop of `N` clients ([`Trace::clients`]: start delays
+//! are then think times). Any other malformed line is an error naming the
 //! file, the line and the field: nothing is silently skipped.
 
 use std::collections::HashMap;
@@ -25,6 +27,11 @@ use crate::error::TraceError;
 use crate::limits::{shown, Limits, MAX_TIME};
 use crate::lines::Lines;
 use crate::trace::{TaskSpec, Trace};
+
+/// The directive that makes a trace a closed loop: `clients N`, before the
+/// first task. A reader that does not know it fails on it (the first field
+/// is not a request id) rather than replaying the trace as an open loop.
+pub const CLIENTS: &str = "clients";
 
 /// Column names, in order. The last two are optional (both or neither).
 pub const COLUMNS: [&str; 6] = [
@@ -61,6 +68,10 @@ pub fn parse_trace_with<R: Read>(
         let fields: Vec<&str> = content.split_whitespace().collect();
         if header_allowed && fields[0].eq_ignore_ascii_case("request_id") {
             header_allowed = false;
+            continue;
+        }
+        if fields[0].eq_ignore_ascii_case(CLIENTS) {
+            trace.clients = Some(parse_clients(&fields, &trace, source, lineno)?);
             continue;
         }
         header_allowed = false;
@@ -108,6 +119,38 @@ pub fn read_trace_file_with(path: impl AsRef<Path>, limits: &Limits) -> Result<T
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
     parse_trace_with(file, &name, limits)
+}
+
+/// The `clients N` directive: once, before the first task, `N` ≥ 1.
+fn parse_clients(
+    fields: &[&str],
+    trace: &Trace,
+    source: &str,
+    line: usize,
+) -> Result<usize, TraceError> {
+    let bad = |why: String| TraceError::parse(source, line, CLIENTS, why);
+    if !trace.is_empty() {
+        return Err(bad(
+            "must come before the first task (it makes the whole trace a closed loop)".into(),
+        ));
+    }
+    if trace.clients.is_some() {
+        return Err(bad("given twice".into()));
+    }
+    match fields {
+        [_, n] => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(bad(format!(
+                "`{}` is not a whole number in 1..={}",
+                shown(n),
+                usize::MAX
+            ))),
+        },
+        _ => Err(bad(format!(
+            "takes one value, the number of clients (line has {} field(s))",
+            fields.len()
+        ))),
+    }
 }
 
 fn parse_line(fields: &[&str], source: &str, line: usize) -> Result<TaskSpec, TraceError> {
@@ -264,6 +307,13 @@ pub fn write_trace<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> {
     if !trace.name.is_empty() {
         writeln!(out, "# name: {}", trace.name.replace('\n', " "))?;
     }
+    if let Some(clients) = trace.clients {
+        writeln!(
+            out,
+            "# a closed loop: each client waits for its answer; start_delay_us is its think time"
+        )?;
+        writeln!(out, "{CLIENTS} {clients}")?;
+    }
     writeln!(out, "# {}", COLUMNS.join(" "))?;
     for t in &trace.tasks {
         write!(
@@ -389,6 +439,53 @@ mod tests {
         write_trace_file(&t, &path).unwrap();
         assert_eq!(read_trace_file(&path).unwrap().tasks, t.tasks);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_closed_loop_round_trips_and_bad_directives_are_errors() {
+        let mut t = Trace::new("closed");
+        t.clients = Some(3);
+        for i in 0..5 {
+            t.push(TaskSpec::new(i, 1, us(10 * i), us(100)));
+        }
+        let mut out = Vec::new();
+        write_trace(&t, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\nclients 3\n"), "{text}");
+        let back = parse_trace_str(&text, "closed").unwrap();
+        assert_eq!(back.clients, Some(3));
+        assert_eq!(back.tasks, t.tasks);
+        // An open loop writes no directive and reads back open.
+        t.clients = None;
+        let mut out = Vec::new();
+        write_trace(&t, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("clients"), "{text}");
+        assert_eq!(parse_trace_str(&text, "open").unwrap().clients, None);
+        // After a header too, case-insensitive.
+        let h = parse_trace_str(
+            "request_id app_id start_delay_us exec_us\nCLIENTS 2\n1 1 0 5\n",
+            "h",
+        );
+        assert_eq!(h.unwrap().clients, Some(2));
+
+        assert_eq!(
+            err("1 1 0 1\nclients 2\n"),
+            "bad.trace:2: field `clients`: must come before the first task (it makes the whole trace a closed loop)"
+        );
+        assert_eq!(
+            err("clients 0\n1 1 0 1\n"),
+            format!(
+                "bad.trace:1: field `clients`: `0` is not a whole number in 1..={}",
+                usize::MAX
+            )
+        );
+        assert!(err("clients\n").starts_with("bad.trace:1: field `clients`: takes one value"));
+        assert!(err("clients 2 3\n").contains("takes one value"));
+        assert_eq!(
+            err("clients 2\nclients 2\n"),
+            "bad.trace:2: field `clients`: given twice"
+        );
     }
 
     #[test]

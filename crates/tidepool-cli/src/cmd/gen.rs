@@ -16,9 +16,12 @@ Examples:
   tidepool gen io --scale 0.25 -o io.trace       # a suite workload, a quarter as long
   tidepool gen my-cluster.swf -o cluster.trace   # convert an SWF or Azure CSV trace
   tidepool gen cpu | head                        # no -o: the trace on stdout
+  tidepool gen closed -o closed.trace            # a closed loop: the file says `clients 64`
 
 The file is in the thesis trace format (docs/trace-format.md): one task per line,
-`request_id app_id start_delay_us exec_us [cpu_us blocked_us]`.";
+`request_id app_id start_delay_us exec_us [cpu_us blocked_us]`. A closed-loop
+spec writes a `clients N` line first, and `start_delay_us` is then each task's
+think time: the file replays closed-loop, like the spec.";
 
 /// Options of `tidepool gen`.
 #[derive(Debug, Args)]

@@ -169,6 +169,7 @@ fn goals_sentence(grid: &BarGrid, g: &Goals) -> String {
         (Speed::Slower, false) => format!(" `{}` loses on both counts here.", p.policy),
     };
     s.push_str(&trade);
+    s.push_str(&losses_sentence(grid, &r.policy));
     if grid.repeats > 1 {
         if let Some((w, lo, hi)) = widest_range(grid) {
             s.push_str(&format!(
@@ -178,6 +179,48 @@ fn goals_sentence(grid: &BarGrid, g: &Goals) -> String {
         }
     }
     s
+}
+
+/// Where the rival answers faster than the subject, workload by workload
+/// (mean and p99 turnaround vs the oracle, by at least the 0.01 they are
+/// shown with), in words. A geometric mean can hide a workload the subject
+/// loses badly.
+fn losses_sentence(grid: &BarGrid, rival: &str) -> String {
+    let (Some((_, mine)), Some((_, theirs))) = (grid.row(SUBJECT), grid.row(rival)) else {
+        return String::new();
+    };
+    let mut losses = Vec::new();
+    for ((w, a), b) in grid.workloads.iter().zip(mine).zip(theirs) {
+        let (Some(a), Some(b)) = (a, b) else { continue };
+        let mut on = Vec::new();
+        let pairs = [
+            ("mean", a.turnaround_vs_oracle, b.turnaround_vs_oracle),
+            (
+                "p99",
+                a.p99_turnaround_vs_oracle,
+                b.p99_turnaround_vs_oracle,
+            ),
+        ];
+        for (what, ours, rivals) in pairs {
+            if let (Some(o), Some(r)) = (ours, rivals) {
+                // Only a difference the two shown decimals can see.
+                if (r * 100.0).round() < (o * 100.0).round() {
+                    on.push(format!("{what} {} vs {}", x(Some(o)), x(Some(r))));
+                }
+            }
+        }
+        if !on.is_empty() {
+            losses.push(format!("{w} ({})", on.join(", ")));
+        }
+    }
+    if losses.is_empty() {
+        format!(" `{SUBJECT}` answers at least as fast as `{rival}` on every workload.")
+    } else {
+        format!(
+            " `{SUBJECT}` answers slower than `{rival}` (turnaround vs the oracle, ours vs theirs) on {}.",
+            losses.join("; ")
+        )
+    }
 }
 
 /// The subject's workload with the widest p99 turnaround range over repeats.
@@ -245,6 +288,10 @@ mod tests {
             "{v}"
         );
         assert!(v.contains("ranged 1.35–1.95"), "{v}");
+        assert!(
+            v.contains("`auto` answers slower than `watermark:3..100` (turnaround vs the oracle, ours vs theirs) on cpu (mean 1.04× vs 1.00×, p99 1.03× vs 0.97×); sat50 (mean 1.10× vs 1.00×, p99 1.50× vs 1.00×)."),
+            "{v}"
+        );
         // auto better on p99 only, and too many threads
         let mixed = BarGrid {
             rows: vec![
@@ -260,5 +307,20 @@ mod tests {
             "{v}"
         );
         assert!(v.contains("one run each"), "{v}");
+        assert!(v.contains("on io (mean 1.20× vs 1.00×)."), "{v}");
+        // Behind by less than the shown precision is not a loss.
+        let ahead = BarGrid {
+            rows: vec![
+                ("auto".into(), vec![cell(1.0, 1.0, 1.003, 10.0)]),
+                ("watermark".into(), vec![cell(1.0, 1.1, 1.0, 1000.0)]),
+            ],
+            workloads: vec!["io".into()],
+            repeats: 1,
+        };
+        let v = verdict(&ahead);
+        assert!(
+            v.contains("`auto` answers at least as fast as `watermark` on every workload."),
+            "{v}"
+        );
     }
 }

@@ -44,11 +44,20 @@
 //! 7. **Short scheduler slices for blocking work.** Once φ is settled below
 //!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
 //!    a woken worker starts its task sooner; above 0.85, the default again.
+//!    Only while contention is low (below 0.25; default again above 0.4):
+//!    beside other processes, short-sliced workers lost throughput.
+//! 8. **Contention.** While the workers leave a tenth of the cores unused,
+//!    the share of their wanted CPU time spent waiting for a core is time
+//!    other processes hold it (smoothed). A pool then wins CPU in
+//!    proportion to its runnable workers, so bursts and backlog may grow
+//!    past the ceiling: to the ceiling on `cores / (1 − contention)` cores
+//!    (at most `2 × cores`).
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (the ceiling, or `2 × cores` while
-//! the cores are not saturated). *Spawn limit* ([`Auto::limit`]): the `max`
+//! how far bursts and backlog may go (while the cores are not saturated,
+//! the ceiling on the cores stretched by contention, and at least
+//! `2 × cores`). *Spawn limit* ([`Auto::limit`]): the `max`
 //! sent to the pool, where on-demand spawning stops. *Learned cap*: the
 //! size past which growth did not raise throughput.
 //!
@@ -57,6 +66,7 @@
 //! | `mod.rs` | parameters, state, the decision on each tick and each spawn |
 //! | `phi.rs` | the compute-share (φ) estimate and the ceiling it gives |
 //! | `feedback.rs` | the throughput feedback loop and the learned cap |
+//! | `contention.rs` | the share of the cores other processes take |
 //! | `../queueing.rs` | Erlang C and the binomial core count (shared with `hisdyn`) |
 //! | `tests.rs` | scripted observations |
 
@@ -67,6 +77,7 @@ use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use feedback::{Pending, Probe};
 use phi::{PendingSample, Smoothed};
 
+mod contention;
 mod feedback;
 mod phi;
 #[cfg(test)]
@@ -99,6 +110,12 @@ const SHORT_SLICE: Duration = Duration::from_micros(100);
 const SHORT_SLICE_BELOW: f64 = 0.75;
 /// ...and above which they ask for the system default again.
 const DEFAULT_SLICE_ABOVE: f64 = 0.85;
+/// Contention below which short slices may be asked for...
+const SHORT_SLICE_CONTENTION_BELOW: f64 = 0.25;
+/// ...and above which the workers go back to the default slice: sharing
+/// the cores with other processes, short-sliced workers lost up to half
+/// their throughput (`docs/benchmarks.md`, "Short slices under contention").
+const DEFAULT_SLICE_CONTENTION_ABOVE: f64 = 0.4;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
 /// Sampled tasks needed before the sample's compute share replaces the
@@ -109,6 +126,10 @@ const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// Bursts and backlog may take the pool to this many workers per core even
 /// for CPU-bound work, while the pool's workers do not saturate the cores.
 const BURST_CORES: usize = 2;
+/// Largest factor by which contention (other processes holding the cores)
+/// stretches the cores the burst ceiling is sized for: CPU-bound work then
+/// gets at most `2 × cores`, like the burst floor.
+const MAX_CONTENTION_STRETCH: f64 = 2.0;
 /// Blocked-to-compute ratio ignored by the ceiling (noise, VM steal time).
 const STEAL_DEAD_BAND: f64 = 0.25;
 /// Weight of the starting guess φ = 1, in task time.
@@ -145,6 +166,8 @@ pub struct Auto {
     arrival_rate: Smoothed,
     service: Smoothed,
     cpu_fraction: Smoothed,
+    /// Share of the workers' wanted CPU time lost to other processes.
+    contention: Smoothed,
     compute_sum: f64,
     wanted_sum: f64,
     /// Weight of the starting guess φ = 1 in the sums above (task-seconds):
@@ -189,6 +212,7 @@ impl Auto {
             service: Smoothed::starting_at(0.0),
             // Until measured, assume CPU-bound: the cautious guess.
             cpu_fraction: Smoothed::starting_at(1.0),
+            contention: Smoothed::starting_at(0.0),
             compute_sum: 0.0,
             wanted_sum: 0.0,
             // The CPU-bound guess as a prior worth a few ms of task time: a
@@ -242,6 +266,7 @@ impl Auto {
             return;
         }
         self.learn_phi(obs);
+        self.learn_contention(obs);
     }
 
     /// Workers needed for the offered load: Little's law and Erlang C.
@@ -340,24 +365,32 @@ impl Auto {
         // Within the spawn limit set at the last tick.
         let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
         if let Some(cap) = self.learned_cap(obs.now) {
-            desired = desired.min(cap.max(old));
+            // The cap stops further growth; a worker already spawned (the
+            // limit was higher when it came) is kept, not retired at once
+            // to be spawned again by the next backlog: the shrink
+            // hysteresis takes the surplus down.
+            desired = desired.min(cap.max(old).max(obs.live));
         }
         self.target = desired.max(old);
         self.low_for = Duration::ZERO;
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling, but at
-    /// least `2 × cores` while the pool's workers leave a tenth of the cores
-    /// unused — tasks then wait because the cores are held by other
-    /// processes, or the work is bursty, and a few more workers than cores
-    /// win back the share. Never past the user's `max`. `ceiling` is
-    /// [`Auto::ceiling`], computed once per call (a binomial search).
+    /// How far bursts and backlog may take the pool: the ceiling, but while
+    /// the pool's workers leave a tenth of the cores unused, the ceiling on
+    /// the cores stretched by contention (other processes hold them, and a
+    /// pool wins CPU in proportion to its runnable workers) and at least
+    /// `2 × cores` (the work is bursty, or contended). Never past the
+    /// user's `max`. `ceiling` is [`Auto::ceiling`], computed once per call
+    /// (a binomial search).
     fn burst_ceiling(&self, ceiling: usize) -> usize {
         if self.saturated {
             ceiling
         } else {
-            self.clamp(ceiling.max(BURST_CORES * self.cores))
+            self.clamp(
+                self.contended_ceiling(ceiling)
+                    .max(BURST_CORES * self.cores),
+            )
         }
     }
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use super::super::Observation;
 use super::{
     cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
-    DEFAULT_SLICE_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU, MIN_CPU_FRACTION, MIN_THREAD_WINDOW,
-    SAMPLED_TASK_TIME, SEARCH_MAX, SHORT_SLICE_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU,
+    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHORT_SLICE_BELOW,
+    SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -59,19 +60,23 @@ impl Auto {
     /// the user's bounds. About `cores / φ` plus a margin that grows as φ
     /// falls; exactly `cores` for CPU-bound work.
     pub fn ceiling(&self) -> usize {
-        let phi = self.cpu_fraction.value.clamp(MIN_CPU_FRACTION, 1.0);
-        // The first quarter of blocked-to-compute ratio buys nothing: CPU-bound
-        // work on a VM reads φ ≈ 1 − steal (stolen time is neither CPU time
-        // nor run delay), and should not grow on that.
-        let blocked = (1.0 / phi - 1.0 - STEAL_DEAD_BAND).max(0.0);
-        let runnable = 1.0 / (1.0 + blocked);
         let limit = self.max.min(SEARCH_MAX);
         self.clamp(cores_busy_workers(
             self.cores,
-            runnable,
+            self.runnable(),
             CORES_BUSY_PROBABILITY,
             limit,
         ))
+    }
+
+    /// The probability that a busy worker is runnable, from φ past the
+    /// dead band: the first quarter of blocked-to-compute ratio buys
+    /// nothing, as CPU-bound work on a VM reads φ ≈ 1 − steal (stolen time
+    /// is neither CPU time nor run delay) and should not grow on that.
+    pub(super) fn runnable(&self) -> f64 {
+        let phi = self.cpu_fraction.value.clamp(MIN_CPU_FRACTION, 1.0);
+        let blocked = (1.0 / phi - 1.0 - STEAL_DEAD_BAND).max(0.0);
+        1.0 / (1.0 + blocked)
     }
 
     /// Feed the window's samples into the φ estimate.
@@ -197,15 +202,17 @@ impl Auto {
 
     /// Short scheduler slices for workers that mostly block, once φ is
     /// settled; with hysteresis, so a φ near the line does not flip it.
+    /// Not while other processes hold the cores (contention): a short-sliced
+    /// worker that blocks and wakes often then lost throughput to them.
     pub(super) fn choose_slice(&mut self) {
         if !self.settled() {
             return;
         }
-        let phi = self.cpu_fraction.value;
-        if phi < SHORT_SLICE_BELOW {
-            self.short_slice = true;
-        } else if phi > DEFAULT_SLICE_ABOVE {
+        let (phi, contention) = (self.cpu_fraction.value, self.contention.value);
+        if phi > DEFAULT_SLICE_ABOVE || contention > DEFAULT_SLICE_CONTENTION_ABOVE {
             self.short_slice = false;
+        } else if phi < SHORT_SLICE_BELOW && contention < SHORT_SLICE_CONTENTION_BELOW {
+            self.short_slice = true;
         }
     }
 }

@@ -731,3 +731,113 @@ fn a_sample_of_one_task_is_weighed_with_the_prior() {
     );
     assert!(!p.schedule().on_at_max);
 }
+
+/// A backlogged tick of tasks that compute 30% of their own time (from
+/// the per-task sample), whose workers get `cpu_share` of the cores and
+/// wait for a core as long as they compute (`run_delay = cpu_time`).
+fn contended_tick(at: u32, live: usize, cpu_share: f64) -> Observation {
+    let mut obs = busy_tick(at, live, 0.3, 1000, 10 * live as u64);
+    obs.arrivals = obs.completions + 100;
+    obs.sampled_task_time = Duration::from_millis(10);
+    obs.sampled_task_cpu = Duration::from_millis(3);
+    obs.sampled_tasks = 10;
+    let cpu = (WINDOW * CORES as u32).mul_f64(cpu_share);
+    obs.cpu_time = Some(cpu);
+    obs.run_delay = Some(cpu);
+    obs
+}
+
+#[test]
+fn contention_lets_a_backlog_grow_past_the_ceiling() {
+    // Other processes hold half the cores: the workers wait for a core as
+    // long as they compute (contention 0.5, the cores stretched 2×). The
+    // backlog may take the pool to the ceiling of 2 × 4 cores.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut trace = vec![];
+    for at in 1..=30 {
+        let d = p.decide(&contended_tick(at, live, 0.5));
+        apply(&mut live, &d);
+        trace.push(live);
+    }
+    assert!(
+        (p.cpu_fraction() - 0.3).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    assert!((p.contention() - 0.5).abs() < 1e-9, "{}", p.contention());
+    let ceiling = p.ceiling();
+    let contended = cores_busy_workers(2 * CORES, p.runnable(), CORES_BUSY_PROBABILITY, 512);
+    assert!(contended > ceiling + CORES, "{contended} vs {ceiling}");
+    assert_eq!(p.limit(), contended, "{trace:?}");
+    assert!(
+        live > ceiling,
+        "stopped at the ceiling {ceiling}: {trace:?}"
+    );
+    assert!(live <= contended, "{trace:?}");
+}
+
+#[test]
+fn workers_that_saturate_the_cores_read_no_contention() {
+    // The same run delay while the workers hold 95% of the cores: they
+    // wait for each other, not for another process, so the limit stays at
+    // the ceiling.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..=30 {
+        let d = p.decide(&contended_tick(at, live, 0.95));
+        apply(&mut live, &d);
+    }
+    assert_eq!(p.contention(), 0.0);
+    assert_eq!(p.limit(), p.ceiling());
+    assert!(live <= p.ceiling());
+}
+
+#[test]
+fn contention_turns_the_short_slices_off_and_back_on() {
+    // Blocking work (φ = 0.3 from the sample) on a machine that is quiet,
+    // then shared with other processes (contention 0.5), then quiet again.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut slices = vec![];
+    for (from, share, delay) in [(1, 0.3, 0.0), (11, 0.5, 1.0), (41, 0.3, 0.0)] {
+        for at in from..from + 30 {
+            let mut obs = contended_tick(at, live, share);
+            obs.run_delay = obs.cpu_time.map(|c| c.mul_f64(delay));
+            let d = p.decide(&obs);
+            apply(&mut live, &d);
+            if let Some(s) = d.worker_slice {
+                slices.push((at, s, p.contention()));
+            }
+        }
+    }
+    let asked: Vec<Duration> = slices.iter().map(|s| s.1).collect();
+    assert_eq!(
+        asked,
+        [SHORT_SLICE, Duration::ZERO, SHORT_SLICE],
+        "{slices:?}"
+    );
+    assert!(slices[1].2 > DEFAULT_SLICE_CONTENTION_ABOVE, "{slices:?}");
+    assert!(slices[2].2 < SHORT_SLICE_CONTENTION_BELOW, "{slices:?}");
+}
+
+#[test]
+fn a_learned_cap_does_not_retire_workers_already_spawned() {
+    // The cap is learned while spawns are on their way (the limit was
+    // higher when they came): the spawned workers are adopted, not
+    // retired at once (each would be a thread created again by the next
+    // backlog), and no injection goes past them.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..=40 {
+        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 200));
+        apply(&mut live, &d);
+    }
+    let cap = p.learned_cap(WINDOW * 40).expect("no cap learned");
+    let target = p.target();
+    assert!(target <= cap.max(live), "{target} {cap}");
+    let spawned = cap + 5;
+    let d = p.decide(&starved(4_001, spawned, 50));
+    assert_eq!(d.target.unwrap_or(target), spawned, "{d:?}");
+    assert_eq!(p.target(), spawned);
+}
