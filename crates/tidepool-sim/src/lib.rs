@@ -9,7 +9,7 @@
 //! | module | what |
 //! |---|---|
 //! | `arrivals` | open-loop arrivals, or a closed loop of clients that think between answers |
-//! | [`bench`] | the speed benchmark's scenarios (`tidepool sim --bench`) |
+//! | [`bench`](mod@bench) | the speed benchmark's scenarios (`tidepool sim --bench`) |
 //! | [`config`] | the machine, the executor (a pool and its policy, or a thread per request), what to measure |
 //! | [`costs`] | thread start, wake-up and oversleep costs; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
