@@ -312,15 +312,21 @@ fn run_crossbeam(shape: &Shape, items: usize) -> usize {
     })
 }
 
-fn run_pariter(shape: &Shape, items: usize) -> usize {
-    use pariter::IteratorExt;
-    let stages = shape.stages.clone();
-    let src = stages[0].work;
-    let mut it: Box<dyn Iterator<Item = Vec<u64>> + Send> = Box::new((0..items).map(move |_| {
+/// The iterator peers' source stage: `items` fresh items, each filled by the
+/// first stage's work.
+fn source(stage: &StageDef, items: usize) -> Box<dyn Iterator<Item = Vec<u64>> + Send> {
+    let src = stage.work;
+    Box::new((0..items).map(move |_| {
         let mut v = vec![0u64; ITEM_WORDS];
         work(src, &mut v);
         v
-    }));
+    }))
+}
+
+fn run_pariter(shape: &Shape, items: usize) -> usize {
+    use pariter::IteratorExt;
+    let stages = shape.stages.clone();
+    let mut it = source(&stages[0], items);
     for s in &stages[1..] {
         let w = s.work;
         let f = move |mut v: Vec<u64>| {
@@ -343,12 +349,7 @@ fn run_pariter(shape: &Shape, items: usize) -> usize {
 fn run_pipeliner(shape: &Shape, items: usize) -> usize {
     use pipeliner::Pipeline;
     let stages = shape.stages.clone();
-    let src = stages[0].work;
-    let mut it: Box<dyn Iterator<Item = Vec<u64>> + Send> = Box::new((0..items).map(move |_| {
-        let mut v = vec![0u64; ITEM_WORDS];
-        work(src, &mut v);
-        v
-    }));
+    let mut it = source(&stages[0], items);
     for s in &stages[1..] {
         let w = s.work;
         it = Box::new(

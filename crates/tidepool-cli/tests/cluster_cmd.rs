@@ -8,6 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_tidepool");
 /// Generous: the machine is shared, loaded and niced.
 const LIMIT: Duration = Duration::from_secs(180);
@@ -89,44 +91,21 @@ fn dummy() -> Child {
 }
 
 /// Wait for the command to end (at most `LIMIT`).
-fn finish(mut child: Child, what: &str) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("{what}: still running after {LIMIT:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn send(signal: &str, pid: u32) {
-    let ok = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+fn finish(child: Child, what: &str) -> Output {
+    common::finish_within(child, LIMIT, what, || {})
 }
 
 /// Wait for the command to end, noting every child it has meanwhile (so
 /// that a process started after the signal is checked too).
-fn finish_watching(mut child: Child, seen: &mut Vec<(u32, String)>, what: &str) -> Output {
+fn finish_watching(child: Child, seen: &mut Vec<(u32, String)>, what: &str) -> Output {
     let pid = child.id();
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
+    common::finish_within(child, LIMIT, what, || {
         for kid in children(pid) {
             if !seen.contains(&kid) {
                 seen.push(kid);
             }
         }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("{what}: still running after {LIMIT:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+    })
 }
 
 /// Every process in `pids` ends (they may take a moment to be reaped).
@@ -177,7 +156,7 @@ fn ctrl_c_on_chaos_stops_the_broker_and_nodes_and_removes_the_store() {
                     .is_ok_and(|log| log.contains("connected"))
             })
     });
-    send("-INT", pid);
+    common::send_signal("-INT", pid);
     let o = finish_watching(child, &mut kids, "chaos after Ctrl-C");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
@@ -206,7 +185,7 @@ fn sigterm_on_replay_local_stops_the_broker_and_nodes_and_removes_the_store() {
         kids = children(pid);
         nodes_and_broker(&kids, 2)
     });
-    send("-TERM", pid);
+    common::send_signal("-TERM", pid);
     let o = finish_watching(child, &mut kids, "replay after SIGTERM");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
@@ -226,7 +205,7 @@ fn up_stops_everything_on_ctrl_c_also_during_its_start() {
         kids = children(pid);
         nodes_and_broker(&kids, 2)
     });
-    send("-INT", pid);
+    common::send_signal("-INT", pid);
     let o = finish_watching(child, &mut kids, "up after Ctrl-C");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
@@ -246,7 +225,7 @@ fn up_stops_everything_on_ctrl_c_also_during_its_start() {
         broker = children(pid);
         broker.iter().any(|(_, c)| c == "nats-server")
     });
-    send("-INT", pid);
+    common::send_signal("-INT", pid);
     let o = finish_watching(child, &mut broker, "up after an early Ctrl-C");
     let err = String::from_utf8_lossy(&o.stderr);
     match o.status.code() {

@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_tidepool");
 /// 50 fast tasks: a few tens of milliseconds of replay.
 const TINY: &str = "poisson:rate=3000,service=exp:100us,n=50,seed=7";
@@ -18,16 +20,8 @@ const ENDLESS: &str = "poisson:rate=100,service=exp:100us,n=100000,seed=7";
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// Wait for `child` at most `LIMIT`; a child still running then is a hang.
-fn finish(mut child: Child, what: &str) -> Output {
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("{what}: still running after {LIMIT:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+fn finish(child: Child, what: &str) -> Output {
+    common::finish_within(child, LIMIT, what, || {})
 }
 
 fn spawn(args: &[&str], stdout: Stdio, mem_limit: bool) -> Child {
@@ -414,10 +408,7 @@ fn ctrl_c_exits_130_for_every_replaying_subcommand() {
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(200));
-        let kill = Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status();
-        assert!(kill.unwrap().success());
+        common::send_signal("-INT", pid);
         let o = finish(child, &format!("{args:?}"));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(130), "{args:?}: {err}");

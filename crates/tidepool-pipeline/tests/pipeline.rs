@@ -233,9 +233,9 @@ fn repeat_needs_enough_buffers() {
     let e = Pipeline::builder("starved")
         .buffers(2, Buffers::default().maker())
         .source("read", counter(5))
-        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .stage("a", pass)
         .repeat(2)
-        .stage("b", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .stage("b", pass)
         .repeat(2)
         .build()
         .err()
@@ -515,55 +515,55 @@ fn init_and_cleanup_run_once_per_stage_instance_on_its_thread() {
     assert_eq!(tid("init a"), tid("cleanup a"));
 }
 
+/// A stage that does nothing.
+fn pass(_: &mut Counted, _: &Context) -> R {
+    Ok(())
+}
+
+/// What `build` refuses `builder` with.
+fn refused(builder: Builder<Counted>) -> String {
+    builder.build().err().expect("refused").to_string()
+}
+
 #[test]
 fn build_errors_name_the_problem() {
-    let e = Pipeline::<Counted>::builder("x")
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(Pipeline::<Counted>::builder("x"));
     assert!(e.contains("no source") && e.contains("no buffers"), "{e}");
-    let e = Pipeline::builder("x")
-        .buffers(2, Buffers::default().maker())
-        .source("read", counter(1))
-        .replicated("r", 0, || |_: &mut Counted, _: &Context| -> R { Ok(()) })
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(
+        Pipeline::builder("x")
+            .buffers(2, Buffers::default().maker())
+            .source("read", counter(1))
+            .replicated("r", 0, || pass),
+    );
     assert!(e.contains("replicas must be at least 1"), "{e}");
-    let e = Pipeline::builder("x")
-        .buffers(2, Buffers::default().maker())
-        .source("read", counter(1))
-        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
-        .fork(
-            |_: &Counted, _: &Context| 0,
-            vec![Builder::branch().stage("only", |_: &mut Counted, _: &Context| -> R { Ok(()) })],
-            Order::Ordered,
-        )
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(
+        Pipeline::builder("x")
+            .buffers(2, Buffers::default().maker())
+            .source("read", counter(1))
+            .stage("a", pass)
+            .fork(
+                |_: &Counted, _: &Context| 0,
+                vec![Builder::branch().stage("only", pass)],
+                Order::Ordered,
+            ),
+    );
     assert!(e.contains("two or more branches"), "{e}");
     // A fork holds the last buffer while it takes empty ones: one buffer
     // would deadlock, so it is refused.
-    let e = Pipeline::builder("x")
-        .buffers(1, Buffers::default().maker())
-        .source("read", counter(3))
-        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
-        .fork(
-            |_: &Counted, _: &Context| 0,
-            vec![
-                Builder::branch().stage("p", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
-                Builder::branch().stage("q", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
-            ],
-            Order::Ordered,
-        )
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(
+        Pipeline::builder("x")
+            .buffers(1, Buffers::default().maker())
+            .source("read", counter(3))
+            .stage("a", pass)
+            .fork(
+                |_: &Counted, _: &Context| 0,
+                vec![
+                    Builder::branch().stage("p", pass),
+                    Builder::branch().stage("q", pass),
+                ],
+                Order::Ordered,
+            ),
+    );
     assert!(e.contains("at least 2"), "{e}");
 }
 
@@ -572,12 +572,12 @@ fn a_route_out_of_range_is_an_error_not_a_hang() {
     let e = Pipeline::builder("x")
         .buffers(2, Buffers::default().maker())
         .source("read", counter(10))
-        .stage("a", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+        .stage("a", pass)
         .fork(
             |b: &Counted, _: &Context| if b.round == 4 { 7 } else { 0 },
             vec![
-                Builder::branch().stage("p", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
-                Builder::branch().stage("q", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                Builder::branch().stage("p", pass),
+                Builder::branch().stage("q", pass),
             ],
             Order::Ordered,
         )
@@ -734,16 +734,14 @@ fn forks_nest_route_in_broadcast_and_broadcast_in_route() {
         let t = |name: &'static str| tag(name, &notices);
         // read → route{ even: broadcast{ [a], [route{ b | c }] }, odd: [d → route{ e | f }] } → write
         let inner_route = |x: &'static str, y: &'static str| {
-            Builder::branch()
-                .stage("pre", |_: &mut Counted, _: &Context| -> R { Ok(()) })
-                .fork(
-                    |b: &Counted, _: &Context| (b.round / 2 % 2) as usize,
-                    vec![
-                        Builder::branch().stage(x, t(x)),
-                        Builder::branch().stage(y, t(y)),
-                    ],
-                    order,
-                )
+            Builder::branch().stage("pre", pass).fork(
+                |b: &Counted, _: &Context| (b.round / 2 % 2) as usize,
+                vec![
+                    Builder::branch().stage(x, t(x)),
+                    Builder::branch().stage(y, t(y)),
+                ],
+                order,
+            )
         };
         let report = Pipeline::builder("nested")
             .buffers(4, bufs.maker())
@@ -875,11 +873,11 @@ fn a_failing_copy_or_merge_is_the_runs_error() {
         let err = Pipeline::builder("bc")
             .buffers(3, bufs.maker())
             .source("read", counter(20))
-            .stage("pre", |_: &mut Counted, _: &Context| -> R { Ok(()) })
+            .stage("pre", pass)
             .broadcast(
                 vec![
-                    Builder::branch().stage("x", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
-                    Builder::branch().stage("y", |_: &mut Counted, _: &Context| -> R { Ok(()) }),
+                    Builder::branch().stage("x", pass),
+                    Builder::branch().stage("y", pass),
                 ],
                 move |f: &Counted, t: &mut Counted, b| {
                     assert!(!(copy_fails && f.round == round), "copy {b} broke");

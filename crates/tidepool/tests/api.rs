@@ -211,9 +211,8 @@ fn the_panic_handler_sees_panics_of_handleless_tasks() {
     assert_eq!(pool.stats().panicked, 3);
 }
 
-/// A one-worker pool whose worker is held until the returned sender sends.
-fn busy_pool() -> (Pool, mpsc::Sender<()>) {
-    let pool = Pool::new(1).unwrap();
+/// Hold `pool`'s (one) worker in a task until the returned sender sends.
+fn hold_the_worker(pool: &Pool) -> mpsc::Sender<()> {
     let (tx, rx) = mpsc::channel();
     let started = Arc::new(Barrier::new(2));
     let s = started.clone();
@@ -223,6 +222,27 @@ fn busy_pool() -> (Pool, mpsc::Sender<()>) {
     })
     .unwrap();
     started.wait();
+    tx
+}
+
+/// A one-worker pool whose worker is held until the returned sender sends.
+fn busy_pool() -> (Pool, mpsc::Sender<()>) {
+    let pool = Pool::new(1).unwrap();
+    let tx = hold_the_worker(&pool);
+    (pool, tx)
+}
+
+/// A one-worker `OnFull::Reject` pool with its worker held (until the sender
+/// sends) and its one queue slot taken: the next submit is refused.
+fn full_rejecting_pool() -> (Pool, mpsc::Sender<()>) {
+    let pool = Pool::builder()
+        .threads(1)
+        .queue_capacity(1)
+        .on_full(OnFull::Reject)
+        .build()
+        .unwrap();
+    let tx = hold_the_worker(&pool);
+    pool.execute(|| {}).unwrap(); // fills the queue
     (pool, tx)
 }
 
@@ -293,22 +313,7 @@ fn shutdown_timeout_returns_with_work_still_running() {
 
 #[test]
 fn a_rejected_task_comes_back_and_the_caller_can_run_it() {
-    let pool = Pool::builder()
-        .threads(1)
-        .queue_capacity(1)
-        .on_full(OnFull::Reject)
-        .build()
-        .unwrap();
-    let (tx, rx) = mpsc::channel::<()>();
-    let started = Arc::new(Barrier::new(2));
-    let s = started.clone();
-    pool.execute(move || {
-        s.wait();
-        let _ = rx.recv();
-    })
-    .unwrap();
-    started.wait();
-    pool.execute(|| {}).unwrap(); // fills the queue
+    let (pool, tx) = full_rejecting_pool();
     let ran_here = Arc::new(AtomicUsize::new(0));
     let r = ran_here.clone();
     let rejected = pool
@@ -347,22 +352,7 @@ fn a_rejected_task_comes_back_and_the_caller_can_run_it() {
 /// full `OnFull::Reject` pool and from a shut-down one.
 #[test]
 fn plain_submit_and_execute_hand_back_what_they_refuse() {
-    let pool = Pool::builder()
-        .threads(1)
-        .queue_capacity(1)
-        .on_full(OnFull::Reject)
-        .build()
-        .unwrap();
-    let (tx, rx) = mpsc::channel::<()>();
-    let started = Arc::new(Barrier::new(2));
-    let s = started.clone();
-    pool.execute(move || {
-        s.wait();
-        let _ = rx.recv();
-    })
-    .unwrap();
-    started.wait();
-    pool.execute(|| {}).unwrap(); // fills the queue
+    let (pool, tx) = full_rejecting_pool();
 
     let ran_here = Arc::new(AtomicUsize::new(0));
     let r = ran_here.clone();
