@@ -110,8 +110,9 @@ fn start_is_one_worker_per_core_with_on_demand_growth() {
     let mut p = Auto::new();
     let d = start(&mut p);
     assert_eq!(d.target, Some(CORES));
-    // Assumed CPU-bound until measured: bursts may spawn 2 × cores.
-    assert_eq!(d.max, Some(BURST_CORES * CORES));
+    // Assumed CPU-bound until measured: bursts spawn nothing (the pool
+    // calls at its limit until φ is known).
+    assert_eq!(d.max, Some(CORES));
     assert_eq!(d.grow_on_demand, Some(true));
     assert_eq!(d.keep_alive, Some(KEEP_ALIVE));
     let s = p.schedule();
@@ -363,7 +364,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     // low CPU use is enough to lift the spawn limit at once.
     let mut p = Auto::new();
     start(&mut p);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.limit(), CORES);
     let mut obs = starved(30, CORES + 2, 20);
     obs.window = Duration::from_millis(30);
     obs.completions = 0;
@@ -390,7 +391,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     p.decide(&obs);
     p.decide(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.limit(), CORES + 2, "the spawned workers are kept");
 }
 
 #[test]
@@ -431,16 +432,16 @@ fn before_phi_is_measured_spawns_are_only_adopted() {
 
 #[test]
 fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
-    // Tasks queue at the CPU-bound guess of a limit (2 × cores), no
+    // Tasks queue at the CPU-bound guess of a limit (the cores), no
     // worker can be spawned: the pool calls at-max until the first
     // sampled tasks tell φ, and the limit then opens to the ceiling.
     let mut p = Auto::new();
     start(&mut p);
     assert!(p.schedule().on_at_max);
-    let mut obs = starved(2, BURST_CORES * CORES, 30);
+    let mut obs = starved(2, CORES, 30);
     obs.trigger = Trigger::AtMax;
-    let d = p.decide(&obs);
-    assert_eq!(d.max, Some(BURST_CORES * CORES), "nothing measured yet");
+    p.decide(&obs);
+    assert_eq!(p.limit(), CORES, "nothing measured yet");
     assert!(p.schedule().on_at_max);
     obs.now = Duration::from_millis(3);
     obs.sampled_task_time = Duration::from_millis(2);
@@ -547,6 +548,44 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
     assert_eq!(p.ceiling(), CORES, "phi stays 1: waiting is not blocking");
     assert_eq!(p.limit(), BURST_CORES * CORES, "{trace:?}");
     assert!(live <= BURST_CORES * CORES, "{trace:?}");
+}
+
+#[test]
+fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
+    // CPU-bound tasks on half the cores of a quiet machine (no run delay):
+    // a tick now and then finds tasks queued, and tasks that find nobody
+    // idle make the pool spawn. More workers than cores would only share
+    // the cores by time slices: the limit stays at the cores.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let quiet = |at: u32, live: usize, queue_len: usize| {
+        let mut obs = busy_tick(at, live, 1.0, queue_len, 200);
+        obs.cpu_time = Some(WINDOW * CORES as u32 / 2);
+        obs.busy_time = obs.cpu_time.unwrap();
+        obs.run_delay = Some(Duration::ZERO);
+        obs.sampled_task_time = Duration::from_millis(10);
+        obs.sampled_task_cpu = Duration::from_millis(10);
+        obs.sampled_tasks = 10;
+        obs
+    };
+    for at in 1..=40 {
+        // One tick in four finds a queue; the next finds none.
+        let d = p.decide(&quiet(at, live, if at % 4 == 1 { 5 } else { 0 }));
+        apply(&mut live, &d);
+        let spawned = p.decide(&starved(u64::from(at) * 100 + 1, live, 3));
+        apply(&mut live, &spawned);
+        assert_eq!(p.limit(), CORES, "tick {at}");
+        assert!(live <= CORES, "grew to {live} at tick {at}");
+    }
+    // A backlog at every tick for 75 ms or more, with the cores still not
+    // saturated: the gaps blocking and the scheduler leave are worth more
+    // runnable workers, up to 2 × cores.
+    let d = p.decide(&quiet(41, live, 50));
+    apply(&mut live, &d);
+    assert_eq!(p.limit(), CORES, "one backlogged tick is a burst");
+    let d = p.decide(&quiet(42, live, 50));
+    apply(&mut live, &d);
+    assert_eq!(p.limit(), BURST_CORES * CORES);
 }
 
 #[test]
