@@ -126,6 +126,11 @@ const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
 /// Sampled tasks needed before the sample's compute share replaces the
 /// starting guess (a smaller sample is weighed with it).
 const FIRST_SAMPLE_TASKS: u64 = 4;
+/// Factor by which the compute share of consecutive per-task samples must
+/// differ from φ, all on one side, to read as a change of the task mix...
+const SHIFT_FACTOR: f64 = 2.0;
+/// ...once they hold this many tasks (one odd task is not a change).
+const SHIFT_TASKS: u64 = 4;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// A sustained backlog may take the pool to this many workers per core even
@@ -190,6 +195,9 @@ pub struct Auto {
     sampled: bool,
     /// Sampled task time not yet enough to use.
     pending_sample: PendingSample,
+    /// Samples that disagree with φ on one side (`true`: higher), pooled
+    /// until they are enough to read as a change of the task mix.
+    shift: Option<(bool, PendingSample)>,
     /// Tasks in the per-task sample so far (counted until they are enough).
     sampled_tasks: u64,
     /// Tasks completed so far (counted until they are enough).
@@ -235,6 +243,7 @@ impl Auto {
             prior: PRIOR_BUSY.as_secs_f64(),
             sampled: false,
             pending_sample: PendingSample::default(),
+            shift: None,
             sampled_tasks: 0,
             completions_seen: 0,
             last_busy: 0,

@@ -880,3 +880,93 @@ fn a_learned_cap_does_not_retire_workers_already_spawned() {
     assert_eq!(d.target.unwrap_or(target), spawned, "{d:?}");
     assert_eq!(p.target(), spawned);
 }
+
+/// A tick whose per-task sample holds two 4 ms tasks computing `phi` of
+/// their time (the suite's `shift`, 1,000 tasks/s, one in 16 sampled).
+fn sampled_tick(at_ms: u64, live: usize, phi: f64) -> Observation {
+    let time = Duration::from_millis(8);
+    Observation {
+        trigger: Trigger::Tick,
+        now: Duration::from_millis(at_ms),
+        window: TICK,
+        arrivals: 25,
+        completions: 25,
+        mean_service: Some(Duration::from_millis(4)),
+        live,
+        busy: live / 2,
+        idle: live - live / 2,
+        target: live,
+        min: 1,
+        max: 512,
+        cores: CORES,
+        sampled_task_time: time,
+        sampled_task_cpu: time.mul_f64(phi),
+        sampled_tasks: 2,
+        ..Observation::default()
+    }
+}
+
+#[test]
+fn phi_follows_a_change_of_the_task_mix_within_a_few_samples() {
+    // A second of tasks that compute 5% of their time, then tasks that
+    // compute 40%: within 50 ms (two ticks, four sampled tasks) φ is the
+    // new share, where the half-second smoothing alone would still read
+    // about 0.1 and keep the ceiling (and the spawn limit) 3× too high.
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, 16, 0.05));
+    }
+    assert!(
+        (p.cpu_fraction() - 0.05).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    let old_ceiling = p.ceiling();
+    p.decide(&sampled_tick(41 * 25, 16, 0.4));
+    assert!(p.cpu_fraction() < 0.1, "one tick is not yet a change");
+    p.decide(&sampled_tick(42 * 25, 16, 0.4));
+    assert!(
+        (p.cpu_fraction() - 0.4).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    assert!(
+        p.ceiling() * 3 < old_ceiling,
+        "{} vs {old_ceiling}",
+        p.ceiling()
+    );
+}
+
+#[test]
+fn odd_samples_on_either_side_are_not_a_change_of_mix() {
+    // Samples that disagree with φ, but not consecutively on one side
+    // (noise: one preempted task, one that ran alone), change nothing
+    // beyond the smoothing.
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, 16, 0.2));
+    }
+    for tick in 41..=61u64 {
+        let phi = match tick % 4 {
+            0 => 0.6,
+            2 => 0.05,
+            _ => 0.2,
+        };
+        p.decide(&sampled_tick(tick * 25, 16, phi));
+    }
+    assert!(
+        (p.cpu_fraction() - 0.2).abs() < 0.05,
+        "{}",
+        p.cpu_fraction()
+    );
+    // Consecutive but few tasks (one sampled task per tick, three ticks)
+    // are not enough either.
+    for tick in 62..=64u64 {
+        let mut obs = sampled_tick(tick * 25, 16, 0.6);
+        obs.sampled_tasks = 1;
+        p.decide(&obs);
+    }
+    assert!(p.cpu_fraction() < 0.4, "{}", p.cpu_fraction());
+}
