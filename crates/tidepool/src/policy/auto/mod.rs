@@ -6,7 +6,9 @@
 //!    the tasks' own compute share, whoever holds the cores. Smoothed as a
 //!    ratio of fading sums with a prior of φ = 1 worth 5 ms; busy time is
 //!    also bounded below by the workers busy through the window, so the
-//!    first spawns already measure it. Keeping the cores busy takes
+//!    first spawns already measure it; a change of the task mix (per-task
+//!    samples of 4 tasks in a row beyond a factor of 2 from φ, on one side)
+//!    restarts the estimate from them. Keeping the cores busy takes
 //!    `cores / φ` workers on average; the *ceiling* is the fewest workers
 //!    that, all busy and each runnable with probability φ, keep every core
 //!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
