@@ -376,7 +376,9 @@ impl Pool {
     /// the target is re-clamped at once. A sizing policy may change it again.
     ///
     /// ```
-    /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(4).build()?;
+    /// use tidepool::policy::Fixed;
+    /// // (`auto` would own `max` as its spawn limit: the cores, at first.)
+    /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(4).policy(Fixed::keep()).build()?;
     /// pool.set_min_threads(3)?;
     /// assert_eq!(pool.size(), 3);
     /// assert!(pool.set_min_threads(5).is_err()); // above max

@@ -6,7 +6,9 @@
 //!    the tasks' own compute share, whoever holds the cores. Smoothed as a
 //!    ratio of fading sums with a prior of φ = 1 worth 5 ms; busy time is
 //!    also bounded below by the workers busy through the window, so the
-//!    first spawns already measure it. Keeping the cores busy takes
+//!    first spawns already measure it; a change of the task mix (per-task
+//!    samples of 4 tasks in a row beyond a factor of 2 from φ, on one side)
+//!    restarts the estimate from them. Keeping the cores busy takes
 //!    `cores / φ` workers on average; the *ceiling* is the fewest workers
 //!    that, all busy and each runnable with probability φ, keep every core
 //!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
@@ -21,8 +23,13 @@
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
 //!    nobody idle) up to the *burst ceiling* the policy sets as `max`: the
-//!    ceiling, but at least `2 × cores` while the workers leave a tenth of the
-//!    cores unused. Each spawn calls the policy, which adopts the new worker
+//!    ceiling (stretched by contention, point 8), but at least `2 × cores`
+//!    once every tick for 75 ms found a backlog while the workers leave a
+//!    tenth of the cores unused: runnable workers past the cores then fill
+//!    the gaps blocking and the scheduler leave, where in a short burst of
+//!    CPU-bound work they would only share the cores by time slices (and
+//!    lengthen every task of the burst). Each spawn calls the policy, which
+//!    adopts the new worker
 //!    into the target (it is kept, not re-created for the next burst) and
 //!    injects escalating extra ones (0, 1, 3, 7, …, never more than the tasks
 //!    waiting).
@@ -56,8 +63,8 @@
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
 //! how far bursts and backlog may go (while the cores are not saturated,
-//! the ceiling on the cores stretched by contention, and at least
-//! `2 × cores`). *Spawn limit* ([`Auto::limit`]): the `max`
+//! the ceiling on the cores stretched by contention; under a sustained
+//! backlog at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): the `max`
 //! sent to the pool, where on-demand spawning stops. *Learned cap*: the
 //! size past which growth did not raise throughput.
 //!
@@ -121,11 +128,23 @@ const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
 /// Sampled tasks needed before the sample's compute share replaces the
 /// starting guess (a smaller sample is weighed with it).
 const FIRST_SAMPLE_TASKS: u64 = 4;
+/// Factor by which the compute share of consecutive per-task samples must
+/// differ from φ, all on one side, to read as a change of the task mix...
+const SHIFT_FACTOR: f64 = 2.0;
+/// ...once they hold this many tasks (one odd task is not a change).
+const SHIFT_TASKS: u64 = 4;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
-/// Bursts and backlog may take the pool to this many workers per core even
-/// for CPU-bound work, while the pool's workers do not saturate the cores.
+/// A sustained backlog may take the pool to this many workers per core even
+/// for CPU-bound work, while the pool's workers do not saturate the cores:
+/// runnable workers past the cores fill the gaps blocking and the
+/// scheduler leave (on the quiet 2-core machine a static pool of 2 served
+/// `sat10` and `overload` 8–12% slower than 4–16).
 const BURST_CORES: usize = 2;
+/// A backlog found at every tick for this long is sustained. Shorter
+/// backlogs are bursts: CPU-bound work spread over more workers than cores
+/// then only shares the cores by time slices, which lengthens every task.
+const SUSTAINED_BACKLOG: Duration = Duration::from_millis(75);
 /// Largest factor by which contention (other processes holding the cores)
 /// stretches the cores the burst ceiling is sized for: CPU-bound work then
 /// gets at most `2 × cores`, like the burst floor.
@@ -178,6 +197,9 @@ pub struct Auto {
     sampled: bool,
     /// Sampled task time not yet enough to use.
     pending_sample: PendingSample,
+    /// Samples that disagree with φ on one side (`true`: higher), pooled
+    /// until they are enough to read as a change of the task mix.
+    shift: Option<(bool, PendingSample)>,
     /// Tasks in the per-task sample so far (counted until they are enough).
     sampled_tasks: u64,
     /// Tasks completed so far (counted until they are enough).
@@ -188,6 +210,9 @@ pub struct Auto {
     step: usize,
     injection: usize,
     low_for: Duration,
+    /// The first of the consecutive ticks that found a backlog (`None`:
+    /// the last tick found none).
+    backlog_since: Option<Duration>,
     probe: Option<Probe>,
     pending: Pending,
     learned_cap: Option<(usize, Duration)>,
@@ -220,6 +245,7 @@ impl Auto {
             prior: PRIOR_BUSY.as_secs_f64(),
             sampled: false,
             pending_sample: PendingSample::default(),
+            shift: None,
             sampled_tasks: 0,
             completions_seen: 0,
             last_busy: 0,
@@ -228,6 +254,7 @@ impl Auto {
             step: 1,
             injection: 0,
             low_for: Duration::ZERO,
+            backlog_since: None,
             probe: None,
             pending: Pending::default(),
             learned_cap: None,
@@ -291,11 +318,16 @@ impl Auto {
         let mut desired = self.demand(obs).min(ceiling);
         let mut why = "demand";
 
+        self.backlog_since = if backlog {
+            self.backlog_since.or(Some(obs.now))
+        } else {
+            None
+        };
         if backlog {
             self.feedback(obs);
             if !self.saturated {
-                let grown =
-                    (obs.live.max(self.target) + self.step).min(self.burst_ceiling(ceiling));
+                let grown = (obs.live.max(self.target) + self.step)
+                    .min(self.burst_ceiling(ceiling, obs.now));
                 if grown > desired {
                     desired = grown;
                     why = "backlog";
@@ -379,26 +411,35 @@ impl Auto {
     /// How far bursts and backlog may take the pool: the ceiling, but while
     /// the pool's workers leave a tenth of the cores unused, the ceiling on
     /// the cores stretched by contention (other processes hold them, and a
-    /// pool wins CPU in proportion to its runnable workers) and at least
-    /// `2 × cores` (the work is bursty, or contended). Never past the
-    /// user's `max`. `ceiling` is [`Auto::ceiling`], computed once per call
-    /// (a binomial search).
-    fn burst_ceiling(&self, ceiling: usize) -> usize {
+    /// pool wins CPU in proportion to its runnable workers), and under a
+    /// sustained backlog at least `2 × cores`. Never past the user's
+    /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
+    /// binomial search).
+    fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
         if self.saturated {
             ceiling
-        } else {
+        } else if self.sustained_backlog(now) {
             self.clamp(
                 self.contended_ceiling(ceiling)
                     .max(BURST_CORES * self.cores),
             )
+        } else {
+            self.contended_ceiling(ceiling)
         }
+    }
+
+    /// Whether the ticks have found a backlog without a break for
+    /// [`SUSTAINED_BACKLOG`] by `now`.
+    fn sustained_backlog(&self, now: Duration) -> bool {
+        self.backlog_since
+            .is_some_and(|since| now.saturating_sub(since) >= SUSTAINED_BACKLOG)
     }
 
     /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
     /// cap (never below the target).
     fn spawn_limit(&self, ceiling: usize, now: Duration) -> usize {
         let cap = self.learned_cap(now).unwrap_or(usize::MAX);
-        self.burst_ceiling(ceiling).min(cap).max(self.target)
+        self.burst_ceiling(ceiling, now).min(cap).max(self.target)
     }
 
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {

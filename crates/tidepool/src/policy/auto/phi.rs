@@ -8,8 +8,8 @@ use super::super::Observation;
 use super::{
     cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
     DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU,
-    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHORT_SLICE_BELOW,
-    SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHIFT_FACTOR, SHIFT_TASKS,
+    SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -110,8 +110,14 @@ impl Auto {
             // not show (VM steal) would read as blocking work.
             let keep = if self.sampled { fade } else { 0.0 };
             self.sampled = true;
-            self.compute_sum = self.compute_sum * keep + cpu;
-            self.wanted_sum = self.wanted_sum * keep + wanted;
+            if let Some(shifted) = self.mix_shift(cpu, wanted, acc.tasks) {
+                // The mix changed: the history describes other tasks.
+                self.compute_sum = shifted.cpu.as_secs_f64();
+                self.wanted_sum = shifted.time.as_secs_f64();
+            } else {
+                self.compute_sum = self.compute_sum * keep + cpu;
+                self.wanted_sum = self.wanted_sum * keep + wanted;
+            }
             self.sampled_tasks = self.sampled_tasks.saturating_add(acc.tasks);
             if self.sampled_tasks >= FIRST_SAMPLE_TASKS {
                 self.prior = 0.0;
@@ -177,6 +183,44 @@ impl Auto {
             self.cpu_fraction.update(phi, obs.window);
             self.measured = true;
         }
+    }
+
+    /// A change of the task mix: consecutive samples whose compute share
+    /// lies beyond a factor of [`SHIFT_FACTOR`] from the estimate, all on
+    /// the same side, holding [`SHIFT_TASKS`] tasks between them. Returns
+    /// those samples pooled once they are enough (the estimate then starts
+    /// over from them); one sample on the other side, or within the
+    /// factor, clears them. A smoothed φ would take about half a second to
+    /// follow, and the pool spawns on the old ceiling meanwhile.
+    fn mix_shift(&mut self, cpu: f64, wanted: f64, tasks: u64) -> Option<PendingSample> {
+        let estimate = self.cpu_fraction.value.max(MIN_CPU_FRACTION);
+        let phi = cpu / wanted;
+        let side = if phi > estimate * SHIFT_FACTOR {
+            Some(true)
+        } else if phi * SHIFT_FACTOR < estimate {
+            Some(false)
+        } else {
+            None
+        };
+        let Some(higher) = side.filter(|_| self.prior == 0.0) else {
+            self.shift = None;
+            return None;
+        };
+        let (side, mut pooled) = self
+            .shift
+            .take()
+            .unwrap_or((higher, PendingSample::default()));
+        if side != higher {
+            pooled = PendingSample::default();
+        }
+        pooled.cpu += Duration::from_secs_f64(cpu);
+        pooled.time += Duration::from_secs_f64(wanted);
+        pooled.tasks = pooled.tasks.saturating_add(tasks);
+        if pooled.tasks >= SHIFT_TASKS {
+            return Some(pooled);
+        }
+        self.shift = Some((higher, pooled));
+        None
     }
 
     /// φ from the fading sums and what is left of the prior.

@@ -110,8 +110,9 @@ fn start_is_one_worker_per_core_with_on_demand_growth() {
     let mut p = Auto::new();
     let d = start(&mut p);
     assert_eq!(d.target, Some(CORES));
-    // Assumed CPU-bound until measured: bursts may spawn 2 × cores.
-    assert_eq!(d.max, Some(BURST_CORES * CORES));
+    // Assumed CPU-bound until measured: bursts spawn nothing (the pool
+    // calls at its limit until φ is known).
+    assert_eq!(d.max, Some(CORES));
     assert_eq!(d.grow_on_demand, Some(true));
     assert_eq!(d.keep_alive, Some(KEEP_ALIVE));
     let s = p.schedule();
@@ -363,7 +364,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     // low CPU use is enough to lift the spawn limit at once.
     let mut p = Auto::new();
     start(&mut p);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.limit(), CORES);
     let mut obs = starved(30, CORES + 2, 20);
     obs.window = Duration::from_millis(30);
     obs.completions = 0;
@@ -390,7 +391,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     p.decide(&obs);
     p.decide(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.limit(), CORES + 2, "the spawned workers are kept");
 }
 
 #[test]
@@ -431,16 +432,16 @@ fn before_phi_is_measured_spawns_are_only_adopted() {
 
 #[test]
 fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
-    // Tasks queue at the CPU-bound guess of a limit (2 × cores), no
+    // Tasks queue at the CPU-bound guess of a limit (the cores), no
     // worker can be spawned: the pool calls at-max until the first
     // sampled tasks tell φ, and the limit then opens to the ceiling.
     let mut p = Auto::new();
     start(&mut p);
     assert!(p.schedule().on_at_max);
-    let mut obs = starved(2, BURST_CORES * CORES, 30);
+    let mut obs = starved(2, CORES, 30);
     obs.trigger = Trigger::AtMax;
-    let d = p.decide(&obs);
-    assert_eq!(d.max, Some(BURST_CORES * CORES), "nothing measured yet");
+    p.decide(&obs);
+    assert_eq!(p.limit(), CORES, "nothing measured yet");
     assert!(p.schedule().on_at_max);
     obs.now = Duration::from_millis(3);
     obs.sampled_task_time = Duration::from_millis(2);
@@ -547,6 +548,44 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
     assert_eq!(p.ceiling(), CORES, "phi stays 1: waiting is not blocking");
     assert_eq!(p.limit(), BURST_CORES * CORES, "{trace:?}");
     assert!(live <= BURST_CORES * CORES, "{trace:?}");
+}
+
+#[test]
+fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
+    // CPU-bound tasks on half the cores of a quiet machine (no run delay):
+    // a tick now and then finds tasks queued, and tasks that find nobody
+    // idle make the pool spawn. More workers than cores would only share
+    // the cores by time slices: the limit stays at the cores.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let quiet = |at: u32, live: usize, queue_len: usize| {
+        let mut obs = busy_tick(at, live, 1.0, queue_len, 200);
+        obs.cpu_time = Some(WINDOW * CORES as u32 / 2);
+        obs.busy_time = obs.cpu_time.unwrap();
+        obs.run_delay = Some(Duration::ZERO);
+        obs.sampled_task_time = Duration::from_millis(10);
+        obs.sampled_task_cpu = Duration::from_millis(10);
+        obs.sampled_tasks = 10;
+        obs
+    };
+    for at in 1..=40 {
+        // One tick in four finds a queue; the next finds none.
+        let d = p.decide(&quiet(at, live, if at % 4 == 1 { 5 } else { 0 }));
+        apply(&mut live, &d);
+        let spawned = p.decide(&starved(u64::from(at) * 100 + 1, live, 3));
+        apply(&mut live, &spawned);
+        assert_eq!(p.limit(), CORES, "tick {at}");
+        assert!(live <= CORES, "grew to {live} at tick {at}");
+    }
+    // A backlog at every tick for 75 ms or more, with the cores still not
+    // saturated: the gaps blocking and the scheduler leave are worth more
+    // runnable workers, up to 2 × cores.
+    let d = p.decide(&quiet(41, live, 50));
+    apply(&mut live, &d);
+    assert_eq!(p.limit(), CORES, "one backlogged tick is a burst");
+    let d = p.decide(&quiet(42, live, 50));
+    apply(&mut live, &d);
+    assert_eq!(p.limit(), BURST_CORES * CORES);
 }
 
 #[test]
@@ -840,4 +879,94 @@ fn a_learned_cap_does_not_retire_workers_already_spawned() {
     let d = p.decide(&starved(4_001, spawned, 50));
     assert_eq!(d.target.unwrap_or(target), spawned, "{d:?}");
     assert_eq!(p.target(), spawned);
+}
+
+/// A tick whose per-task sample holds two 4 ms tasks computing `phi` of
+/// their time (the suite's `shift`, 1,000 tasks/s, one in 16 sampled).
+fn sampled_tick(at_ms: u64, live: usize, phi: f64) -> Observation {
+    let time = Duration::from_millis(8);
+    Observation {
+        trigger: Trigger::Tick,
+        now: Duration::from_millis(at_ms),
+        window: TICK,
+        arrivals: 25,
+        completions: 25,
+        mean_service: Some(Duration::from_millis(4)),
+        live,
+        busy: live / 2,
+        idle: live - live / 2,
+        target: live,
+        min: 1,
+        max: 512,
+        cores: CORES,
+        sampled_task_time: time,
+        sampled_task_cpu: time.mul_f64(phi),
+        sampled_tasks: 2,
+        ..Observation::default()
+    }
+}
+
+#[test]
+fn phi_follows_a_change_of_the_task_mix_within_a_few_samples() {
+    // A second of tasks that compute 5% of their time, then tasks that
+    // compute 40%: within 50 ms (two ticks, four sampled tasks) φ is the
+    // new share, where the half-second smoothing alone would still read
+    // about 0.1 and keep the ceiling (and the spawn limit) 3× too high.
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, 16, 0.05));
+    }
+    assert!(
+        (p.cpu_fraction() - 0.05).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    let old_ceiling = p.ceiling();
+    p.decide(&sampled_tick(41 * 25, 16, 0.4));
+    assert!(p.cpu_fraction() < 0.1, "one tick is not yet a change");
+    p.decide(&sampled_tick(42 * 25, 16, 0.4));
+    assert!(
+        (p.cpu_fraction() - 0.4).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    assert!(
+        p.ceiling() * 3 < old_ceiling,
+        "{} vs {old_ceiling}",
+        p.ceiling()
+    );
+}
+
+#[test]
+fn odd_samples_on_either_side_are_not_a_change_of_mix() {
+    // Samples that disagree with φ, but not consecutively on one side
+    // (noise: one preempted task, one that ran alone), change nothing
+    // beyond the smoothing.
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, 16, 0.2));
+    }
+    for tick in 41..=61u64 {
+        let phi = match tick % 4 {
+            0 => 0.6,
+            2 => 0.05,
+            _ => 0.2,
+        };
+        p.decide(&sampled_tick(tick * 25, 16, phi));
+    }
+    assert!(
+        (p.cpu_fraction() - 0.2).abs() < 0.05,
+        "{}",
+        p.cpu_fraction()
+    );
+    // Consecutive but few tasks (one sampled task per tick, three ticks)
+    // are not enough either.
+    for tick in 62..=64u64 {
+        let mut obs = sampled_tick(tick * 25, 16, 0.6);
+        obs.sampled_tasks = 1;
+        p.decide(&obs);
+    }
+    assert!(p.cpu_fraction() < 0.4, "{}", p.cpu_fraction());
 }
