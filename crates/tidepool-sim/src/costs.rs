@@ -1,7 +1,9 @@
 //! What the machine model charges for what the pool does besides running
-//! tasks: starting a thread, waking a parked one, and the oversleep of a
-//! task's blocked part. [`Costs::measure`] times them on this machine.
+//! tasks: starting a thread, waking a parked one, the oversleep of a task's
+//! blocked part, and the wait of a thread that becomes runnable while every
+//! core computes. [`Costs::measure`] times them on this machine.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,13 @@ pub struct Costs {
     /// asked (timer slack and the wake-up; the replay's task bodies sleep in
     /// up to 8 slices).
     pub oversleep: Duration,
+    /// Longest a thread that becomes runnable (woken, its sleep over, just
+    /// started) waits for a core while every core computes: it runs when a
+    /// core frees or, at the latest, after this (the scheduler preempts a
+    /// running thread for it). Zero: it shares the cores at once (processor
+    /// sharing). The mean wake-up latency with every core busy.
+    #[serde(default)]
+    pub preempt: Duration,
 }
 
 impl Costs {
@@ -26,6 +35,7 @@ impl Costs {
         spawn: Duration::ZERO,
         wake: Duration::ZERO,
         oversleep: Duration::ZERO,
+        preempt: Duration::ZERO,
     };
 
     /// Medians measured on the project's 2-core machine by
@@ -35,16 +45,22 @@ impl Costs {
         spawn: Duration::from_micros(42),
         wake: Duration::from_micros(18),
         oversleep: Duration::from_micros(89),
+        // Not in the default: its mean swings from hundreds of µs to tens
+        // of ms with the machine's load (docs/sim.md, session 3); give
+        // `--preempt` as measured when the real runs are.
+        preempt: Duration::ZERO,
     };
 
-    /// Time the three costs here, `rounds` times each, and take medians
-    /// (a few hundred milliseconds for 50 rounds).
+    /// Time the costs here, `rounds` times each: medians of the first
+    /// three, the mean of `preempt` (its tail is what it models); about a
+    /// second for 50 rounds.
     pub fn measure(rounds: usize) -> Costs {
         let rounds = rounds.max(1);
         Costs {
             spawn: median((0..rounds).map(|_| spawn_once()).collect()),
             wake: median((0..rounds).map(|_| wake_once()).collect()),
             oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
+            preempt: preempt_mean(rounds),
         }
     }
 }
@@ -90,6 +106,32 @@ fn wake_once() -> Duration {
     waiter.join().unwrap_or_default()
 }
 
+/// The mean wake-up latency of a parked thread while one spinning thread
+/// per core keeps every core busy (at the caller's priority, as a pool's
+/// workers computing tasks).
+fn preempt_mean(rounds: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..cores)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    // Let them take the cores.
+    std::thread::sleep(Duration::from_millis(20));
+    let total: Duration = (0..rounds).map(|_| wake_once()).sum();
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        let _ = s.join();
+    }
+    total / u32::try_from(rounds).unwrap_or(u32::MAX)
+}
+
 /// Sleep 1 ms on a fresh thread (default timer slack, like a worker) and
 /// time the excess.
 fn oversleep_once() -> Duration {
@@ -111,7 +153,7 @@ mod tests {
     fn measured_costs_are_positive_and_bounded() {
         let c = Costs::measure(3);
         // A sleep never returns early; nothing here takes a second.
-        for d in [c.spawn, c.wake, c.oversleep] {
+        for d in [c.spawn, c.wake, c.oversleep, c.preempt] {
             assert!(d < Duration::from_secs(1), "{c:?}");
         }
         assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");

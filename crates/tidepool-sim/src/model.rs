@@ -125,6 +125,14 @@ pub(crate) struct Sim {
     spawn: u64,
     wake: u64,
     oversleep: u64,
+    /// `Costs::preempt` (0: no thread waits for a core, see `pending`).
+    preempt: u64,
+    /// Threads that became runnable while every core computed, oldest
+    /// first, with when the scheduler preempts for them at the latest (a
+    /// constant delay: in time order). One runs as soon as a core frees.
+    pending: VecDeque<(u64, Event)>,
+    /// ∫ pending threads dt: run delay besides the cores' sharing.
+    pending_ns: u128,
     per_request: bool,
     cpu: Cpu,
     calendar: Calendar,
@@ -210,6 +218,9 @@ impl Sim {
             spawn: ns(costs.spawn),
             wake: ns(costs.wake),
             oversleep: ns(costs.oversleep),
+            preempt: ns(costs.preempt),
+            pending: VecDeque::new(),
+            pending_ns: 0,
             per_request: false,
             cpu: Cpu::new(cores),
             calendar: Calendar::default(),
@@ -341,7 +352,8 @@ impl Sim {
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
-            let t = ta.min(tc).min(te).min(tp);
+            let tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
+            let t = ta.min(tc).min(te).min(tp).min(tq);
             if t == u64::MAX {
                 break;
             }
@@ -354,6 +366,10 @@ impl Sim {
             } else if te == t {
                 if let Some((_, e)) = self.calendar.pop() {
                     self.handle(e);
+                }
+            } else if tq == t {
+                if let Some((_, e)) = self.pending.pop_front() {
+                    self.proceed(e);
                 }
             } else if ta == t {
                 if let Some((arrival, index, spec)) = arrivals.take() {
@@ -369,6 +385,7 @@ impl Sim {
                     taken += 1;
                 }
             }
+            self.release_pending();
             for i in self.answered.drain(..) {
                 arrivals.answered(i, self.now);
             }
@@ -392,6 +409,7 @@ impl Sim {
         }
         let dt = u128::from(t - self.now);
         self.in_system_ns += dt * u128::from(self.in_system);
+        self.pending_ns += dt * self.pending.len() as u128;
         self.queue_ns += dt * u128::from(self.waiting);
         self.threads_ns += dt * self.live() as u128;
         if t > self.next_sample {
@@ -428,7 +446,31 @@ impl Sim {
         }
     }
 
+    /// A thread becomes runnable: it goes on at once if a core is free (or
+    /// the model has no `preempt`), else it waits in `pending`.
+    #[inline]
     fn handle(&mut self, e: Event) {
+        if self.preempt > 0
+            && !matches!(e, Event::KeepAlive(_))
+            && self.cpu.running() >= self.cores
+        {
+            self.pending.push_back((self.now + self.preempt, e));
+            return;
+        }
+        self.proceed(e);
+    }
+
+    /// Run the oldest pending threads while a core is free.
+    #[inline]
+    fn release_pending(&mut self) {
+        while !self.pending.is_empty() && self.cpu.running() < self.cores {
+            if let Some((_, e)) = self.pending.pop_front() {
+                self.proceed(e);
+            }
+        }
+    }
+
+    fn proceed(&mut self, e: Event) {
         match e {
             Event::Ready(w) => {
                 if self.per_request {
@@ -480,7 +522,7 @@ impl Sim {
             self.spawn_worker(Some(task));
             return;
         }
-        if self.wake == 0 {
+        if self.wake == 0 && (self.preempt == 0 || self.cpu.running() < self.cores) {
             // An idle worker takes the task at once: it never waits in the
             // queue (so a queue with no room still admits it).
             if let Some(w) = self.idle.pop_back() {
@@ -869,7 +911,10 @@ impl Sim {
         gauges.max_threads = self.limits.max;
         gauges.queue_len = self.queue.len();
         gauges.cores = self.cores;
-        let (busy, delay) = (self.cpu.busy_ns(), self.cpu.delay_ns());
+        let (busy, delay) = (
+            self.cpu.busy_ns(),
+            self.cpu.delay_ns() + self.pending_ns as f64,
+        );
         let Some(c) = &mut self.control else { return };
         let mut window = std::mem::take(&mut c.window);
         window.elapsed = Duration::from_nanos(now - c.last_call);

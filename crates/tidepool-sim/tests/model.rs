@@ -223,3 +223,38 @@ fn a_policy_that_only_ticks_is_called_from_the_start() {
     assert!((ticks[0].t_ms - 1000.0).abs() < 1e-6, "{:?}", ticks[0]);
     assert!(out.result.max_threads > 1, "{}", out.result.max_threads);
 }
+
+#[test]
+fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
+    // One core: task 1 computes 1 ms from 0; task 2 (1 ms) arrives at
+    // 0.1 ms and wakes the second worker while the core computes.
+    let tasks = || {
+        vec![
+            TaskSpec::new(1, 1, Duration::ZERO, Duration::from_millis(1)),
+            TaskSpec::new(2, 1, us(100), Duration::from_millis(1)),
+        ]
+    };
+    let records = |preempt: Duration| {
+        let mut config = SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(
+            Costs {
+                preempt,
+                ..Costs::ZERO
+            },
+        );
+        config.keep_records = true;
+        let out = simulate(tasks(), "two", config);
+        assert!(out.littles_law.holds());
+        out.result
+            .records
+            .iter()
+            .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
+            .collect::<Vec<_>>()
+    };
+    // No preemption cost: processor sharing from 0.1 ms (both at half
+    // speed: task 1 ends at 1.9 ms, task 2 alone at 2 ms).
+    assert_eq!(records(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
+    // Preempted for after 0.5 ms: task 2 starts at 0.6 ms, then both share.
+    assert_eq!(records(us(500)), vec![(0, 1400), (600, 2000)]);
+    // A core frees (task 1 ends) before the preemption: task 2 runs then.
+    assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
+}

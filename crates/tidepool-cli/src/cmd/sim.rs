@@ -84,6 +84,10 @@ pub struct SimArgs {
     /// Oversleep of each sleep of a task body, µs.
     #[arg(long, value_name = "US")]
     pub oversleep: Option<f64>,
+    /// Longest wait for a core of a thread that becomes runnable while every
+    /// core computes, µs (0: processor sharing from the first moment).
+    #[arg(long, value_name = "US")]
+    pub preempt: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -254,6 +258,7 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         spawn: us(a.spawn_cost, "spawn-cost", d.spawn)?,
         wake: us(a.wake_cost, "wake-cost", d.wake)?,
         oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
+        preempt: us(a.preempt, "preempt", d.preempt)?,
     })
 }
 
@@ -360,7 +365,7 @@ impl Source {
 }
 
 fn measure_costs(json: bool) -> anyhow::Result<()> {
-    eprintln!("measuring thread start, wake-up and oversleep (50 rounds each)…");
+    eprintln!("measuring thread start, wake-up, oversleep and preemption (50 rounds each)…");
     let c = Costs::measure(50);
     let load = tidepool::sys::load_average();
     if json {
@@ -370,15 +375,18 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
         ));
     } else {
         print(&format!(
-            "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians; load average {})\n\
-             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0}\n",
+            "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians), \
+             preempt {:.1} µs (mean; load average {})\n\
+             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0}\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
+            c.preempt.as_secs_f64() * 1e6,
             load.map_or("?".into(), |l| format!("{:.2}", l[0])),
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
+            c.preempt.as_secs_f64() * 1e6,
         ));
     }
     Ok(())
