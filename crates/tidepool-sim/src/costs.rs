@@ -27,6 +27,14 @@ pub struct Costs {
     /// sharing). The mean wake-up latency with every core busy.
     #[serde(default)]
     pub preempt: Duration,
+    /// How long before each arrival the replay's driver spins on a core
+    /// (`ReplayOptions::spin`: it sleeps until then, then spins to the
+    /// arrival's instant to submit on time): a compute part of no task that
+    /// takes a core from the workers. Zero (the default): arrivals cost no
+    /// CPU; `tidepool sim` charges the replay's spin, as the real runs it
+    /// is compared with pay it.
+    #[serde(default)]
+    pub driver: Duration,
 }
 
 impl Costs {
@@ -36,6 +44,7 @@ impl Costs {
         wake: Duration::ZERO,
         oversleep: Duration::ZERO,
         preempt: Duration::ZERO,
+        driver: Duration::ZERO,
     };
 
     /// Medians measured on the project's 2-core machine by
@@ -49,6 +58,7 @@ impl Costs {
         // of ms with the machine's load (docs/sim.md, session 3); give
         // `--preempt` as measured when the real runs are.
         preempt: Duration::ZERO,
+        driver: Duration::ZERO,
     };
 
     /// Time the costs here, `rounds` times each: medians of the first
@@ -61,6 +71,7 @@ impl Costs {
             wake: median((0..rounds).map(|_| wake_once()).collect()),
             oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
             preempt: preempt_mean(rounds),
+            driver: Duration::ZERO,
         }
     }
 }

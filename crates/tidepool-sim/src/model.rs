@@ -133,6 +133,14 @@ pub(crate) struct Sim {
     pending: VecDeque<(u64, Event)>,
     /// ∫ pending threads dt: run delay besides the cores' sharing.
     pending_ns: u128,
+    /// `Costs::driver`: the replay driver spins this long before each
+    /// arrival (0: not modelled).
+    driver: u64,
+    /// The arrival the driver's current or last spin is for.
+    driver_for: u64,
+    /// Its spin is on the cores (one thread: a spin that the sharing
+    /// stretched past its arrival goes on into the next one's).
+    driver_spinning: bool,
     per_request: bool,
     cpu: Cpu,
     calendar: Calendar,
@@ -192,6 +200,9 @@ pub(crate) struct Sim {
     bin_edges: Vec<u64>,
 }
 
+/// The replay driver's id on the cores (above any worker's).
+const DRIVER: u32 = (1 << 26) - 1;
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -221,6 +232,9 @@ impl Sim {
             preempt: ns(costs.preempt),
             pending: VecDeque::new(),
             pending_ns: 0,
+            driver: ns(costs.driver),
+            driver_for: u64::MAX,
+            driver_spinning: false,
             per_request: false,
             cpu: Cpu::new(cores),
             calendar: Calendar::default(),
@@ -353,7 +367,12 @@ impl Sim {
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
             let tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
-            let t = ta.min(tc).min(te).min(tp).min(tq);
+            let td = if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
+                ta.saturating_sub(self.driver).max(self.now)
+            } else {
+                u64::MAX
+            };
+            let t = ta.min(tc).min(te).min(tp).min(tq).min(td);
             if t == u64::MAX {
                 break;
             }
@@ -361,7 +380,11 @@ impl Sim {
             self.events_handled += 1;
             if tc == t {
                 while let Some(w) = self.cpu.pop_done() {
-                    self.compute_done(w);
+                    if w == DRIVER {
+                        self.driver_spinning = false;
+                    } else {
+                        self.compute_done(w);
+                    }
                 }
             } else if te == t {
                 if let Some((_, e)) = self.calendar.pop() {
@@ -370,6 +393,13 @@ impl Sim {
             } else if tq == t {
                 if let Some((_, e)) = self.pending.pop_front() {
                     self.proceed(e);
+                }
+            } else if td == t && td < ta {
+                // The driver wakes and spins to the arrival.
+                self.driver_for = ta;
+                if !self.driver_spinning {
+                    self.driver_spinning = true;
+                    self.cpu.start(DRIVER, ta - t);
                 }
             } else if ta == t {
                 if let Some((arrival, index, spec)) = arrivals.take() {

@@ -258,3 +258,25 @@ fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
     // A core frees (task 1 ends) before the preemption: task 2 runs then.
     assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
 }
+
+#[test]
+fn the_replay_driver_spins_on_a_core_before_each_arrival() {
+    let costs = |driver: u64| Costs {
+        driver: us(driver),
+        ..Costs::ZERO
+    };
+    let pool = || ExecutorModel::Pool(PoolModel::fixed(1));
+    // Two cores: the spin has a core of its own, the tasks do not notice,
+    // and the cores' busy time is the tasks' and the spins' (the first
+    // arrival, at 0, has no time before it to spin in).
+    let spec = "periodic:rate=1000,n=100,service=const:500us";
+    let out = run(spec, 2, pool(), costs(100));
+    assert_eq!(out.result.turnaround.mean_us, 500.0);
+    let cpu_ms = out.result.cpu_time_s * 1e3;
+    assert!((cpu_ms - (50.0 + 99.0 * 0.1)).abs() < 0.2, "{cpu_ms}");
+    // One core: a 950 µs task shares its last 50 µs with the next spin.
+    let spec = "periodic:rate=1000,n=100,service=const:950us";
+    assert_eq!(run(spec, 1, pool(), costs(0)).result.turnaround.mean_us, 950.0);
+    let slowed = run(spec, 1, pool(), costs(100)).result.turnaround.mean_us;
+    assert!(slowed > 990.0, "{slowed}");
+}

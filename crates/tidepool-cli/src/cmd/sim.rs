@@ -11,6 +11,7 @@ use tidepool_sim::load::{interleave_clients, superpose};
 use tidepool_sim::validate::{self, Basis, Effort, Validation};
 use tidepool_sim::{simulate, Costs, ExecutorModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
+use tidepool_workload::replay::ReplayOptions;
 use tidepool_workload::sweep::SizedRun;
 use tidepool_workload::{GenSpec, RunResult, TaskSpec, TraceStats};
 
@@ -88,6 +89,10 @@ pub struct SimArgs {
     /// core computes, µs (0: processor sharing from the first moment).
     #[arg(long, value_name = "US")]
     pub preempt: Option<f64>,
+    /// How long the replay's driver spins on a core before each arrival, µs
+    /// (default: the replay's, 100; 0: arrivals cost no CPU).
+    #[arg(long, value_name = "US")]
+    pub driver_spin: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -259,6 +264,8 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         wake: us(a.wake_cost, "wake-cost", d.wake)?,
         oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
         preempt: us(a.preempt, "preempt", d.preempt)?,
+        // The replay's own spin: what the real runs pay per arrival.
+        driver: us(a.driver_spin, "driver-spin", ReplayOptions::default().spin)?,
     })
 }
 
