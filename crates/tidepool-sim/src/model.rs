@@ -141,6 +141,9 @@ pub(crate) struct Sim {
     /// Its spin is on the cores (one thread: a spin that the sharing
     /// stretched past its arrival goes on into the next one's).
     driver_spinning: bool,
+    /// `preempt` or `driver` is not zero (one test on the hot path when
+    /// both are).
+    contended: bool,
     per_request: bool,
     cpu: Cpu,
     calendar: Calendar,
@@ -235,6 +238,7 @@ impl Sim {
             driver: ns(costs.driver),
             driver_for: u64::MAX,
             driver_spinning: false,
+            contended: costs.preempt > Duration::ZERO || costs.driver > Duration::ZERO,
             per_request: false,
             cpu: Cpu::new(cores),
             calendar: Calendar::default(),
@@ -366,13 +370,16 @@ impl Sim {
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
-            let tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
-            let td = if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
-                ta.saturating_sub(self.driver).max(self.now)
-            } else {
-                u64::MAX
-            };
-            let t = ta.min(tc).min(te).min(tp).min(tq).min(td);
+            let mut t = ta.min(tc).min(te).min(tp);
+            // Threads waiting for a core, and the driver's next spin.
+            let (mut tq, mut td) = (u64::MAX, u64::MAX);
+            if self.contended {
+                tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
+                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
+                    td = ta.saturating_sub(self.driver).max(self.now);
+                }
+                t = t.min(tq).min(td);
+            }
             if t == u64::MAX {
                 break;
             }
@@ -390,17 +397,6 @@ impl Sim {
                 if let Some((_, e)) = self.calendar.pop() {
                     self.handle(e);
                 }
-            } else if tq == t {
-                if let Some((_, e)) = self.pending.pop_front() {
-                    self.proceed(e);
-                }
-            } else if td == t && td < ta {
-                // The driver wakes and spins to the arrival.
-                self.driver_for = ta;
-                if !self.driver_spinning {
-                    self.driver_spinning = true;
-                    self.cpu.start(DRIVER, ta - t);
-                }
             } else if ta == t {
                 if let Some((arrival, index, spec)) = arrivals.take() {
                     self.submit(Task {
@@ -414,8 +410,21 @@ impl Sim {
                     });
                     taken += 1;
                 }
+            } else if tq == t {
+                if let Some((_, e)) = self.pending.pop_front() {
+                    self.proceed(e);
+                }
+            } else if td == t {
+                // The driver wakes and spins to the arrival.
+                self.driver_for = ta;
+                if !self.driver_spinning {
+                    self.driver_spinning = true;
+                    self.cpu.start(DRIVER, ta - t);
+                }
             }
-            self.release_pending();
+            if self.contended {
+                self.release_pending();
+            }
             for i in self.answered.drain(..) {
                 arrivals.answered(i, self.now);
             }
@@ -439,7 +448,9 @@ impl Sim {
         }
         let dt = u128::from(t - self.now);
         self.in_system_ns += dt * u128::from(self.in_system);
-        self.pending_ns += dt * self.pending.len() as u128;
+        if !self.pending.is_empty() {
+            self.pending_ns += dt * self.pending.len() as u128;
+        }
         self.queue_ns += dt * u128::from(self.waiting);
         self.threads_ns += dt * self.live() as u128;
         if t > self.next_sample {
@@ -480,7 +491,8 @@ impl Sim {
     /// the model has no `preempt`), else it waits in `pending`.
     #[inline]
     fn handle(&mut self, e: Event) {
-        if self.preempt > 0
+        if self.contended
+            && self.preempt > 0
             && !matches!(e, Event::KeepAlive(_))
             && self.cpu.running() >= self.cores
         {
