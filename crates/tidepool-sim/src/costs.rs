@@ -1,7 +1,8 @@
 //! What the machine model charges for what the pool does besides running
 //! tasks: starting a thread, waking a parked one, the oversleep of a task's
-//! blocked part, and the wait of a thread that becomes runnable while every
-//! core computes. [`Costs::measure`] times them on this machine.
+//! blocked part, the CPU that sleeping and waking take, and the wait of a
+//! thread that becomes runnable while every core computes.
+//! [`Costs::measure`] times them on this machine.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -35,6 +36,17 @@ pub struct Costs {
     /// is compared with pay it.
     #[serde(default)]
     pub driver: Duration,
+    /// CPU a thread spends on each sleep besides sleeping (the system call,
+    /// arming the timer, the switches out and back; a VM exit or two on a
+    /// virtual machine): charged to the compute before each blocked part,
+    /// and to each of the driver's naps.
+    #[serde(default)]
+    pub sleep_cpu: Duration,
+    /// CPU of handing a task to a parked worker (the wake-up system call
+    /// and both switches, waker's and wakee's): charged to the task's first
+    /// compute.
+    #[serde(default)]
+    pub handoff_cpu: Duration,
 }
 
 impl Costs {
@@ -45,6 +57,8 @@ impl Costs {
         oversleep: Duration::ZERO,
         preempt: Duration::ZERO,
         driver: Duration::ZERO,
+        sleep_cpu: Duration::ZERO,
+        handoff_cpu: Duration::ZERO,
     };
 
     /// Medians measured on the project's 2-core machine by
@@ -59,6 +73,12 @@ impl Costs {
         // `--preempt` as measured when the real runs are.
         preempt: Duration::ZERO,
         driver: Duration::ZERO,
+        // Thread CPU time per 100 µs sleep and per condvar hand-off:
+        // medians of five measurements at load 8–22 (12.0–16.7 and
+        // 5.6–17.1 µs; docs/sim.md, session 3). CPU time, which the load
+        // moves far less than wall-clock delays.
+        sleep_cpu: Duration::from_micros(14),
+        handoff_cpu: Duration::from_micros(6),
     };
 
     /// Time the costs here, `rounds` times each: medians of the first
@@ -72,6 +92,8 @@ impl Costs {
             oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
             preempt: preempt_mean(rounds),
             driver: Duration::ZERO,
+            sleep_cpu: sleep_cpu(rounds * 4),
+            handoff_cpu: handoff_cpu(rounds * 40),
         }
     }
 }
@@ -143,6 +165,60 @@ fn preempt_mean(rounds: usize) -> Duration {
     total / u32::try_from(rounds).unwrap_or(u32::MAX)
 }
 
+fn thread_cpu() -> Duration {
+    tidepool::sys::thread_cpu_time().unwrap_or_default()
+}
+
+/// Thread CPU time per 100 µs sleep, over `n` sleeps (zero where the OS
+/// has no thread CPU clock).
+fn sleep_cpu(n: usize) -> Duration {
+    let n = n.max(1);
+    let c0 = thread_cpu();
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    thread_cpu().saturating_sub(c0) / u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// CPU time of both threads per hand-off, over `n` hand-offs of a token
+/// between two threads through a condvar (as a submit wakes a worker).
+fn handoff_cpu(n: usize) -> Duration {
+    let rounds = u64::try_from(n.max(2) / 2).unwrap_or(u64::MAX);
+    let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let theirs = Arc::clone(&pair);
+    // The token is odd while it is the partner's turn.
+    let partner = std::thread::spawn(move || {
+        let c0 = thread_cpu();
+        let (m, cv) = &*theirs;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        while *g < 2 * rounds {
+            if *g % 2 == 1 {
+                *g += 1;
+                cv.notify_one();
+            } else {
+                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        thread_cpu().saturating_sub(c0)
+    });
+    let c0 = thread_cpu();
+    {
+        let (m, cv) = &*pair;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        while *g < 2 * rounds {
+            if *g % 2 == 0 {
+                *g += 1;
+                cv.notify_one();
+            } else {
+                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+    let mine = thread_cpu().saturating_sub(c0);
+    let total = mine + partner.join().unwrap_or_default();
+    total / u32::try_from(2 * rounds).unwrap_or(u32::MAX)
+}
+
 /// Sleep 1 ms on a fresh thread (default timer slack, like a worker) and
 /// time the excess.
 fn oversleep_once() -> Duration {
@@ -164,7 +240,7 @@ mod tests {
     fn measured_costs_are_positive_and_bounded() {
         let c = Costs::measure(3);
         // A sleep never returns early; nothing here takes a second.
-        for d in [c.spawn, c.wake, c.oversleep, c.preempt] {
+        for d in [c.spawn, c.wake, c.oversleep, c.preempt, c.sleep_cpu, c.handoff_cpu] {
             assert!(d < Duration::from_secs(1), "{c:?}");
         }
         assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");

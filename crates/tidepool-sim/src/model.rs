@@ -54,10 +54,12 @@ struct Running {
     /// (compute, blocked) of every slice but the last (which takes the
     /// remainder): divided once per task, not per slice.
     each: (u64, u64),
+    /// CPU before the first slice's compute (`Costs::handoff_cpu`).
+    lead: u64,
 }
 
 impl Running {
-    fn new(task: Task, started: u64, slices: u32) -> Running {
+    fn new(task: Task, started: u64, slices: u32, lead: u64) -> Running {
         let n = u64::from(slices.max(1));
         Running {
             task,
@@ -65,6 +67,7 @@ impl Running {
             slices: slices.max(1),
             done: 0,
             each: (task.cpu / n, task.blocked / n),
+            lead,
         }
     }
 
@@ -138,6 +141,11 @@ pub(crate) struct Sim {
     driver: u64,
     /// The arrival the driver's current or last spin is for.
     driver_for: u64,
+    /// `Costs::sleep_cpu` and `Costs::handoff_cpu`.
+    sleep_cpu: u64,
+    handoff_cpu: u64,
+    /// The worker now taking a task was handed it by a wake-up.
+    handed: bool,
     /// Its spin is on the cores (one thread: a spin that the sharing
     /// stretched past its arrival goes on into the next one's).
     driver_spinning: bool,
@@ -238,6 +246,9 @@ impl Sim {
             driver: ns(costs.driver),
             driver_for: u64::MAX,
             driver_spinning: false,
+            sleep_cpu: ns(costs.sleep_cpu),
+            handoff_cpu: ns(costs.handoff_cpu),
+            handed: false,
             contended: costs.preempt > Duration::ZERO || costs.driver > Duration::ZERO,
             per_request: false,
             cpu: Cpu::new(cores),
@@ -419,7 +430,8 @@ impl Sim {
                 self.driver_for = ta;
                 if !self.driver_spinning {
                     self.driver_spinning = true;
-                    self.cpu.start(DRIVER, ta - t);
+                    // It spins to the arrival after a nap.
+                    self.cpu.start(DRIVER, ta - t + self.sleep_cpu);
                 }
             }
             if self.contended {
@@ -526,7 +538,11 @@ impl Sim {
                     self.run_worker(w);
                 }
             }
-            Event::Woken(w) => self.run_worker(w),
+            Event::Woken(w) => {
+                self.handed = true;
+                self.run_worker(w);
+                self.handed = false;
+            }
             Event::Unblocked(w) => self.slice_done(w),
             Event::KeepAlive(w) => self.keep_alive(w),
         }
@@ -569,9 +585,11 @@ impl Sim {
             // queue (so a queue with no room still admits it).
             if let Some(w) = self.idle.pop_back() {
                 self.accept();
+                self.handed = true;
                 if !self.start_task(w, task) {
                     self.run_worker(w);
                 }
+                self.handed = false;
                 return;
             }
         }
@@ -631,7 +649,7 @@ impl Sim {
     fn spawn_worker(&mut self, own: Option<Task>) {
         let worker = Worker {
             state: State::Starting,
-            run: own.map(|task| Running::new(task, 0, 1)),
+            run: own.map(|task| Running::new(task, 0, 1, 0)),
             deadline: 0,
             timer: u64::MAX,
         };
@@ -769,7 +787,14 @@ impl Sim {
             Duration::from_nanos(task.blocked),
         )
         .slices;
-        self.workers[w as usize].run = Some(Running::new(task, self.now, slices));
+        // The hand-off's CPU, once: a worker that goes on to the next task
+        // without parking pays none.
+        let lead = if std::mem::take(&mut self.handed) {
+            self.handoff_cpu
+        } else {
+            0
+        };
+        self.workers[w as usize].run = Some(Running::new(task, self.now, slices, lead));
         self.begin_slice(w)
     }
 
@@ -779,7 +804,13 @@ impl Sim {
             let Some(run) = self.workers[w as usize].run else {
                 return false;
             };
-            let (c, b) = run.slice();
+            let (mut c, b) = run.slice();
+            if b > 0 {
+                c += self.sleep_cpu;
+            }
+            if run.done == 0 {
+                c += run.lead;
+            }
             if c > 0 {
                 self.workers[w as usize].state = State::Computing;
                 self.cpu.start(w, c);

@@ -280,3 +280,24 @@ fn the_replay_driver_spins_on_a_core_before_each_arrival() {
     let slowed = run(spec, 1, pool(), costs(100)).result.turnaround.mean_us;
     assert!(slowed > 990.0, "{slowed}");
 }
+
+#[test]
+fn sleeping_and_hand_offs_cost_cpu() {
+    let costs = Costs {
+        sleep_cpu: us(10),
+        handoff_cpu: us(5),
+        ..Costs::ZERO
+    };
+    let pool = || ExecutorModel::Pool(PoolModel::fixed(1));
+    // All-sleep tasks of 1 ms (one slice) handed to a parked worker: the
+    // hand-off and the sleep's own CPU come first.
+    let spec = "periodic:rate=100,n=10,service=const:1ms,free=100";
+    let out = run(spec, 1, pool(), costs);
+    assert_eq!(out.result.turnaround.mean_us, 1015.0);
+    assert!((out.result.cpu_time_s * 1e6 - 150.0).abs() < 1e-3);
+    // Back-to-back compute tasks: only the first was handed to a parked
+    // worker, the rest were taken from the queue.
+    let spec = "periodic:rate=1000000,n=3,service=const:1ms";
+    let out = run(spec, 1, pool(), costs);
+    assert!((out.result.cpu_time_s * 1e6 - 3005.0).abs() < 1e-3);
+}

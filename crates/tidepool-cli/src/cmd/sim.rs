@@ -93,6 +93,12 @@ pub struct SimArgs {
     /// (default: the replay's, 100; 0: arrivals cost no CPU).
     #[arg(long, value_name = "US")]
     pub driver_spin: Option<f64>,
+    /// CPU a thread spends on each sleep besides sleeping, µs.
+    #[arg(long, value_name = "US")]
+    pub sleep_cpu: Option<f64>,
+    /// CPU of handing a task to a parked worker (both threads), µs.
+    #[arg(long, value_name = "US")]
+    pub handoff_cpu: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -266,6 +272,8 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         preempt: us(a.preempt, "preempt", d.preempt)?,
         // The replay's own spin: what the real runs pay per arrival.
         driver: us(a.driver_spin, "driver-spin", ReplayOptions::default().spin)?,
+        sleep_cpu: us(a.sleep_cpu, "sleep-cpu", d.sleep_cpu)?,
+        handoff_cpu: us(a.handoff_cpu, "handoff-cpu", d.handoff_cpu)?,
     })
 }
 
@@ -383,17 +391,23 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
     } else {
         print(&format!(
             "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians), \
-             preempt {:.1} µs (mean; load average {})\n\
-             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0}\n",
+             preempt {:.1} µs (mean), sleep CPU {:.1} µs, hand-off CPU {:.1} µs \
+             (load average {})\n\
+             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
+             --sleep-cpu {:.1} --handoff-cpu {:.1}\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
             c.preempt.as_secs_f64() * 1e6,
+            c.sleep_cpu.as_secs_f64() * 1e6,
+            c.handoff_cpu.as_secs_f64() * 1e6,
             load.map_or("?".into(), |l| format!("{:.2}", l[0])),
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
             c.preempt.as_secs_f64() * 1e6,
+            c.sleep_cpu.as_secs_f64() * 1e6,
+            c.handoff_cpu.as_secs_f64() * 1e6,
         ));
     }
     Ok(())
