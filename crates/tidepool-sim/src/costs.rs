@@ -240,7 +240,14 @@ mod tests {
     fn measured_costs_are_positive_and_bounded() {
         let c = Costs::measure(3);
         // A sleep never returns early; nothing here takes a second.
-        for d in [c.spawn, c.wake, c.oversleep, c.preempt, c.sleep_cpu, c.handoff_cpu] {
+        for d in [
+            c.spawn,
+            c.wake,
+            c.oversleep,
+            c.preempt,
+            c.sleep_cpu,
+            c.handoff_cpu,
+        ] {
             assert!(d < Duration::from_secs(1), "{c:?}");
         }
         assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");

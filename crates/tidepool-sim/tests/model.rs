@@ -235,12 +235,11 @@ fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
         ]
     };
     let records = |preempt: Duration| {
-        let mut config = SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(
-            Costs {
+        let mut config =
+            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
                 preempt,
                 ..Costs::ZERO
-            },
-        );
+            });
         config.keep_records = true;
         let out = simulate(tasks(), "two", config);
         assert!(out.littles_law.holds());
@@ -276,7 +275,10 @@ fn the_replay_driver_spins_on_a_core_before_each_arrival() {
     assert!((cpu_ms - (50.0 + 99.0 * 0.1)).abs() < 0.2, "{cpu_ms}");
     // One core: a 950 µs task shares its last 50 µs with the next spin.
     let spec = "periodic:rate=1000,n=100,service=const:950us";
-    assert_eq!(run(spec, 1, pool(), costs(0)).result.turnaround.mean_us, 950.0);
+    assert_eq!(
+        run(spec, 1, pool(), costs(0)).result.turnaround.mean_us,
+        950.0
+    );
     let slowed = run(spec, 1, pool(), costs(100)).result.turnaround.mean_us;
     assert!(slowed > 990.0, "{slowed}");
 }
