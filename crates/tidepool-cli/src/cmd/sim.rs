@@ -31,14 +31,16 @@ Examples:
   tidepool sim --validate                                  # the closed-form table (minutes)
   tidepool sim --validate --quick --json
   tidepool sim --bench                                     # simulated tasks per second
-  tidepool sim --measure-costs                             # thread start, wake-up, oversleep here
+  tidepool sim --measure-costs                             # the costs below, measured here
 
 The simulator runs the same policies through the same control rules as the pool
 (tidepool::control) on a modelled machine: --cores cores shared by the runnable workers
 (processor sharing), task bodies of compute and sleep slices as the replay runs them,
-thread start, wake-up and oversleep costs as measured on this machine (or given). Each
-workload is swept over --sizes on static pools (the oracle), then each policy runs; the
-tables and --out report are those of `tidepool compare`. Runs are deterministic: the
+thread start, wake-up and oversleep delays and the CPU of sleeps and hand-offs as
+measured on this machine (or given), and the replay driver's spin before each arrival
+(--driver-spin 0 leaves it out). Each workload is swept over --sizes on static pools
+(the oracle), then each policy runs; the tables and --out report are those of
+`tidepool compare`. Runs are deterministic: the
 same command prints the same numbers. Generator specs are streamed: ten million tasks
 need no more memory than ten thousand. See docs/sim.md.";
 
@@ -122,7 +124,8 @@ pub struct SimArgs {
         requires = "bench"
     )]
     pub bench_tasks: usize,
-    /// Measure thread start, wake-up and oversleep costs on this machine.
+    /// Measure the thread start, wake-up, oversleep, preemption, sleep-CPU
+    /// and hand-off-CPU costs on this machine.
     #[arg(long)]
     pub measure_costs: bool,
     /// No progress notes on stderr.
