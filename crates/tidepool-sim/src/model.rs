@@ -12,6 +12,11 @@
 //! raise an at-max event. The policy is called when [`Scheduler`] says so,
 //! sees [`observation`]'s view of the window, and its decision goes through
 //! [`apply`].
+//!
+//! Besides the tasks, the cores run what the replay spends (`Costs`): the
+//! driver's spin before each arrival, each sleep's and each hand-off's CPU;
+//! and with `preempt` a thread made runnable while every core computes
+//! waits (`pending`) for a core to free or for the preemption.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -917,11 +922,17 @@ impl Sim {
                 w.completed += 1;
                 w.service.record(service);
                 // Every task is in the CPU sample, and the model's tasks
-                // compute exactly `cpu` and want a core for nothing else:
-                // their own compute share is cpu / (cpu + blocked).
+                // compute exactly `cpu` (plus their sleeps' own CPU, which
+                // a thread's CPU clock counts) and want a core for nothing
+                // else: their own compute share is cpu / (cpu + blocked).
+                let sleeps = if task.blocked > 0 {
+                    u64::from(run.slices) * self.sleep_cpu
+                } else {
+                    0
+                };
                 w.sampled_tasks += 1;
-                w.sampled_task_cpu += Duration::from_nanos(task.cpu);
-                w.sampled_task_time += Duration::from_nanos(task.cpu + task.blocked);
+                w.sampled_task_cpu += Duration::from_nanos(task.cpu + sleeps);
+                w.sampled_task_time += Duration::from_nanos(task.cpu + sleeps + task.blocked);
             }
         }
     }
