@@ -61,9 +61,10 @@ impl Costs {
         handoff_cpu: Duration::ZERO,
     };
 
-    /// Medians measured on the project's 2-core machine by
-    /// `tidepool sim --measure-costs` (load average 48, docs/sim.md): the
-    /// default.
+    /// Measured on the project's 2-core machine by `tidepool sim
+    /// --measure-costs` (docs/sim.md): the delays at load average 48, the
+    /// CPU costs at 8–22; no preemption (its mean follows the load) and no
+    /// driver (not a cost of the pool): the default.
     pub const CALIBRATED: Costs = Costs {
         spawn: Duration::from_micros(42),
         wake: Duration::from_micros(18),
