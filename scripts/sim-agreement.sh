@@ -8,6 +8,8 @@
 #
 #   scripts/sim-agreement.sh [OUT_DIR] [SCALE]      # defaults: sim-agreement 0.5
 #   WORKLOADS="cpu io" scripts/sim-agreement.sh     # a subset
+#   SIM_ONLY=1 scripts/sim-agreement.sh DIR         # the simulated side again, against DIR's real sweeps
+#   SIM_ARGS="--preempt 300" scripts/sim-agreement.sh   # extra options of tidepool sim
 set -euo pipefail
 out=${1:-sim-agreement}
 scale=${2:-0.5}
@@ -16,11 +18,14 @@ sizes=1,2,4,8,16,32
 tidepool=${TIDEPOOL:-target/release/tidepool}
 mkdir -p "$out"
 for w in $workloads; do
-  echo "load average $(cut -d' ' -f1-3 /proc/loadavg) before $w" | tee -a "$out/loadavg.txt" >&2
-  "$tidepool" sweep -w "$w" --scale "$scale" --sizes "$sizes" --json -q > "$out/real-$w.json"
-  "$tidepool" sim -w "$w" --scale "$scale" --sizes "$sizes" --cores 2 --policies auto --json -q > "$out/sim-$w.json"
+  if [ -z "${SIM_ONLY:-}" ]; then
+    echo "load average $(cut -d' ' -f1-3 /proc/loadavg) before $w" | tee -a "$out/loadavg.txt" >&2
+    "$tidepool" sweep -w "$w" --scale "$scale" --sizes "$sizes" --json -q > "$out/real-$w.json"
+  fi
+  # shellcheck disable=SC2086  # SIM_ARGS is a list of options
+  "$tidepool" sim -w "$w" --scale "$scale" --sizes "$sizes" --cores 2 --policies auto ${SIM_ARGS:-} --json -q > "$out/sim-$w.json"
 done
-echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end" | tee -a "$out/loadavg.txt" >&2
+[ -n "${SIM_ONLY:-}" ] || echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end" | tee -a "$out/loadavg.txt" >&2
 python3 - "$out" $workloads <<'PY'
 import json, sys
 out, workloads = sys.argv[1], sys.argv[2:]

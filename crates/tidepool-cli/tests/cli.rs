@@ -697,6 +697,48 @@ fn sim_runs_a_closed_loop_as_a_closed_loop() {
 }
 
 #[test]
+fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
+    // One core: a 950 µs task shares its last 50 µs with the driver's spin
+    // before the next arrival (the replay's 100 µs by default).
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "-w",
+            "periodic:rate=1000,n=200,service=const:950us",
+            "--cores",
+            "1",
+            "--sizes",
+            "1",
+            "--policies",
+            "fixed:1",
+            "--spawn-cost",
+            "0",
+            "--wake-cost",
+            "0",
+            "--sleep-cpu",
+            "0",
+            "--handoff-cpu",
+            "0",
+            "--json",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        let v = json_of(&tidepool(&args));
+        v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
+    };
+    assert_eq!(run(&["--driver-spin", "0"]), 950.0);
+    let spun = run(&[]);
+    assert!(spun > 990.0, "{spun}");
+    let bad = tidepool(&["sim", "-w", TINY, "--preempt", "2000000"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--preempt 2000000 must be between 0 and 1000000"),
+        "{err}"
+    );
+}
+
+#[test]
 fn sim_load_multiplies_the_offered_load_and_checks_its_range() {
     let run = |load: &str| {
         json_of(&tidepool(&[

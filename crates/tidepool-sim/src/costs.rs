@@ -1,7 +1,10 @@
 //! What the machine model charges for what the pool does besides running
-//! tasks: starting a thread, waking a parked one, and the oversleep of a
-//! task's blocked part. [`Costs::measure`] times them on this machine.
+//! tasks: starting a thread, waking a parked one, the oversleep of a task's
+//! blocked part, the CPU that sleeping and waking take, and the wait of a
+//! thread that becomes runnable while every core computes.
+//! [`Costs::measure`] times them on this machine.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,32 @@ pub struct Costs {
     /// asked (timer slack and the wake-up; the replay's task bodies sleep in
     /// up to 8 slices).
     pub oversleep: Duration,
+    /// Longest a thread that becomes runnable (woken, its sleep over, just
+    /// started) waits for a core while every core computes: it runs when a
+    /// core frees or, at the latest, after this (the scheduler preempts a
+    /// running thread for it). Zero: it shares the cores at once (processor
+    /// sharing). The mean wake-up latency with every core busy.
+    #[serde(default)]
+    pub preempt: Duration,
+    /// How long before each arrival the replay's driver spins on a core
+    /// (`ReplayOptions::spin`: it sleeps until then, then spins to the
+    /// arrival's instant to submit on time): a compute part of no task that
+    /// takes a core from the workers. Zero (the default): arrivals cost no
+    /// CPU; `tidepool sim` charges the replay's spin, as the real runs it
+    /// is compared with pay it.
+    #[serde(default)]
+    pub driver: Duration,
+    /// CPU a thread spends on each sleep besides sleeping (the system call,
+    /// arming the timer, the switches out and back; a VM exit or two on a
+    /// virtual machine): charged to the compute before each blocked part,
+    /// and to each of the driver's naps.
+    #[serde(default)]
+    pub sleep_cpu: Duration,
+    /// CPU of handing a task to a parked worker (the wake-up system call
+    /// and both switches, waker's and wakee's): charged to the task's first
+    /// compute.
+    #[serde(default)]
+    pub handoff_cpu: Duration,
 }
 
 impl Costs {
@@ -26,25 +55,46 @@ impl Costs {
         spawn: Duration::ZERO,
         wake: Duration::ZERO,
         oversleep: Duration::ZERO,
+        preempt: Duration::ZERO,
+        driver: Duration::ZERO,
+        sleep_cpu: Duration::ZERO,
+        handoff_cpu: Duration::ZERO,
     };
 
-    /// Medians measured on the project's 2-core machine by
-    /// `tidepool sim --measure-costs` (load average 48, docs/sim.md): the
-    /// default.
+    /// Measured on the project's 2-core machine by `tidepool sim
+    /// --measure-costs` (docs/sim.md): the delays at load average 48, the
+    /// CPU costs at 8–22; no preemption (its mean follows the load) and no
+    /// driver (not a cost of the pool): the default.
     pub const CALIBRATED: Costs = Costs {
         spawn: Duration::from_micros(42),
         wake: Duration::from_micros(18),
         oversleep: Duration::from_micros(89),
+        // Not in the default: its mean swings from hundreds of µs to tens
+        // of ms with the machine's load (docs/sim.md, session 3); give
+        // `--preempt` as measured when the real runs are.
+        preempt: Duration::ZERO,
+        driver: Duration::ZERO,
+        // Thread CPU time per 100 µs sleep and per condvar hand-off:
+        // medians of five measurements at load 8–22 (12.0–16.7 and
+        // 5.6–17.1 µs; docs/sim.md, session 3). CPU time, which the load
+        // moves far less than wall-clock delays.
+        sleep_cpu: Duration::from_micros(14),
+        handoff_cpu: Duration::from_micros(6),
     };
 
-    /// Time the three costs here, `rounds` times each, and take medians
-    /// (a few hundred milliseconds for 50 rounds).
+    /// Time the costs here, `rounds` times each: medians of the first
+    /// three, the mean of `preempt` (its tail is what it models); about a
+    /// second for 50 rounds.
     pub fn measure(rounds: usize) -> Costs {
         let rounds = rounds.max(1);
         Costs {
             spawn: median((0..rounds).map(|_| spawn_once()).collect()),
             wake: median((0..rounds).map(|_| wake_once()).collect()),
             oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
+            preempt: preempt_mean(rounds),
+            driver: Duration::ZERO,
+            sleep_cpu: sleep_cpu(rounds * 4),
+            handoff_cpu: handoff_cpu(rounds * 40),
         }
     }
 }
@@ -90,6 +140,86 @@ fn wake_once() -> Duration {
     waiter.join().unwrap_or_default()
 }
 
+/// The mean wake-up latency of a parked thread while one spinning thread
+/// per core keeps every core busy (at the caller's priority, as a pool's
+/// workers computing tasks).
+fn preempt_mean(rounds: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..cores)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    // Let them take the cores.
+    std::thread::sleep(Duration::from_millis(20));
+    let total: Duration = (0..rounds).map(|_| wake_once()).sum();
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        let _ = s.join();
+    }
+    total / u32::try_from(rounds).unwrap_or(u32::MAX)
+}
+
+fn thread_cpu() -> Duration {
+    tidepool::sys::thread_cpu_time().unwrap_or_default()
+}
+
+/// Thread CPU time per 100 µs sleep, over `n` sleeps (zero where the OS
+/// has no thread CPU clock).
+fn sleep_cpu(n: usize) -> Duration {
+    let n = n.max(1);
+    let c0 = thread_cpu();
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    thread_cpu().saturating_sub(c0) / u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// CPU time of both threads per hand-off, over `n` hand-offs of a token
+/// between two threads through a condvar (as a submit wakes a worker).
+fn handoff_cpu(n: usize) -> Duration {
+    let rounds = u64::try_from(n.max(2) / 2).unwrap_or(u64::MAX);
+    let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let theirs = Arc::clone(&pair);
+    // The token is odd while it is the partner's turn.
+    let partner = std::thread::spawn(move || {
+        let c0 = thread_cpu();
+        let (m, cv) = &*theirs;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        while *g < 2 * rounds {
+            if *g % 2 == 1 {
+                *g += 1;
+                cv.notify_one();
+            } else {
+                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        thread_cpu().saturating_sub(c0)
+    });
+    let c0 = thread_cpu();
+    {
+        let (m, cv) = &*pair;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        while *g < 2 * rounds {
+            if *g % 2 == 0 {
+                *g += 1;
+                cv.notify_one();
+            } else {
+                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
+    let mine = thread_cpu().saturating_sub(c0);
+    let total = mine + partner.join().unwrap_or_default();
+    total / u32::try_from(2 * rounds).unwrap_or(u32::MAX)
+}
+
 /// Sleep 1 ms on a fresh thread (default timer slack, like a worker) and
 /// time the excess.
 fn oversleep_once() -> Duration {
@@ -111,7 +241,14 @@ mod tests {
     fn measured_costs_are_positive_and_bounded() {
         let c = Costs::measure(3);
         // A sleep never returns early; nothing here takes a second.
-        for d in [c.spawn, c.wake, c.oversleep] {
+        for d in [
+            c.spawn,
+            c.wake,
+            c.oversleep,
+            c.preempt,
+            c.sleep_cpu,
+            c.handoff_cpu,
+        ] {
             assert!(d < Duration::from_secs(1), "{c:?}");
         }
         assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");

@@ -159,6 +159,12 @@ impl Cpu {
         }
     }
 
+    /// Compute parts running (sharing the cores).
+    #[inline]
+    pub fn running(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// Core-ns spent computing so far.
     pub fn busy_ns(&self) -> f64 {
         self.busy_ns

@@ -12,6 +12,11 @@
 //! raise an at-max event. The policy is called when [`Scheduler`] says so,
 //! sees [`observation`]'s view of the window, and its decision goes through
 //! [`apply`].
+//!
+//! Besides the tasks, the cores run what the replay spends (`Costs`): the
+//! driver's spin before each arrival, each sleep's and each hand-off's CPU;
+//! and with `preempt` a thread made runnable while every core computes
+//! waits (`pending`) for a core to free or for the preemption.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -54,10 +59,12 @@ struct Running {
     /// (compute, blocked) of every slice but the last (which takes the
     /// remainder): divided once per task, not per slice.
     each: (u64, u64),
+    /// CPU before the first slice's compute (`Costs::handoff_cpu`).
+    lead: u64,
 }
 
 impl Running {
-    fn new(task: Task, started: u64, slices: u32) -> Running {
+    fn new(task: Task, started: u64, slices: u32, lead: u64) -> Running {
         let n = u64::from(slices.max(1));
         Running {
             task,
@@ -65,6 +72,7 @@ impl Running {
             slices: slices.max(1),
             done: 0,
             each: (task.cpu / n, task.blocked / n),
+            lead,
         }
     }
 
@@ -125,6 +133,30 @@ pub(crate) struct Sim {
     spawn: u64,
     wake: u64,
     oversleep: u64,
+    /// `Costs::preempt` (0: no thread waits for a core, see `pending`).
+    preempt: u64,
+    /// Threads that became runnable while every core computed, oldest
+    /// first, with when the scheduler preempts for them at the latest (a
+    /// constant delay: in time order). One runs as soon as a core frees.
+    pending: VecDeque<(u64, Event)>,
+    /// ∫ pending threads dt: run delay besides the cores' sharing.
+    pending_ns: u128,
+    /// `Costs::driver`: the replay driver spins this long before each
+    /// arrival (0: not modelled).
+    driver: u64,
+    /// The arrival the driver's current or last spin is for.
+    driver_for: u64,
+    /// `Costs::sleep_cpu` and `Costs::handoff_cpu`.
+    sleep_cpu: u64,
+    handoff_cpu: u64,
+    /// The worker now taking a task was handed it by a wake-up.
+    handed: bool,
+    /// Its spin is on the cores (one thread: a spin that the sharing
+    /// stretched past its arrival goes on into the next one's).
+    driver_spinning: bool,
+    /// `preempt` or `driver` is not zero (one test on the hot path when
+    /// both are).
+    contended: bool,
     per_request: bool,
     cpu: Cpu,
     calendar: Calendar,
@@ -184,6 +216,9 @@ pub(crate) struct Sim {
     bin_edges: Vec<u64>,
 }
 
+/// The replay driver's id on the cores (above any worker's).
+const DRIVER: u32 = (1 << 26) - 1;
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -210,6 +245,16 @@ impl Sim {
             spawn: ns(costs.spawn),
             wake: ns(costs.wake),
             oversleep: ns(costs.oversleep),
+            preempt: ns(costs.preempt),
+            pending: VecDeque::new(),
+            pending_ns: 0,
+            driver: ns(costs.driver),
+            driver_for: u64::MAX,
+            driver_spinning: false,
+            sleep_cpu: ns(costs.sleep_cpu),
+            handoff_cpu: ns(costs.handoff_cpu),
+            handed: false,
+            contended: costs.preempt > Duration::ZERO || costs.driver > Duration::ZERO,
             per_request: false,
             cpu: Cpu::new(cores),
             calendar: Calendar::default(),
@@ -341,7 +386,16 @@ impl Sim {
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
-            let t = ta.min(tc).min(te).min(tp);
+            let mut t = ta.min(tc).min(te).min(tp);
+            // Threads waiting for a core, and the driver's next spin.
+            let (mut tq, mut td) = (u64::MAX, u64::MAX);
+            if self.contended {
+                tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
+                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
+                    td = ta.saturating_sub(self.driver).max(self.now);
+                }
+                t = t.min(tq).min(td);
+            }
             if t == u64::MAX {
                 break;
             }
@@ -349,7 +403,11 @@ impl Sim {
             self.events_handled += 1;
             if tc == t {
                 while let Some(w) = self.cpu.pop_done() {
-                    self.compute_done(w);
+                    if w == DRIVER {
+                        self.driver_spinning = false;
+                    } else {
+                        self.compute_done(w);
+                    }
                 }
             } else if te == t {
                 if let Some((_, e)) = self.calendar.pop() {
@@ -368,6 +426,21 @@ impl Sim {
                     });
                     taken += 1;
                 }
+            } else if tq == t {
+                if let Some((_, e)) = self.pending.pop_front() {
+                    self.proceed(e);
+                }
+            } else if td == t {
+                // The driver wakes and spins to the arrival.
+                self.driver_for = ta;
+                if !self.driver_spinning {
+                    self.driver_spinning = true;
+                    // It spins to the arrival after a nap.
+                    self.cpu.start(DRIVER, ta - t + self.sleep_cpu);
+                }
+            }
+            if self.contended {
+                self.release_pending();
             }
             for i in self.answered.drain(..) {
                 arrivals.answered(i, self.now);
@@ -392,6 +465,9 @@ impl Sim {
         }
         let dt = u128::from(t - self.now);
         self.in_system_ns += dt * u128::from(self.in_system);
+        if !self.pending.is_empty() {
+            self.pending_ns += dt * self.pending.len() as u128;
+        }
         self.queue_ns += dt * u128::from(self.waiting);
         self.threads_ns += dt * self.live() as u128;
         if t > self.next_sample {
@@ -428,7 +504,32 @@ impl Sim {
         }
     }
 
+    /// A thread becomes runnable: it goes on at once if a core is free (or
+    /// the model has no `preempt`), else it waits in `pending`.
+    #[inline]
     fn handle(&mut self, e: Event) {
+        if self.contended
+            && self.preempt > 0
+            && !matches!(e, Event::KeepAlive(_))
+            && self.cpu.running() >= self.cores
+        {
+            self.pending.push_back((self.now + self.preempt, e));
+            return;
+        }
+        self.proceed(e);
+    }
+
+    /// Run the oldest pending threads while a core is free.
+    #[inline]
+    fn release_pending(&mut self) {
+        while !self.pending.is_empty() && self.cpu.running() < self.cores {
+            if let Some((_, e)) = self.pending.pop_front() {
+                self.proceed(e);
+            }
+        }
+    }
+
+    fn proceed(&mut self, e: Event) {
         match e {
             Event::Ready(w) => {
                 if self.per_request {
@@ -442,7 +543,11 @@ impl Sim {
                     self.run_worker(w);
                 }
             }
-            Event::Woken(w) => self.run_worker(w),
+            Event::Woken(w) => {
+                self.handed = true;
+                self.run_worker(w);
+                self.handed = false;
+            }
             Event::Unblocked(w) => self.slice_done(w),
             Event::KeepAlive(w) => self.keep_alive(w),
         }
@@ -480,14 +585,16 @@ impl Sim {
             self.spawn_worker(Some(task));
             return;
         }
-        if self.wake == 0 {
+        if self.wake == 0 && (self.preempt == 0 || self.cpu.running() < self.cores) {
             // An idle worker takes the task at once: it never waits in the
             // queue (so a queue with no room still admits it).
             if let Some(w) = self.idle.pop_back() {
                 self.accept();
+                self.handed = true;
                 if !self.start_task(w, task) {
                     self.run_worker(w);
                 }
+                self.handed = false;
                 return;
             }
         }
@@ -547,7 +654,7 @@ impl Sim {
     fn spawn_worker(&mut self, own: Option<Task>) {
         let worker = Worker {
             state: State::Starting,
-            run: own.map(|task| Running::new(task, 0, 1)),
+            run: own.map(|task| Running::new(task, 0, 1, 0)),
             deadline: 0,
             timer: u64::MAX,
         };
@@ -685,7 +792,14 @@ impl Sim {
             Duration::from_nanos(task.blocked),
         )
         .slices;
-        self.workers[w as usize].run = Some(Running::new(task, self.now, slices));
+        // The hand-off's CPU, once: a worker that goes on to the next task
+        // without parking pays none.
+        let lead = if std::mem::take(&mut self.handed) {
+            self.handoff_cpu
+        } else {
+            0
+        };
+        self.workers[w as usize].run = Some(Running::new(task, self.now, slices, lead));
         self.begin_slice(w)
     }
 
@@ -695,7 +809,13 @@ impl Sim {
             let Some(run) = self.workers[w as usize].run else {
                 return false;
             };
-            let (c, b) = run.slice();
+            let (mut c, b) = run.slice();
+            if b > 0 {
+                c += self.sleep_cpu;
+            }
+            if run.done == 0 {
+                c += run.lead;
+            }
             if c > 0 {
                 self.workers[w as usize].state = State::Computing;
                 self.cpu.start(w, c);
@@ -802,11 +922,17 @@ impl Sim {
                 w.completed += 1;
                 w.service.record(service);
                 // Every task is in the CPU sample, and the model's tasks
-                // compute exactly `cpu` and want a core for nothing else:
-                // their own compute share is cpu / (cpu + blocked).
+                // compute exactly `cpu` (plus their sleeps' own CPU, which
+                // a thread's CPU clock counts) and want a core for nothing
+                // else: their own compute share is cpu / (cpu + blocked).
+                let sleeps = if task.blocked > 0 {
+                    u64::from(run.slices) * self.sleep_cpu
+                } else {
+                    0
+                };
                 w.sampled_tasks += 1;
-                w.sampled_task_cpu += Duration::from_nanos(task.cpu);
-                w.sampled_task_time += Duration::from_nanos(task.cpu + task.blocked);
+                w.sampled_task_cpu += Duration::from_nanos(task.cpu + sleeps);
+                w.sampled_task_time += Duration::from_nanos(task.cpu + sleeps + task.blocked);
             }
         }
     }
@@ -869,7 +995,10 @@ impl Sim {
         gauges.max_threads = self.limits.max;
         gauges.queue_len = self.queue.len();
         gauges.cores = self.cores;
-        let (busy, delay) = (self.cpu.busy_ns(), self.cpu.delay_ns());
+        let (busy, delay) = (
+            self.cpu.busy_ns(),
+            self.cpu.delay_ns() + self.pending_ns as f64,
+        );
         let Some(c) = &mut self.control else { return };
         let mut window = std::mem::take(&mut c.window);
         window.elapsed = Duration::from_nanos(now - c.last_call);

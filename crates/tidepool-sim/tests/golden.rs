@@ -5,6 +5,8 @@
 //! with `TIDEPOOL_UPDATE_GOLDEN=1 cargo test -p tidepool-sim --test golden`
 //! and says why in its commit.
 
+use std::time::Duration;
+
 use tidepool::policy::PolicySpec;
 use tidepool_sim::{simulate, Costs, ExecutorModel, SimConfig};
 use tidepool_workload::GenSpec;
@@ -54,12 +56,26 @@ const RUNS: [(&str, usize, &str); 8] = [
     ),
 ];
 
+/// A run with the replay's driver and the preemption latency modelled
+/// (both zero in [`Costs::CALIBRATED`]).
+const MODELLED: (&str, usize, &str) = (
+    "poisson:rate=1500,n=4000,service=exp:1ms,free=40,seed=9",
+    2,
+    "fixed:6",
+);
+
 fn results() -> String {
     let mut out = String::new();
-    for (spec, cores, policy) in RUNS {
+    let modelled = Costs {
+        driver: Duration::from_micros(100),
+        preempt: Duration::from_micros(500),
+        ..Costs::CALIBRATED
+    };
+    let runs = RUNS.iter().map(|&r| (r, Costs::CALIBRATED));
+    for ((spec, cores, policy), costs) in runs.chain([(MODELLED, modelled)]) {
         let g: GenSpec = spec.parse().unwrap();
         let executor = ExecutorModel::for_spec(&PolicySpec::parse(policy).unwrap(), 1, 100);
-        let config = SimConfig::new(cores, executor).with_costs(Costs::CALIBRATED);
+        let config = SimConfig::new(cores, executor).with_costs(costs);
         let o = simulate(g.stream(), spec, config);
         assert!(o.littles_law.holds(), "{spec} {policy}");
         let mut r = o.result;

@@ -223,3 +223,83 @@ fn a_policy_that_only_ticks_is_called_from_the_start() {
     assert!((ticks[0].t_ms - 1000.0).abs() < 1e-6, "{:?}", ticks[0]);
     assert!(out.result.max_threads > 1, "{}", out.result.max_threads);
 }
+
+#[test]
+fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
+    // One core: task 1 computes 1 ms from 0; task 2 (1 ms) arrives at
+    // 0.1 ms and wakes the second worker while the core computes.
+    let tasks = || {
+        vec![
+            TaskSpec::new(1, 1, Duration::ZERO, Duration::from_millis(1)),
+            TaskSpec::new(2, 1, us(100), Duration::from_millis(1)),
+        ]
+    };
+    let records = |preempt: Duration| {
+        let mut config =
+            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
+                preempt,
+                ..Costs::ZERO
+            });
+        config.keep_records = true;
+        let out = simulate(tasks(), "two", config);
+        assert!(out.littles_law.holds());
+        out.result
+            .records
+            .iter()
+            .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
+            .collect::<Vec<_>>()
+    };
+    // No preemption cost: processor sharing from 0.1 ms (both at half
+    // speed: task 1 ends at 1.9 ms, task 2 alone at 2 ms).
+    assert_eq!(records(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
+    // Preempted for after 0.5 ms: task 2 starts at 0.6 ms, then both share.
+    assert_eq!(records(us(500)), vec![(0, 1400), (600, 2000)]);
+    // A core frees (task 1 ends) before the preemption: task 2 runs then.
+    assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
+}
+
+#[test]
+fn the_replay_driver_spins_on_a_core_before_each_arrival() {
+    let costs = |driver: u64| Costs {
+        driver: us(driver),
+        ..Costs::ZERO
+    };
+    let pool = || ExecutorModel::Pool(PoolModel::fixed(1));
+    // Two cores: the spin has a core of its own, the tasks do not notice,
+    // and the cores' busy time is the tasks' and the spins' (the first
+    // arrival, at 0, has no time before it to spin in).
+    let spec = "periodic:rate=1000,n=100,service=const:500us";
+    let out = run(spec, 2, pool(), costs(100));
+    assert_eq!(out.result.turnaround.mean_us, 500.0);
+    let cpu_ms = out.result.cpu_time_s * 1e3;
+    assert!((cpu_ms - (50.0 + 99.0 * 0.1)).abs() < 0.2, "{cpu_ms}");
+    // One core: a 950 µs task shares its last 50 µs with the next spin.
+    let spec = "periodic:rate=1000,n=100,service=const:950us";
+    assert_eq!(
+        run(spec, 1, pool(), costs(0)).result.turnaround.mean_us,
+        950.0
+    );
+    let slowed = run(spec, 1, pool(), costs(100)).result.turnaround.mean_us;
+    assert!(slowed > 990.0, "{slowed}");
+}
+
+#[test]
+fn sleeping_and_hand_offs_cost_cpu() {
+    let costs = Costs {
+        sleep_cpu: us(10),
+        handoff_cpu: us(5),
+        ..Costs::ZERO
+    };
+    let pool = || ExecutorModel::Pool(PoolModel::fixed(1));
+    // All-sleep tasks of 1 ms (one slice) handed to a parked worker: the
+    // hand-off and the sleep's own CPU come first.
+    let spec = "periodic:rate=100,n=10,service=const:1ms,free=100";
+    let out = run(spec, 1, pool(), costs);
+    assert_eq!(out.result.turnaround.mean_us, 1015.0);
+    assert!((out.result.cpu_time_s * 1e6 - 150.0).abs() < 1e-3);
+    // Back-to-back compute tasks: only the first was handed to a parked
+    // worker, the rest were taken from the queue.
+    let spec = "periodic:rate=1000000,n=3,service=const:1ms";
+    let out = run(spec, 1, pool(), costs);
+    assert!((out.result.cpu_time_s * 1e6 - 3005.0).abs() < 1e-3);
+}

@@ -11,6 +11,7 @@ use tidepool_sim::load::{interleave_clients, superpose};
 use tidepool_sim::validate::{self, Basis, Effort, Validation};
 use tidepool_sim::{simulate, Costs, ExecutorModel, SimConfig};
 use tidepool_workload::analysis::{analyze_sweep, SweepPoint};
+use tidepool_workload::replay::ReplayOptions;
 use tidepool_workload::sweep::SizedRun;
 use tidepool_workload::{GenSpec, RunResult, TaskSpec, TraceStats};
 
@@ -30,14 +31,16 @@ Examples:
   tidepool sim --validate                                  # the closed-form table (minutes)
   tidepool sim --validate --quick --json
   tidepool sim --bench                                     # simulated tasks per second
-  tidepool sim --measure-costs                             # thread start, wake-up, oversleep here
+  tidepool sim --measure-costs                             # the costs below, measured here
 
 The simulator runs the same policies through the same control rules as the pool
 (tidepool::control) on a modelled machine: --cores cores shared by the runnable workers
 (processor sharing), task bodies of compute and sleep slices as the replay runs them,
-thread start, wake-up and oversleep costs as measured on this machine (or given). Each
-workload is swept over --sizes on static pools (the oracle), then each policy runs; the
-tables and --out report are those of `tidepool compare`. Runs are deterministic: the
+thread start, wake-up and oversleep delays and the CPU of sleeps and hand-offs as
+measured on this machine (or given), and the replay driver's spin before each arrival
+(--driver-spin 0 leaves it out). Each workload is swept over --sizes on static pools
+(the oracle), then each policy runs; the tables and --out report are those of
+`tidepool compare`. Runs are deterministic: the
 same command prints the same numbers. Generator specs are streamed: ten million tasks
 need no more memory than ten thousand. See docs/sim.md.";
 
@@ -84,6 +87,20 @@ pub struct SimArgs {
     /// Oversleep of each sleep of a task body, µs.
     #[arg(long, value_name = "US")]
     pub oversleep: Option<f64>,
+    /// Longest wait for a core of a thread that becomes runnable while every
+    /// core computes, µs (0: processor sharing from the first moment).
+    #[arg(long, value_name = "US")]
+    pub preempt: Option<f64>,
+    /// How long the replay's driver spins on a core before each arrival, µs
+    /// (default: the replay's, 100; 0: arrivals cost no CPU).
+    #[arg(long, value_name = "US")]
+    pub driver_spin: Option<f64>,
+    /// CPU a thread spends on each sleep besides sleeping, µs.
+    #[arg(long, value_name = "US")]
+    pub sleep_cpu: Option<f64>,
+    /// CPU of handing a task to a parked worker (both threads), µs.
+    #[arg(long, value_name = "US")]
+    pub handoff_cpu: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -107,7 +124,8 @@ pub struct SimArgs {
         requires = "bench"
     )]
     pub bench_tasks: usize,
-    /// Measure thread start, wake-up and oversleep costs on this machine.
+    /// Measure the thread start, wake-up, oversleep, preemption, sleep-CPU
+    /// and hand-off-CPU costs on this machine.
     #[arg(long)]
     pub measure_costs: bool,
     /// No progress notes on stderr.
@@ -254,6 +272,11 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         spawn: us(a.spawn_cost, "spawn-cost", d.spawn)?,
         wake: us(a.wake_cost, "wake-cost", d.wake)?,
         oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
+        preempt: us(a.preempt, "preempt", d.preempt)?,
+        // The replay's own spin: what the real runs pay per arrival.
+        driver: us(a.driver_spin, "driver-spin", ReplayOptions::default().spin)?,
+        sleep_cpu: us(a.sleep_cpu, "sleep-cpu", d.sleep_cpu)?,
+        handoff_cpu: us(a.handoff_cpu, "handoff-cpu", d.handoff_cpu)?,
     })
 }
 
@@ -360,7 +383,7 @@ impl Source {
 }
 
 fn measure_costs(json: bool) -> anyhow::Result<()> {
-    eprintln!("measuring thread start, wake-up and oversleep (50 rounds each)…");
+    eprintln!("measuring thread start, wake-up, oversleep and preemption (50 rounds each)…");
     let c = Costs::measure(50);
     let load = tidepool::sys::load_average();
     if json {
@@ -370,15 +393,24 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
         ));
     } else {
         print(&format!(
-            "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians; load average {})\n\
-             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0}\n",
+            "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians), \
+             preempt {:.1} µs (mean), sleep CPU {:.1} µs, hand-off CPU {:.1} µs \
+             (load average {})\n\
+             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
+             --sleep-cpu {:.1} --handoff-cpu {:.1}\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
+            c.preempt.as_secs_f64() * 1e6,
+            c.sleep_cpu.as_secs_f64() * 1e6,
+            c.handoff_cpu.as_secs_f64() * 1e6,
             load.map_or("?".into(), |l| format!("{:.2}", l[0])),
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
+            c.preempt.as_secs_f64() * 1e6,
+            c.sleep_cpu.as_secs_f64() * 1e6,
+            c.handoff_cpu.as_secs_f64() * 1e6,
         ));
     }
     Ok(())
