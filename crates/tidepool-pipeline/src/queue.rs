@@ -56,7 +56,9 @@
 //! them.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use crate::running::Running;
 use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
@@ -96,6 +98,8 @@ struct State<T> {
     complete: usize,
     aborted: bool,
     waiters: usize,
+    /// Wake-ups owed to waiters (see `running.rs`).
+    owed: usize,
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
@@ -109,12 +113,20 @@ struct State<T> {
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
+    /// The run's running count, for deferred wake-ups (`None`: always
+    /// wake at once).
+    running: Option<Arc<Running<T>>>,
 }
 
 impl<T> Queue<T> {
     /// A queue in a run of `pipes` pipelines, fed by those in `feeding`
     /// (more than one for a shared stage); the others count as complete.
-    pub(crate) fn new(pipes: usize, feeding: &[usize], capacity: usize) -> Self {
+    pub(crate) fn new(
+        pipes: usize,
+        feeding: &[usize],
+        capacity: usize,
+        running: Option<Arc<Running<T>>>,
+    ) -> Self {
         debug_assert!(!feeding.is_empty() && feeding.iter().all(|&p| p < pipes));
         Queue {
             state: Mutex::new(State {
@@ -123,26 +135,60 @@ impl<T> Queue<T> {
                 complete: pipes - feeding.len(),
                 aborted: false,
                 waiters: 0,
+                owed: 0,
             }),
             cv: Condvar::new(),
+            running,
         }
     }
 
     /// Add a buffer of pipeline `pipe`; gives it back if the run failed.
     /// Returns the queue's length after the push.
-    pub(crate) fn push(&self, pipe: usize, item: T) -> Result<usize, T> {
+    ///
+    /// A waiter is woken at once, unless the calling thread is a counted
+    /// one and every core is busy: then its wake-up is owed (`running.rs`).
+    pub(crate) fn push(self: &Arc<Self>, pipe: usize, item: T) -> Result<usize, T> {
         let mut s = lock(&self.state);
         if s.aborted {
             return Err(item);
         }
         s.items.push_back((pipe, item));
         let len = s.items.len();
-        let wake = s.waiters > 0;
+        let (mut wake, mut owe) = (false, false);
+        if s.waiters > 0 {
+            match &self.running {
+                Some(r) if r.defer() => {
+                    if s.waiters > s.owed {
+                        s.owed += 1;
+                        owe = s.owed == 1;
+                    }
+                }
+                _ => wake = true,
+            }
+        }
         drop(s);
         if wake {
             self.cv.notify_one();
         }
+        if let (true, Some(r)) = (owe, &self.running) {
+            r.owe(self.clone());
+        }
         Ok(len)
+    }
+
+    /// Wake the waiters this queue owes.
+    pub(crate) fn pay(&self) {
+        let mut s = lock(&self.state);
+        let n = std::mem::take(&mut s.owed);
+        let all = n >= s.waiters;
+        drop(s);
+        if all {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..n {
+                self.cv.notify_one();
+            }
+        }
     }
 
     /// Announce how many buffers of `pipe` will ever be popped from this
@@ -155,8 +201,18 @@ impl<T> Queue<T> {
         c.total = Some(total);
     }
 
-    /// Take the oldest buffer, waiting for one if needed.
+    /// Take the oldest buffer, waiting for one if needed. A counted thread
+    /// leaves the running count while it waits.
     pub(crate) fn pop(&self) -> Pop<T> {
+        let left = std::cell::Cell::new(false);
+        let p = self.pop_inner(&left);
+        if let (true, Some(r)) = (left.get(), &self.running) {
+            r.enter();
+        }
+        p
+    }
+
+    fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
         loop {
             if s.aborted {
@@ -183,6 +239,17 @@ impl<T> Queue<T> {
             }
             if s.complete == s.counts.len() {
                 return Pop::End;
+            }
+            if let (false, Some(r)) = (left.get(), &self.running) {
+                if crate::running::counted() {
+                    // Leaving may pay debts, which locks queues: not under
+                    // this one's lock. Then look again.
+                    drop(s);
+                    r.leave();
+                    left.set(true);
+                    s = lock(&self.state);
+                    continue;
+                }
             }
             s.waiters += 1;
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -222,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_pop_that_reaches_the_total_is_last_then_end() {
-        let q = Queue::new(1, &[0], 4);
+        let q = Arc::new(Queue::new(1, &[0], 4, None));
         q.push(0, 7).unwrap();
         q.set_total(0, 2);
         q.push(0, 8).unwrap();
@@ -233,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_shared_queue_ends_when_every_pipeline_is_complete() {
-        let q = Queue::new(2, &[0, 1], 4);
+        let q = Arc::new(Queue::new(2, &[0, 1], 4, None));
         q.set_total(0, 1);
         q.push(0, 1).unwrap();
         assert!(item(q.pop()).2, "pipeline 0's only buffer is its last");
@@ -245,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_queue_not_fed_by_a_pipeline_does_not_wait_for_it() {
-        let q = Queue::new(3, &[1], 4);
+        let q = Arc::new(Queue::new(3, &[1], 4, None));
         q.set_total(1, 1);
         q.push(1, 5).unwrap();
         assert!(item(q.pop()).2);
@@ -254,7 +321,7 @@ mod tests {
 
     #[test]
     fn abort_wakes_a_waiter_and_fails_pushes() {
-        let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1));
+        let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1, None));
         let q2 = q.clone();
         let waiter = std::thread::spawn(move || q2.pop());
         // Wait until the waiter is really blocked (no timing margin involved).

@@ -1,0 +1,209 @@
+//! Deferred wake-ups: a stage thread does not wake a parked consumer while
+//! every core is already busy with the run's stage threads.
+//!
+//! # Why
+//!
+//! A thread-per-stage pipeline usually has more threads than cores. If
+//! every push into a queue with a parked consumer wakes it, each item costs
+//! every stage a futex wake-up and a context switch, the stages run in
+//! lockstep, and a core sometimes idles between a wake-up and the switch.
+//! When every core is busy, waking the consumer cannot make anything run
+//! sooner: it only takes a core from a thread that had work. So the push
+//! leaves the wake-up *owed*, the producer keeps running, and the owed
+//! consumer is woken when a core frees up — it then drains a batch, and the
+//! context switches amortise over several items. When a core is free, the
+//! push wakes at once, as before (no latency is lost on an idle machine).
+//! This is the pool's own rule ("never wake more workers than cores")
+//! applied to stage threads.
+//!
+//! # Protocol (why no owed wake-up is ever lost)
+//!
+//! `running` counts the run's *counted* threads (the stage and source
+//! threads; not a self-sizing stage's dispatcher or pool workers) that may
+//! hold a core: each counts itself at start, and leaves the count while it
+//! waits in a queue, while it runs user code that blocks (see below), and
+//! for good when its work ends (before its cleanup).
+//!
+//! A push by a counted thread into a queue with a waiter, while
+//! `running >= cores`, does not notify: under the queue's lock it adds one
+//! to the queue's `owed` count; if that count was zero it registers the
+//! queue as a *debtor* of the run (a list under its own lock, and the
+//! `debtors` counter, a `SeqCst` read-modify-write); then, after a `SeqCst`
+//! fence, it loads `running` once more and, if it is now below `cores`, pays every debt
+//! itself. A thread leaving the count decrements `running` (`SeqCst`
+//! read-modify-write, then a `SeqCst` fence) and, if the result is below `cores` and `debtors`
+//! (`SeqCst` load) is non-zero, pays every debt. Paying takes the whole
+//! debtor list and, for each queue, zeroes `owed` under its lock and
+//! notifies that many waiters.
+//!
+//! By the `SeqCst` total order, of a registration and a decrement below
+//! `cores`, the later one sees the earlier: either the leaving thread sees
+//! the debtor, or the pusher sees the count below `cores`; both may pay, and
+//! the second finds nothing left. So an owed wake-up stays owed only while
+//! at least `cores` counted threads run outside any wait; each of them
+//! leaves the count when it waits, blocks in user code or ends, and it must
+//! eventually wait or end because the buffers are finite (a thread that
+//! fills every buffer then waits for a free one). The last of them to leave
+//! below `cores` pays. An owed wake-up whose waiter has meanwhile been woken
+//! otherwise is a spurious notify, which waiters tolerate. Abort and the
+//! end-of-stream pop notify at once, never owed.
+//!
+//! **User code that blocks.** A thread blocked inside a stage (a read, a
+//! sleep) holds no core, but the count cannot see that. So each counted
+//! thread samples its voluntary context switches around its user code
+//! (one call in [`SAMPLE`], cheap against the call); a thread whose
+//! sampled calls mostly switch is *blocking* and leaves the count around
+//! every user call. It starts as blocking (nothing deferred until a
+//! sample shows otherwise); where the OS gives no switch count, it stays so.
+
+#[cfg(not(loom))]
+use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
+
+#[cfg(loom)]
+use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
+
+use crate::queue::Queue;
+use std::sync::Arc;
+
+use crate::sync::{lock, Mutex};
+
+/// A user call in this many is sampled for voluntary switches.
+pub(crate) const SAMPLE: u32 = 16;
+
+/// The run's count of running stage threads and its owed wake-ups.
+pub(crate) struct Running<T> {
+    running: AtomicUsize,
+    cores: usize,
+    debtors: AtomicUsize,
+    list: Mutex<Vec<Arc<Queue<T>>>>,
+}
+
+#[cfg(not(loom))]
+std::thread_local!(static COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+#[cfg(loom)]
+loom::thread_local!(static COUNTED: std::cell::Cell<bool> = std::cell::Cell::new(false));
+
+/// The calling thread is a counted one and holds a core (see the protocol).
+pub(crate) fn counted() -> bool {
+    COUNTED.with(|c| c.get())
+}
+
+impl<T> Running<T> {
+    /// No thread counted yet; defer only while `cores` of them run.
+    pub(crate) fn new(cores: usize) -> Self {
+        Running {
+            running: AtomicUsize::new(0),
+            cores: cores.max(1),
+            debtors: AtomicUsize::new(0),
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The calling thread starts (or resumes) running: count it.
+    pub(crate) fn enter(&self) {
+        COUNTED.with(|c| c.set(true));
+        self.running.fetch_add(1, SeqCst);
+    }
+
+    /// The calling thread stops holding a core (it waits, blocks or ends):
+    /// uncount it, and pay every debt if a core is now free.
+    pub(crate) fn leave(&self) {
+        COUNTED.with(|c| c.set(false));
+        let now = self.running.fetch_sub(1, SeqCst) - 1;
+        // Orders the decrement before the load below against `owe`'s pair
+        // (a no-op after a `SeqCst` read-modify-write on real hardware;
+        // loom needs it to see the total order).
+        fence(SeqCst);
+        if now < self.cores && self.debtors.load(SeqCst) > 0 {
+            self.pay();
+        }
+    }
+
+    /// Should a push by the calling thread leave its wake-up owed?
+    pub(crate) fn defer(&self) -> bool {
+        counted() && self.running.load(SeqCst) >= self.cores
+    }
+
+    /// `q`'s owed count went from zero to one: register it, and pay at once
+    /// if a core has freed since the push decided to defer.
+    pub(crate) fn owe(&self, q: Arc<Queue<T>>) {
+        {
+            let mut l = lock(&self.list);
+            l.push(q);
+            self.debtors.fetch_add(1, SeqCst);
+        }
+        fence(SeqCst);
+        if self.running.load(SeqCst) < self.cores {
+            self.pay();
+        }
+    }
+
+    /// Wake every owed waiter.
+    pub(crate) fn pay(&self) {
+        let owed = {
+            let mut l = lock(&self.list);
+            let owed = std::mem::take(&mut *l);
+            self.debtors.fetch_sub(owed.len(), SeqCst);
+            owed
+        };
+        for q in owed {
+            q.pay();
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Running<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("running", &self.running.load(SeqCst))
+            .field("cores", &self.cores)
+            .field("debtors", &self.debtors.load(SeqCst))
+            .finish()
+    }
+}
+
+/// Whether the calling thread's user code blocks (see the protocol).
+#[derive(Debug)]
+pub(crate) struct Blocking {
+    calls: u32,
+    /// 0..=3; blocking from 2 up.
+    score: u8,
+}
+
+impl Default for Blocking {
+    fn default() -> Self {
+        Blocking { calls: 0, score: 2 }
+    }
+}
+
+impl Blocking {
+    /// The thread's user code blocks, as far as the samples show.
+    pub(crate) fn blocks(&self) -> bool {
+        self.score >= 2
+    }
+
+    /// Before a user call: the switch count if this call is sampled.
+    pub(crate) fn before(&mut self) -> Option<u64> {
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls % SAMPLE == 1 {
+            crate::sys::voluntary_switches()
+        } else {
+            None
+        }
+    }
+
+    /// After a user call sampled by [`Blocking::before`].
+    pub(crate) fn after(&mut self, before: Option<u64>) {
+        let (Some(a), Some(b)) = (
+            before,
+            before.and_then(|_| crate::sys::voluntary_switches()),
+        ) else {
+            return;
+        };
+        if b > a {
+            self.score = (self.score + 1).min(3);
+        } else {
+            self.score = self.score.saturating_sub(1);
+        }
+    }
+}
