@@ -319,6 +319,45 @@ mod tests {
         assert_eq!(q.pop(), Pop::End);
     }
 
+    /// On one core, a counted thread's push into a queue where a counted
+    /// consumer waits leaves the wake-up owed; the producer's leaving (as
+    /// when it waits or ends) pays it.
+    #[test]
+    fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
+        let running = Arc::new(Running::new(1));
+        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+        let (q2, r2) = (q.clone(), running.clone());
+        let consumer = std::thread::spawn(move || {
+            r2.enter();
+            let p = q2.pop();
+            r2.leave();
+            p
+        });
+        // The consumer waits (and has left the count) before the push.
+        while lock(&q.state).waiters == 0 {
+            std::thread::yield_now();
+        }
+        running.enter();
+        assert!(running.defer(), "one core, one running thread: defer");
+        q.push(0, 5).unwrap();
+        assert_eq!(lock(&q.state).owed, 1, "the wake-up is owed");
+        running.leave();
+        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
+        assert_eq!(lock(&q.state).owed, 0);
+    }
+
+    /// A thread that is not counted (a test's, a self-sizing stage's
+    /// worker) always wakes at once.
+    #[test]
+    fn an_uncounted_thread_never_defers() {
+        let running = Arc::new(Running::<u32>::new(1));
+        assert!(!running.defer());
+        running.enter();
+        assert!(running.defer());
+        running.leave();
+        assert!(!running.defer());
+    }
+
     #[test]
     fn abort_wakes_a_waiter_and_fails_pushes() {
         let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1, None));

@@ -207,3 +207,38 @@ impl Blocking {
         }
     }
 }
+
+#[cfg(all(test, not(loom), target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Sampled calls that sleep make a thread blocking; calls that only
+    /// compute (however often the kernel preempts them: involuntary
+    /// switches do not count) make it computing again.
+    #[test]
+    fn sleeping_calls_block_and_computing_calls_do_not() {
+        let mut b = Blocking::default();
+        assert!(b.blocks(), "nothing deferred before a sample");
+        let call = |b: &mut Blocking, f: &dyn Fn()| {
+            let s = b.before();
+            f();
+            b.after(s);
+        };
+        let compute = || {
+            let mut x = 1u64;
+            for i in 0..10_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        };
+        for _ in 0..2 * SAMPLE {
+            call(&mut b, &compute);
+        }
+        assert!(!b.blocks());
+        for _ in 0..2 * SAMPLE {
+            call(&mut b, &|| {
+                std::thread::sleep(std::time::Duration::from_micros(50))
+            });
+        }
+        assert!(b.blocks());
+    }
+}
