@@ -805,7 +805,13 @@ impl<B: Send + 'static> Node<B> {
         let first_stage = usize::from(source.is_some());
         let mut batch: Vec<Held<B>> = Vec::with_capacity(self.repeat);
         let mut ended = false;
-        let mut blocking = Blocking::default();
+        // One per stage of the group: in a multistage thread one stage may
+        // block and the next compute.
+        let mut blocking: Vec<Blocking> = self
+            .stage_names
+            .iter()
+            .map(|_| Blocking::default())
+            .collect();
         loop {
             self.take(
                 run,
@@ -814,7 +820,7 @@ impl<B: Send + 'static> Node<B> {
                 st,
                 depth,
                 &mut ended,
-                &mut blocking,
+                &mut blocking[0],
             );
             if batch.is_empty() {
                 return;
@@ -830,7 +836,7 @@ impl<B: Send + 'static> Node<B> {
                         replica,
                     );
                     let t = Instant::now();
-                    let r = user(run, &mut blocking, || {
+                    let r = user(run, &mut blocking[first_stage + i], || {
                         guarded(|| stage.process(&mut h.env.buf, &cx))
                     });
                     st.busy[first_stage + i] += t.elapsed();

@@ -50,11 +50,14 @@
 //!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
-//! thread samples its voluntary context switches around its user code
-//! (one call in [`SAMPLE`], cheap against the call); a thread whose
-//! sampled calls mostly switch is *blocking* and leaves the count around
-//! every user call. It starts as blocking (nothing deferred until a
-//! sample shows otherwise); where the OS gives no switch count, it stays so.
+//! thread samples its voluntary context switches around each of its
+//! stages' user code (one call in [`SAMPLE`] per stage, cheap against the
+//! call); a stage whose sampled calls mostly switch is *blocking*, and its
+//! thread leaves the count around every call of it. A stage starts as
+//! blocking (nothing deferred across it until a sample shows otherwise);
+//! where the OS gives no switch count, it stays so. A stage misjudged as
+//! computing (it blocks on a few calls only) costs time, never a wake-up:
+//! its thread still leaves the count when it waits in a queue or ends.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
