@@ -115,6 +115,9 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
         for r in replicas {
             r.join().unwrap();
         }
+        if let Some(r) = &running {
+            assert_eq!(r.count(), 0, "every wake-up counted ahead was taken");
+        }
         seen.sort_unstable();
         assert_eq!(seen, (0..rounds).collect::<Vec<_>>());
         assert_eq!(lasts.load(Ordering::SeqCst), 2, "one notice per queue");
@@ -186,6 +189,7 @@ fn loom_a_freed_core_pays_an_owed_wake_up() {
         running.leave();
         assert_eq!(c.join().unwrap(), 7);
         x.join().unwrap();
+        assert_eq!(running.count(), 0);
     });
 }
 

@@ -100,6 +100,9 @@ struct State<T> {
     waiters: usize,
     /// Wake-ups owed to waiters (see `running.rs`).
     owed: usize,
+    /// Wake-ups issued and not yet taken by a returning waiter; each one
+    /// counted in the run's running count on the woken thread's behalf.
+    notified: usize,
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
@@ -136,6 +139,7 @@ impl<T> Queue<T> {
                 aborted: false,
                 waiters: 0,
                 owed: 0,
+                notified: 0,
             }),
             cv: Condvar::new(),
             running,
@@ -155,15 +159,20 @@ impl<T> Queue<T> {
         s.items.push_back((pipe, item));
         let len = s.items.len();
         let (mut wake, mut owe) = (false, false);
-        if s.waiters > 0 {
+        // Only a waiter with no wake-up on its way needs one.
+        if s.waiters > s.notified + s.owed {
             match &self.running {
                 Some(r) if r.defer() => {
-                    if s.waiters > s.owed {
-                        s.owed += 1;
-                        owe = s.owed == 1;
+                    s.owed += 1;
+                    owe = s.owed == 1;
+                }
+                _ => {
+                    wake = true;
+                    s.notified += 1;
+                    if let Some(r) = &self.running {
+                        r.precount(1);
                     }
                 }
-                _ => wake = true,
             }
         }
         drop(s);
@@ -179,7 +188,13 @@ impl<T> Queue<T> {
     /// Wake the waiters this queue owes.
     pub(crate) fn pay(&self) {
         let mut s = lock(&self.state);
-        let n = std::mem::take(&mut s.owed);
+        // Waiters may have left since (woken at the end of the stream):
+        // a wake-up is only issued to a waiter that is there to take it.
+        let n = std::mem::take(&mut s.owed).min(s.waiters - s.notified);
+        s.notified += n;
+        if let Some(r) = &self.running {
+            r.precount(n);
+        }
         let all = n >= s.waiters;
         drop(s);
         if all {
@@ -210,6 +225,26 @@ impl<T> Queue<T> {
             r.enter();
         }
         p
+    }
+
+    /// A waiter returned: if a wake-up was on its way, it is this one's
+    /// (whichever waiter it was meant for), and the running count already
+    /// holds it: a counted thread that left resumes without counting
+    /// itself again; a thread that is not counted gives the count back.
+    fn took_wake_up(&self, s: &mut State<T>, left: &std::cell::Cell<bool>) -> bool {
+        if s.notified == 0 {
+            return false;
+        }
+        s.notified -= 1;
+        if let Some(r) = &self.running {
+            if left.get() {
+                left.set(false);
+                r.resume();
+            } else {
+                return true;
+            }
+        }
+        false
     }
 
     fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
@@ -254,6 +289,14 @@ impl<T> Queue<T> {
             s.waiters += 1;
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             s.waiters -= 1;
+            if self.took_wake_up(&mut s, left) {
+                // Giving the count back may pay debts: not under the lock.
+                drop(s);
+                if let Some(r) = &self.running {
+                    r.unprecount();
+                }
+                s = lock(&self.state);
+            }
         }
     }
 
@@ -344,6 +387,7 @@ mod tests {
         running.leave();
         assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
         assert_eq!(lock(&q.state).owed, 0);
+        assert_eq!(running.count(), 0);
     }
 
     /// A thread that is not counted (a test's, a self-sizing stage's

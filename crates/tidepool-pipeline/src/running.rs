@@ -108,10 +108,40 @@ impl<T> Running<T> {
         self.running.fetch_add(1, SeqCst);
     }
 
+    /// Threads counted now (precounted wake-ups included).
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
+        self.running.load(SeqCst)
+    }
+
+    /// `n` waiters are being woken: count them now, on their behalf, so
+    /// that pushes before they run see the cores they will take.
+    pub(crate) fn precount(&self, n: usize) {
+        if n > 0 {
+            self.running.fetch_add(n, SeqCst);
+        }
+    }
+
+    /// A counted thread woken with a precounted wake-up runs again.
+    pub(crate) fn resume(&self) {
+        COUNTED.with(|c| c.set(true));
+    }
+
+    /// A precounted wake-up was taken by a thread that is not counted:
+    /// give it back (as a leaving thread would).
+    pub(crate) fn unprecount(&self) {
+        self.release();
+    }
+
     /// The calling thread stops holding a core (it waits, blocks or ends):
     /// uncount it, and pay every debt if a core is now free.
     pub(crate) fn leave(&self) {
         COUNTED.with(|c| c.set(false));
+        self.release();
+    }
+
+    /// One less in the count; pay every debt if a core is now free.
+    fn release(&self) {
         let now = self.running.fetch_sub(1, SeqCst) - 1;
         // Orders the decrement before the load below against `owe`'s pair
         // (a no-op after a `SeqCst` read-modify-write on real hardware;
