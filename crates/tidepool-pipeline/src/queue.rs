@@ -53,7 +53,9 @@
 //! Lost wake-ups: waiters count themselves under the lock and wait on the
 //! condition variable under the same lock, so a push (notify one), the pop
 //! that completes the queue (notify all) and an abort (notify all) always find
-//! them.
+//! them. A push skips the notify only when every waiter already has a
+//! wake-up on its way (issued or owed), and defers it only as `running.rs`
+//! describes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -36,6 +36,21 @@
 //! debtor list and, for each queue, zeroes `owed` under its lock and
 //! notifies that many waiters.
 //!
+//! **Wake-ups counted ahead.** A queue also counts the wake-ups it has
+//! issued and that no returning waiter has taken yet (`notified`). A push
+//! wakes (or owes) only while `waiters > notified + owed`: a waiter with a
+//! wake-up on its way needs no second one (that used to cost a futex call
+//! per push). Each issued wake-up — a push's or a payment's — is counted in
+//! `running` at once, on the woken thread's behalf, so pushes made before
+//! it gets a core already see that core taken. The first waiter to return
+//! takes one (whichever waiter it was meant for): a counted thread that had
+//! left resumes without counting itself again; a thread that is not
+//! counted gives the count back as a leaving thread would. Since waiters
+//! take them as they return, `notified ≤ waiters` always; a payment issues
+//! at most `waiters − notified` (a waiter owed a wake-up may have been
+//! woken since, by the end of the stream: a wake-up issued to nobody would
+//! stay counted forever, and the `loom` model found exactly that).
+//!
 //! By the `SeqCst` total order, of a registration and a decrement below
 //! `cores`, the later one sees the earlier: either the leaving thread sees
 //! the debtor, or the pusher sees the count below `cores`; both may pay, and
