@@ -28,13 +28,13 @@
 //! `running >= cores`, does not notify: under the queue's lock it adds one
 //! to the queue's `owed` count; if that count was zero it registers the
 //! queue as a *debtor* of the run (a list under its own lock, and the
-//! `debtors` counter, a `SeqCst` read-modify-write); then, after a `SeqCst`
-//! fence, it loads `running` once more and, if it is now below `cores`, pays every debt
-//! itself. A thread leaving the count decrements `running` (`SeqCst`
-//! read-modify-write, then a `SeqCst` fence) and, if the result is below `cores` and `debtors`
-//! (`SeqCst` load) is non-zero, pays every debt. Paying takes the whole
-//! debtor list and, for each queue, zeroes `owed` under its lock and
-//! notifies that many waiters.
+//! `debtors` counter, a `SeqCst` read-modify-write); then, after a
+//! `SeqCst` fence, it loads `running` once more and, if it is now below
+//! `cores`, pays every debt itself. A thread leaving the count decrements
+//! `running` (`SeqCst` read-modify-write, then a `SeqCst` fence) and, if
+//! the result is below `cores` and `debtors` (`SeqCst` load) is non-zero,
+//! pays every debt. Paying takes the whole debtor list and, for each
+//! queue, zeroes `owed` under its lock and wakes that many waiters.
 //!
 //! **Wake-ups counted ahead.** A queue also counts the wake-ups it has
 //! issued and that no returning waiter has taken yet (`notified`). A push
@@ -80,9 +80,9 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
-use crate::queue::Queue;
 use std::sync::Arc;
 
+use crate::queue::Queue;
 use crate::sync::{lock, Mutex};
 
 /// A user call in this many is sampled for voluntary switches.
