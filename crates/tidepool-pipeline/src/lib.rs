@@ -43,6 +43,7 @@ pub mod priority;
 mod queue;
 mod report;
 mod run;
+mod running;
 mod stage;
 mod sync;
 pub mod sys;

@@ -1,38 +1,63 @@
 //! `loom` models of the buffer-recycling and end-of-stream protocol
 //! (`queue.rs`): every interleaving of a source, a replicated stage and a
-//! sink over a pool of recycled buffers, with the real [`Queue`].
+//! sink over a pool of recycled buffers, with the real [`Queue`]; and of
+//! the deferred wake-ups (`running.rs`): the same pipeline with every
+//! thread counted on fewer cores than threads, so that pushes leave their
+//! wake-ups owed, and the race between a deferring push and a thread that
+//! frees a core.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p tidepool-pipeline --lib --release loom`
 
+use std::sync::Arc;
+
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use loom::sync::Arc;
 use loom::thread;
 
 use crate::queue::{Pop, Queue};
+use crate::running::Running;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(2, f);
+}
+
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(2);
+    b.preemption_bound = Some(preemptions);
     b.check(f);
 }
 
 /// Source → stage (2 replicas) → sink, `rounds` rounds over `buffers`
 /// buffers. Checks: each queue gives exactly one last notice, every round
 /// reaches the sink once, no thread blocks forever (loom reports a
-/// deadlock), every buffer is back in the free pool at the end.
-fn recycle(rounds: u64, buffers: usize) {
+/// deadlock), every buffer is back in the free pool at the end. With
+/// `cores`, every thread is counted as a run's stage thread is (it enters
+/// at its start and leaves at its end) and wake-ups are deferred while
+/// `cores` of them run.
+fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
     model(move || {
-        let free = Arc::new(Queue::new(1, &[0], buffers));
+        let running = cores.map(|c| Arc::new(Running::new(c)));
+        let queue = || Arc::new(Queue::new(1, &[0], buffers, running.clone()));
+        let free = queue();
         for i in 0..buffers {
             free.push(0, i as u64 * 1000).unwrap();
         }
-        let mid = Arc::new(Queue::new(1, &[0], buffers));
-        let out = Arc::new(Queue::new(1, &[0], buffers));
+        let mid = queue();
+        let out = queue();
         let lasts = Arc::new(AtomicUsize::new(0));
+        let enter = {
+            let running = running.clone();
+            move || running.as_ref().inspect(|r| r.enter()).cloned()
+        };
+        let leave = |r: Option<Arc<Running<u64>>>| {
+            if let Some(r) = r {
+                r.leave();
+            }
+        };
 
         let source = {
-            let (free, mid) = (free.clone(), mid.clone());
+            let (free, mid, enter) = (free.clone(), mid.clone(), enter.clone());
             thread::spawn(move || {
+                let me = enter();
                 for r in 0..rounds {
                     let Pop::Item { item, .. } = free.pop() else {
                         panic!("the free pool never ends or aborts here");
@@ -43,28 +68,34 @@ fn recycle(rounds: u64, buffers: usize) {
                     }
                     mid.push(0, r).unwrap();
                 }
+                leave(me);
             })
         };
         let replicas: Vec<_> = (0..2)
             .map(|_| {
                 let (mid, out, lasts) = (mid.clone(), out.clone(), lasts.clone());
-                thread::spawn(move || loop {
-                    match mid.pop() {
-                        Pop::Item {
-                            item, index, last, ..
-                        } => {
-                            if last {
-                                lasts.fetch_add(1, Ordering::SeqCst);
-                                out.set_total(0, index + 1);
+                let enter = enter.clone();
+                thread::spawn(move || {
+                    let me = enter();
+                    loop {
+                        match mid.pop() {
+                            Pop::Item {
+                                item, index, last, ..
+                            } => {
+                                if last {
+                                    lasts.fetch_add(1, Ordering::SeqCst);
+                                    out.set_total(0, index + 1);
+                                }
+                                out.push(0, item).unwrap();
                             }
-                            out.push(0, item).unwrap();
+                            Pop::End => return leave(me),
+                            Pop::Aborted => panic!("nobody aborts"),
                         }
-                        Pop::End => return,
-                        Pop::Aborted => panic!("nobody aborts"),
                     }
                 })
             })
             .collect();
+        let me = enter();
         let mut seen = Vec::new();
         loop {
             match out.pop() {
@@ -79,9 +110,13 @@ fn recycle(rounds: u64, buffers: usize) {
                 Pop::Aborted => panic!("nobody aborts"),
             }
         }
+        leave(me);
         source.join().unwrap();
         for r in replicas {
             r.join().unwrap();
+        }
+        if let Some(r) = &running {
+            assert_eq!(r.count(), 0, "every wake-up counted ahead was taken");
         }
         seen.sort_unstable();
         assert_eq!(seen, (0..rounds).collect::<Vec<_>>());
@@ -92,12 +127,70 @@ fn recycle(rounds: u64, buffers: usize) {
 
 #[test]
 fn loom_recycling_with_as_many_buffers_as_rounds() {
-    recycle(2, 2);
+    recycle(2, 2, None);
 }
 
 #[test]
 fn loom_recycling_with_one_buffer() {
-    recycle(2, 1);
+    recycle(2, 1, None);
+}
+
+/// Four counted threads on one core: every push into a queue with a
+/// waiter is deferred; only leaving threads pay.
+#[test]
+fn loom_deferred_recycling_on_one_core() {
+    recycle(2, 2, Some(1));
+}
+
+#[test]
+fn loom_deferred_recycling_with_one_buffer_on_two_cores() {
+    recycle(2, 1, Some(2));
+}
+
+/// The race the `SeqCst` pair settles: on two cores, `p` pushes into the
+/// queue where `c` waits while `x` leaves the count. `p` then keeps its
+/// core until `c` has the item (it waits on a plain flag, never leaving
+/// the count), so if neither `x` nor `p`'s re-check paid the owed wake-up,
+/// `c` and `p` would wait forever (loom reports the deadlock). Three
+/// preemptions: `x` must leave between `p`'s decision and its re-check.
+#[test]
+fn loom_a_freed_core_pays_an_owed_wake_up() {
+    model_bounded(3, || {
+        let running = Arc::new(Running::new(2));
+        let q = Arc::new(Queue::<u64>::new(1, &[0], 1, Some(running.clone())));
+        let done = Arc::new((loom::sync::Mutex::new(false), loom::sync::Condvar::new()));
+        let c = {
+            let (q, running, done) = (q.clone(), running.clone(), done.clone());
+            thread::spawn(move || {
+                running.enter();
+                let Pop::Item { item, .. } = q.pop() else {
+                    panic!("an item, never the end here");
+                };
+                *done.0.lock().unwrap() = true;
+                done.1.notify_all();
+                running.leave();
+                item
+            })
+        };
+        let x = {
+            let running = running.clone();
+            thread::spawn(move || {
+                running.enter();
+                running.leave();
+            })
+        };
+        running.enter();
+        q.push(0, 7).unwrap();
+        let mut d = done.0.lock().unwrap();
+        while !*d {
+            d = done.1.wait(d).unwrap();
+        }
+        drop(d);
+        running.leave();
+        assert_eq!(c.join().unwrap(), 7);
+        x.join().unwrap();
+        assert_eq!(running.count(), 0);
+    });
 }
 
 /// A stage fails while its neighbours wait on empty queues: the abort
@@ -105,8 +198,8 @@ fn loom_recycling_with_one_buffer() {
 #[test]
 fn loom_abort_wakes_every_waiter() {
     model(|| {
-        let a = Arc::new(Queue::<u64>::new(1, &[0], 1));
-        let b = Arc::new(Queue::<u64>::new(1, &[0], 1));
+        let a = Arc::new(Queue::<u64>::new(1, &[0], 1, None));
+        let b = Arc::new(Queue::<u64>::new(1, &[0], 1, None));
         let waiters: Vec<_> = [a.clone(), b.clone()]
             .into_iter()
             .map(|q| thread::spawn(move || q.pop()))
@@ -136,15 +229,15 @@ fn loom_abort_wakes_every_waiter() {
 /// are full again at the end, and nothing blocks forever.
 fn broadcast(rounds: u64, buffers: usize) {
     model(move || {
-        let free = Arc::new(Queue::new(1, &[0], buffers));
-        let copies = Arc::new(Queue::new(1, &[0], buffers));
+        let free = Arc::new(Queue::new(1, &[0], buffers, None));
+        let copies = Arc::new(Queue::new(1, &[0], buffers, None));
         for i in 0..buffers as u64 {
             free.push(0, i).unwrap();
             copies.push(0, 1000 + i).unwrap();
         }
         let branches = [
-            Arc::new(Queue::new(1, &[0], buffers)),
-            Arc::new(Queue::new(1, &[0], buffers)),
+            Arc::new(Queue::new(1, &[0], buffers, None)),
+            Arc::new(Queue::new(1, &[0], buffers, None)),
         ];
         // Per round: how many branches are done with it.
         let join = Arc::new(loom::sync::Mutex::new(vec![0u8; rounds as usize]));

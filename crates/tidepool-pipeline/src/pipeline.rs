@@ -12,6 +12,7 @@ use crate::report::Report;
 use crate::run::{
     self, Dest, Env, ForkRt, Gather, Key, Node, Out, PipeRt, Push, Reorder, Run, SpreadRt,
 };
+use crate::running::Running;
 
 /// A pipeline, checked and ready to run.
 pub struct Pipeline<B> {
@@ -158,6 +159,8 @@ struct Compiler<B> {
     make: Option<MakeBuf<B>>,
     /// `Env::seq`'s length: the deepest fork nesting of the run.
     depths: usize,
+    /// The run's running count, shared by its queues.
+    running: Arc<Running<Env<B>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -166,7 +169,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<B: Send + 'static> Compiler<B> {
     fn queue(&mut self, feeding: &[usize], capacity: usize) -> Arc<Queue<Env<B>>> {
-        let q = Arc::new(Queue::new(self.pipes, feeding, capacity));
+        let q = Arc::new(Queue::new(
+            self.pipes,
+            feeding,
+            capacity,
+            Some(self.running.clone()),
+        ));
         self.queues.push(q.clone());
         q
     }
@@ -406,6 +414,7 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         shared_feeds: HashMap::new(),
         make: None,
         depths,
+        running: Arc::new(Running::new(tidepool::sys::cores())),
     };
     for (p, pl) in pipelines.iter().enumerate() {
         for g in &pl.spec.groups {
@@ -443,6 +452,7 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
     let run = Run {
         pipes: rts,
         queues: c.queues,
+        running: c.running,
         error: Mutex::new(None),
         refused: AtomicBool::new(false),
         notes: Mutex::new(Vec::new()),

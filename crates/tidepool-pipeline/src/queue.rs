@@ -53,10 +53,14 @@
 //! Lost wake-ups: waiters count themselves under the lock and wait on the
 //! condition variable under the same lock, so a push (notify one), the pop
 //! that completes the queue (notify all) and an abort (notify all) always find
-//! them.
+//! them. A push skips the notify only when every waiter already has a
+//! wake-up on its way (issued or owed), and defers it only as `running.rs`
+//! describes.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use crate::running::Running;
 use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
@@ -96,6 +100,11 @@ struct State<T> {
     complete: usize,
     aborted: bool,
     waiters: usize,
+    /// Wake-ups owed to waiters (see `running.rs`).
+    owed: usize,
+    /// Wake-ups issued and not yet taken by a returning waiter; each one
+    /// counted in the run's running count on the woken thread's behalf.
+    notified: usize,
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
@@ -109,12 +118,20 @@ struct State<T> {
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
+    /// The run's running count, for deferred wake-ups (`None`: always
+    /// wake at once).
+    running: Option<Arc<Running<T>>>,
 }
 
 impl<T> Queue<T> {
     /// A queue in a run of `pipes` pipelines, fed by those in `feeding`
     /// (more than one for a shared stage); the others count as complete.
-    pub(crate) fn new(pipes: usize, feeding: &[usize], capacity: usize) -> Self {
+    pub(crate) fn new(
+        pipes: usize,
+        feeding: &[usize],
+        capacity: usize,
+        running: Option<Arc<Running<T>>>,
+    ) -> Self {
         debug_assert!(!feeding.is_empty() && feeding.iter().all(|&p| p < pipes));
         Queue {
             state: Mutex::new(State {
@@ -123,26 +140,72 @@ impl<T> Queue<T> {
                 complete: pipes - feeding.len(),
                 aborted: false,
                 waiters: 0,
+                owed: 0,
+                notified: 0,
             }),
             cv: Condvar::new(),
+            running,
         }
     }
 
     /// Add a buffer of pipeline `pipe`; gives it back if the run failed.
     /// Returns the queue's length after the push.
-    pub(crate) fn push(&self, pipe: usize, item: T) -> Result<usize, T> {
+    ///
+    /// A waiter is woken at once, unless the calling thread is a counted
+    /// one and every core is busy: then its wake-up is owed (`running.rs`).
+    pub(crate) fn push(self: &Arc<Self>, pipe: usize, item: T) -> Result<usize, T> {
         let mut s = lock(&self.state);
         if s.aborted {
             return Err(item);
         }
         s.items.push_back((pipe, item));
         let len = s.items.len();
-        let wake = s.waiters > 0;
+        let (mut wake, mut owe) = (false, false);
+        // Only a waiter with no wake-up on its way needs one.
+        if s.waiters > s.notified + s.owed {
+            match &self.running {
+                Some(r) if r.defer() => {
+                    s.owed += 1;
+                    owe = s.owed == 1;
+                }
+                _ => {
+                    wake = true;
+                    s.notified += 1;
+                    if let Some(r) = &self.running {
+                        r.precount(1);
+                    }
+                }
+            }
+        }
         drop(s);
         if wake {
             self.cv.notify_one();
         }
+        if let (true, Some(r)) = (owe, &self.running) {
+            r.owe(self.clone());
+        }
         Ok(len)
+    }
+
+    /// Wake the waiters this queue owes.
+    pub(crate) fn pay(&self) {
+        let mut s = lock(&self.state);
+        // Waiters may have left since (woken at the end of the stream):
+        // a wake-up is only issued to a waiter that is there to take it.
+        let n = std::mem::take(&mut s.owed).min(s.waiters - s.notified);
+        s.notified += n;
+        if let Some(r) = &self.running {
+            r.precount(n);
+        }
+        let all = n >= s.waiters;
+        drop(s);
+        if all {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..n {
+                self.cv.notify_one();
+            }
+        }
     }
 
     /// Announce how many buffers of `pipe` will ever be popped from this
@@ -155,8 +218,38 @@ impl<T> Queue<T> {
         c.total = Some(total);
     }
 
-    /// Take the oldest buffer, waiting for one if needed.
+    /// Take the oldest buffer, waiting for one if needed. A counted thread
+    /// leaves the running count while it waits.
     pub(crate) fn pop(&self) -> Pop<T> {
+        let left = std::cell::Cell::new(false);
+        let p = self.pop_inner(&left);
+        if let (true, Some(r)) = (left.get(), &self.running) {
+            r.enter();
+        }
+        p
+    }
+
+    /// A waiter returned: if a wake-up was on its way, it is this one's
+    /// (whichever waiter it was meant for), and the running count already
+    /// holds it: a counted thread that left resumes without counting
+    /// itself again; a thread that is not counted gives the count back.
+    fn took_wake_up(&self, s: &mut State<T>, left: &std::cell::Cell<bool>) -> bool {
+        if s.notified == 0 {
+            return false;
+        }
+        s.notified -= 1;
+        if let Some(r) = &self.running {
+            if left.get() {
+                left.set(false);
+                r.resume();
+            } else {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
         loop {
             if s.aborted {
@@ -184,9 +277,28 @@ impl<T> Queue<T> {
             if s.complete == s.counts.len() {
                 return Pop::End;
             }
+            if let (false, Some(r)) = (left.get(), &self.running) {
+                if crate::running::counted() {
+                    // Leaving may pay debts, which locks queues: not under
+                    // this one's lock. Then look again.
+                    drop(s);
+                    r.leave();
+                    left.set(true);
+                    s = lock(&self.state);
+                    continue;
+                }
+            }
             s.waiters += 1;
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             s.waiters -= 1;
+            if self.took_wake_up(&mut s, left) {
+                // Giving the count back may pay debts: not under the lock.
+                drop(s);
+                if let Some(r) = &self.running {
+                    r.unprecount();
+                }
+                s = lock(&self.state);
+            }
         }
     }
 
@@ -222,7 +334,7 @@ mod tests {
 
     #[test]
     fn the_pop_that_reaches_the_total_is_last_then_end() {
-        let q = Queue::new(1, &[0], 4);
+        let q = Arc::new(Queue::new(1, &[0], 4, None));
         q.push(0, 7).unwrap();
         q.set_total(0, 2);
         q.push(0, 8).unwrap();
@@ -233,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_shared_queue_ends_when_every_pipeline_is_complete() {
-        let q = Queue::new(2, &[0, 1], 4);
+        let q = Arc::new(Queue::new(2, &[0, 1], 4, None));
         q.set_total(0, 1);
         q.push(0, 1).unwrap();
         assert!(item(q.pop()).2, "pipeline 0's only buffer is its last");
@@ -245,16 +357,56 @@ mod tests {
 
     #[test]
     fn a_queue_not_fed_by_a_pipeline_does_not_wait_for_it() {
-        let q = Queue::new(3, &[1], 4);
+        let q = Arc::new(Queue::new(3, &[1], 4, None));
         q.set_total(1, 1);
         q.push(1, 5).unwrap();
         assert!(item(q.pop()).2);
         assert_eq!(q.pop(), Pop::End);
     }
 
+    /// On one core, a counted thread's push into a queue where a counted
+    /// consumer waits leaves the wake-up owed; the producer's leaving (as
+    /// when it waits or ends) pays it.
+    #[test]
+    fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
+        let running = Arc::new(Running::new(1));
+        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+        let (q2, r2) = (q.clone(), running.clone());
+        let consumer = std::thread::spawn(move || {
+            r2.enter();
+            let p = q2.pop();
+            r2.leave();
+            p
+        });
+        // The consumer waits (and has left the count) before the push.
+        while lock(&q.state).waiters == 0 {
+            std::thread::yield_now();
+        }
+        running.enter();
+        assert!(running.defer(), "one core, one running thread: defer");
+        q.push(0, 5).unwrap();
+        assert_eq!(lock(&q.state).owed, 1, "the wake-up is owed");
+        running.leave();
+        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
+        assert_eq!(lock(&q.state).owed, 0);
+        assert_eq!(running.count(), 0);
+    }
+
+    /// A thread that is not counted (a test's, a self-sizing stage's
+    /// worker) always wakes at once.
+    #[test]
+    fn an_uncounted_thread_never_defers() {
+        let running = Arc::new(Running::<u32>::new(1));
+        assert!(!running.defer());
+        running.enter();
+        assert!(running.defer());
+        running.leave();
+        assert!(!running.defer());
+    }
+
     #[test]
     fn abort_wakes_a_waiter_and_fails_pushes() {
-        let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1));
+        let q = std::sync::Arc::new(Queue::<u32>::new(1, &[0], 1, None));
         let q2 = q.clone();
         let waiter = std::thread::spawn(move || q2.pop());
         // Wait until the waiter is really blocked (no timing margin involved).

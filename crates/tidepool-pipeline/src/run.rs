@@ -11,6 +11,7 @@ use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::priority::{Depths, Priority, PriorityPolicy, PrioritySpec};
 use crate::queue::{Pop, Queue};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
+use crate::running::{Blocking, Running};
 use crate::stage::{BoxError, Context, Flow, Source, Stage};
 use crate::sys;
 
@@ -317,6 +318,8 @@ pub(crate) struct PipeRt<B> {
 pub(crate) struct Run<B> {
     pub(crate) pipes: Vec<PipeRt<B>>,
     pub(crate) queues: Vec<Q<B>>,
+    /// Stage threads holding a core, and owed wake-ups (`running.rs`).
+    pub(crate) running: Arc<Running<Env<B>>>,
     pub(crate) error: Mutex<Option<PipelineError>>,
     pub(crate) refused: AtomicBool,
     pub(crate) notes: Mutex<Vec<String>>,
@@ -384,6 +387,22 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Cause> {
         Ok(Err(e)) => Err(Cause::Failed(e)),
         Err(p) => Err(Cause::Panicked(panic_message(&*p))),
     }
+}
+
+/// Run a counted thread's user code; a thread whose user code blocks
+/// leaves the running count for the call (see `running.rs`).
+fn user<B, T>(run: &Run<B>, blocking: &mut Blocking, f: impl FnOnce() -> T) -> T {
+    let sample = blocking.before();
+    let blocks = blocking.blocks();
+    if blocks {
+        run.running.leave();
+    }
+    let r = f();
+    if blocks {
+        run.running.enter();
+    }
+    blocking.after(sample);
+    r
 }
 
 /// A buffer in a thread's hands: the envelope, its arrival index at this
@@ -614,6 +633,7 @@ impl<B: Send + 'static> Node<B> {
             }
         }
         if source_ok && inited == stages.len() && !run.failed() {
+            run.running.enter();
             self.work(
                 run,
                 replica,
@@ -623,6 +643,9 @@ impl<B: Send + 'static> Node<B> {
                 &mut st,
                 &mut depth,
             );
+            // Before cleanup (user code): every owed wake-up is paid by
+            // the time this thread no longer counts.
+            run.running.leave();
         }
         for (i, s) in stages.iter_mut().take(inited).enumerate() {
             if let Err(c) = guarded(|| s.cleanup()) {
@@ -664,6 +687,7 @@ impl<B: Send + 'static> Node<B> {
     }
 
     /// Take up to `repeat` buffers. Empty means the input ended or the run failed.
+    #[allow(clippy::too_many_arguments)]
     fn take(
         &self,
         run: &Run<B>,
@@ -672,6 +696,7 @@ impl<B: Send + 'static> Node<B> {
         st: &mut Stats,
         depth: &mut DepthSeries,
         ended: &mut bool,
+        blocking: &mut Blocking,
     ) {
         let pipe = self.pipes[0];
         if let Some(src) = source {
@@ -700,7 +725,7 @@ impl<B: Send + 'static> Node<B> {
                     0,
                 );
                 let t = Instant::now();
-                let flow = guarded(|| src.fill(&mut env.buf, &cx));
+                let flow = user(run, blocking, || guarded(|| src.fill(&mut env.buf, &cx)));
                 st.busy[0] += t.elapsed();
                 let flow = match flow {
                     Ok(f) => f,
@@ -780,8 +805,23 @@ impl<B: Send + 'static> Node<B> {
         let first_stage = usize::from(source.is_some());
         let mut batch: Vec<Held<B>> = Vec::with_capacity(self.repeat);
         let mut ended = false;
+        // One per stage of the group: in a multistage thread one stage may
+        // block and the next compute.
+        let mut blocking: Vec<Blocking> = self
+            .stage_names
+            .iter()
+            .map(|_| Blocking::default())
+            .collect();
         loop {
-            self.take(run, &mut source, &mut batch, st, depth, &mut ended);
+            self.take(
+                run,
+                &mut source,
+                &mut batch,
+                st,
+                depth,
+                &mut ended,
+                &mut blocking[0],
+            );
             if batch.is_empty() {
                 return;
             }
@@ -796,7 +836,9 @@ impl<B: Send + 'static> Node<B> {
                         replica,
                     );
                     let t = Instant::now();
-                    let r = guarded(|| stage.process(&mut h.env.buf, &cx));
+                    let r = user(run, &mut blocking[first_stage + i], || {
+                        guarded(|| stage.process(&mut h.env.buf, &cx))
+                    });
                     st.busy[first_stage + i] += t.elapsed();
                     if let Err(c) = r {
                         let e = self.err(

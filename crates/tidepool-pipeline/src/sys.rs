@@ -226,6 +226,23 @@ pub fn flush_and_evict(file: &std::fs::File) -> io::Result<()> {
     Ok(())
 }
 
+/// Voluntary context switches of the calling thread so far (it blocked
+/// and gave up its core); `None` where the OS does not count them.
+pub fn voluntary_switches() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage writes into the zeroed struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to a rusage for the call's duration.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+        (rc == 0).then(|| u64::try_from(ru.ru_nvcsw).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// CPU time the calling thread has used so far.
 pub fn thread_cpu_time() -> Option<std::time::Duration> {
     tidepool::sys::thread_cpu_time()
