@@ -126,6 +126,8 @@ impl Worker {
     fn run(self) {
         let shared = &*self.shared;
         POOL.with(|p| p.set(shared as *const Shared as usize));
+        // Consecutive workers pop from different shards first.
+        crate::queue::set_home(self.id as usize);
         loop {
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one. A task

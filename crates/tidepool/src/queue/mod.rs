@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::task::Task;
 
+pub(crate) use lock_free::set_home;
 pub use lock_free::LockFreeQueue;
 use locked::{HybridQueue, MutexQueue, SpinQueue};
 
