@@ -76,7 +76,7 @@ thread_local! {
 /// a pool gives its workers consecutive homes, so that two workers start
 /// popping at different heads.
 pub(crate) fn set_home(n: usize) {
-    HOME.with(|h| h.set(n % MAX_SHARDS.max(1)));
+    HOME.with(|h| h.set(n % MAX_SHARDS));
 }
 
 /// The calling thread's home shard among `shards` (threads that never got
@@ -86,7 +86,7 @@ fn home(shards: usize) -> usize {
     let h = HOME.with(|h| {
         let mut v = h.get();
         if v == usize::MAX {
-            v = NEXT_HOME.fetch_add(1, Relaxed) % MAX_SHARDS.max(1);
+            v = NEXT_HOME.fetch_add(1, Relaxed) % MAX_SHARDS;
             h.set(v);
         }
         v
@@ -161,7 +161,7 @@ impl Shard {
             }
         }
         match &self.overflow {
-            Some(overflow) if !overflow.is_empty() => overflow.pop(),
+            Some(overflow) if !overflow.looks_empty() => overflow.pop(),
             _ => None,
         }
     }
