@@ -1,6 +1,7 @@
 //! The unbounded queue's overflow: crossbeam-queue 0.3.14's `SegQueue`
 //! (MIT OR Apache-2.0, the same licence as this crate), with one change — its
-//! blocks are recycled instead of freed.
+//! blocks are recycled instead of freed — and one addition, the read-only
+//! hint [`SegQueue::looks_empty`].
 //!
 //! A `SegQueue` is a lock-free linked list of 31-slot blocks. Upstream, the
 //! pusher that fills a block `calloc`s the next one and the popper that
