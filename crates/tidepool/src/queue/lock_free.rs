@@ -70,7 +70,15 @@ thread_local! {
     /// This thread's home shard (modulo the number of shards); `usize::MAX`
     /// until it first needs one.
     static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's pops from sharded queues (picks the fair turns).
+    static POPS: Cell<u32> = const { Cell::new(0) };
 }
+
+/// One pop in this many (per thread) starts at another shard than home, in
+/// rotation: a thread whose home shard never empties still visits every
+/// other shard, so no task waits forever behind a busy shard (a pool shrunk
+/// to one worker, say, with one busy submitter).
+const FAIR_EVERY: u32 = 8;
 
 /// Make shard `n` (modulo the number of shards) the calling thread's home:
 /// a pool gives its workers consecutive homes, so that two workers start
@@ -192,7 +200,15 @@ impl TaskQueue for LockFreeQueue {
         if n == 1 {
             return self.shards[0].pop();
         }
-        let start = home(n);
+        let pops = POPS.with(|p| {
+            let k = p.get().wrapping_add(1);
+            p.set(k);
+            k
+        });
+        let mut start = home(n);
+        if pops % FAIR_EVERY == 0 {
+            start += (pops / FAIR_EVERY) as usize;
+        }
         (0..n).find_map(|i| self.shards[(start + i) & (n - 1)].pop())
     }
 
@@ -346,6 +362,43 @@ mod tests {
             n
         });
         assert_eq!(popper.join().unwrap(), 4);
+    }
+
+    /// A single popper whose home shard never runs dry still takes the
+    /// other shards' tasks within a bounded number of pops.
+    #[test]
+    fn a_busy_home_shard_starves_no_other() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 2));
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let pusher = {
+            let (q, ran) = (q.clone(), ran.clone());
+            std::thread::spawn(move || {
+                set_home(1);
+                q.push(Task::new(move || {
+                    ran.lock().unwrap().push(usize::MAX);
+                    false
+                }))
+                .unwrap();
+            })
+        };
+        pusher.join().unwrap();
+        let popper = std::thread::spawn(move || {
+            set_home(0);
+            for i in 0..10 * FAIR_EVERY as usize {
+                // Home always has work: one more pushed for each popped.
+                let ran = ran.clone();
+                q.push(Task::new(move || {
+                    ran.lock().unwrap().push(i);
+                    false
+                }))
+                .unwrap();
+                q.pop().unwrap().run();
+            }
+            let ran = ran.lock().unwrap();
+            ran.iter().position(|&i| i == usize::MAX)
+        });
+        let at = popper.join().unwrap().expect("the other shard's task ran");
+        assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
     }
 
     /// Eight submitting threads (two per shard) and four poppers: every
