@@ -206,7 +206,7 @@ impl TaskQueue for LockFreeQueue {
             k
         });
         let mut start = home(n);
-        if pops % FAIR_EVERY == 0 {
+        if pops.is_multiple_of(FAIR_EVERY) {
             start += (pops / FAIR_EVERY) as usize;
         }
         (0..n).find_map(|i| self.shards[(start + i) & (n - 1)].pop())
