@@ -42,8 +42,8 @@ pub const MAX_SHARDS: usize = 4;
 /// once then usually push to different tails, and two workers pop from
 /// different heads, instead of all of them taking turns on one line (a
 /// failed compare-exchange and its back-off were a third of every push and
-/// pop with eight submitters: `docs/design.md`, "Why eight submitters
-/// lost"). Each submitting thread's tasks stay in FIFO order; tasks of
+/// a fifth of every pop with eight submitters: `docs/design.md`, "Fourth
+/// round"). Each submitting thread's tasks stay in FIFO order; tasks of
 /// different threads may run in any order, as they could anyway (their
 /// submits race). Bounded, it is one ring: the capacity and the
 /// back-pressure protocol (`pool::room`) are about one queue.
