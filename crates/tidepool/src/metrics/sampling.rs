@@ -1,13 +1,16 @@
 //! Adaptive task timing. Every task is timed — unless tasks are so short that
 //! the clock reads would cost a noticeable share of the tasks themselves;
 //! then one task in 64 is timed, which keeps the latency distributions (an
-//! unbiased sample) at a nanosecond or two per task. `LONG_STREAK` timed
-//! tasks in a row that run for `SHORT_NS` or more switch back to timing every
-//! task. A lone long task among short ones — one preempted, or one that wakes
-//! a thread (a futex call is microseconds on a virtual machine) — changes
-//! nothing: before, one such task in every few hundred kept a pool of short
-//! tasks timing every task for good (`burst-idle` with one worker: 35 % of
-//! its throughput; `docs/design.md`, "Fourth round").
+//! unbiased sample) at a nanosecond or two per task. Sampling starts once a
+//! worker has run `SHORT_STREAK` short timed tasks, not counting lone long
+//! ones (fewer than `LONG_STREAK` in a row): a task that wakes a thread (a
+//! futex call is microseconds on a virtual machine) or is preempted now and
+//! then must not keep a pool of short tasks timing every task for good — it
+//! did, and cost `burst-idle` with one worker 35 % of its throughput
+//! (`docs/design.md`, "Fourth round"). While sampling, the first timed task
+//! that runs for `SHORT_NS` or more switches back to timing every task (a
+//! timed task stands for 64, so waiting for a second would delay the switch
+//! by that many).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -26,8 +29,8 @@ const SHORT_NS: u64 = 4_000;
 /// sampling. So a pool's first `SHORT_STREAK` tasks are all timed, whatever
 /// the sampling rate: the `auto` policy's "settled" rule counts on it.
 pub(crate) const SHORT_STREAK: u32 = 256;
-/// Consecutive long timed tasks (on one worker) that end sampling; fewer
-/// are outliers and also leave a short streak unbroken.
+/// Consecutive long timed tasks (on one worker) that break a short streak;
+/// fewer are outliers.
 pub(crate) const LONG_STREAK: u32 = 4;
 /// Time one task in `SAMPLE_MASK + 1` while sampling. One in 16 cost 5–15 ns
 /// per empty task (docs/design.md, "Statistics"); 64 still gives a
@@ -86,11 +89,11 @@ impl Sampler {
         } else {
             let n = streak.long.get().saturating_add(1);
             streak.long.set(n);
-            if n >= LONG_STREAK {
+            if self.mask.load(Relaxed) != 0 {
+                self.mask.store(0, Relaxed);
                 streak.short.set(0);
-                if self.mask.load(Relaxed) != 0 {
-                    self.mask.store(0, Relaxed);
-                }
+            } else if n >= LONG_STREAK {
+                streak.short.set(0);
             }
         }
     }
@@ -120,40 +123,44 @@ mod tests {
         assert!(s.sampling());
         let timed = (0..6400).filter(|_| s.stamp() != 0).count();
         assert_eq!(timed, 100, "one in 64 while sampling");
-        for _ in 0..LONG_STREAK {
-            s.observe(5_000, &streak);
-        }
+        s.observe(5_000, &streak);
         assert!(!s.sampling());
         assert!((0..100).all(|_| s.stamp() != 0));
     }
 
-    /// A long task now and then (fewer than `LONG_STREAK` in a row) neither
-    /// ends sampling nor keeps it from starting.
+    /// A long task now and then (fewer than `LONG_STREAK` in a row) does
+    /// not keep sampling from starting, nor from starting again after a
+    /// timed long task ended it; `LONG_STREAK` in a row do.
     #[test]
-    fn lone_long_tasks_are_outliers() {
+    fn lone_long_tasks_do_not_hold_sampling_off() {
         let s = Sampler::default();
         let streak = Streaks::default();
-        for i in 0..SHORT_STREAK + 10 {
-            if i % 100 == 99 {
-                for _ in 0..LONG_STREAK - 1 {
-                    s.observe(50_000, &streak);
+        let run = |shorts: u32| {
+            for i in 0..shorts {
+                if i % 100 == 99 {
+                    for _ in 0..LONG_STREAK - 1 {
+                        s.observe(50_000, &streak);
+                    }
                 }
-            }
-            s.observe(50, &streak);
-        }
-        assert!(s.sampling(), "started despite the outliers");
-        for _ in 0..10 {
-            s.observe(50_000, &streak);
-            for _ in 0..100 {
                 s.observe(50, &streak);
             }
-        }
-        assert!(s.sampling(), "lone long tasks did not end it");
-        for _ in 0..LONG_STREAK - 1 {
+        };
+        run(SHORT_STREAK);
+        assert!(s.sampling(), "started despite the outliers");
+        s.observe(50_000, &streak);
+        assert!(!s.sampling(), "a timed long task ends sampling");
+        run(SHORT_STREAK - 1);
+        assert!(!s.sampling());
+        run(1);
+        assert!(s.sampling(), "and it starts again");
+        s.observe(50_000, &streak);
+        run(200);
+        for _ in 0..LONG_STREAK {
             s.observe(50_000, &streak);
         }
+        run(100);
+        assert!(!s.sampling(), "a run of long tasks breaks the streak");
+        run(SHORT_STREAK - 100);
         assert!(s.sampling());
-        s.observe(50_000, &streak);
-        assert!(!s.sampling(), "a run of long tasks did");
     }
 }
