@@ -29,14 +29,22 @@ type Storage = MaybeUninit<[usize; 4]>;
 /// never started; [`run`](Task::run) runs one on the calling thread, and
 /// dropping it cancels it (its `JoinHandle` then reports
 /// [`JoinError::Cancelled`](crate::JoinError::Cancelled)).
+// `repr(C)` with the function pointer (the niche an `Option<Task>` uses)
+// last: every copy of a task, whole or without its discriminant, then
+// moves the same 16-byte chunks from offset 0, so each load is served by
+// one earlier store. With the pointer first (the compiler's choice), the
+// copies after a `pop`'s `Some` check read 16 bytes from offset 8 across
+// two 16-byte stores, which the CPU cannot forward: a stall per chunk,
+// several per task (`docs/design.md`, "Task copies").
+#[repr(C)]
 pub struct Task {
     pub(crate) stamps: Stamps,
+    storage: Storage,
     /// Consumes the closure held in `storage`: runs it (`Op::Run`, returning
     /// true if the user's code panicked and the panic was already handed to a
     /// handle) or drops it unrun (`Op::Drop`). One pointer for both keeps a
     /// task at 56 bytes.
     consume: unsafe fn(*mut Storage, Op) -> bool,
-    storage: Storage,
 }
 
 /// What `Task::consume` does with the closure.

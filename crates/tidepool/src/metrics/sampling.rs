@@ -1,8 +1,16 @@
 //! Adaptive task timing. Every task is timed — unless tasks are so short that
 //! the clock reads would cost a noticeable share of the tasks themselves;
 //! then one task in 64 is timed, which keeps the latency distributions (an
-//! unbiased sample) at a nanosecond or two per task. The first timed task that
-//! runs for `SHORT_NS` or more switches back to timing every task.
+//! unbiased sample) at a nanosecond or two per task. Sampling starts once a
+//! worker has run `SHORT_STREAK` short timed tasks, not counting lone long
+//! ones (fewer than `LONG_STREAK` in a row): a task that wakes a thread (a
+//! futex call is microseconds on a virtual machine) or is preempted now and
+//! then must not keep a pool of short tasks timing every task for good — it
+//! did, and cost `burst-idle` with one worker 35 % of its throughput
+//! (`docs/design.md`, "Fourth round"). While sampling, the first timed task
+//! that runs for `SHORT_NS` or more switches back to timing every task (a
+//! timed task stands for 64, so waiting for a second would delay the switch
+//! by that many).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -21,6 +29,9 @@ const SHORT_NS: u64 = 4_000;
 /// sampling. So a pool's first `SHORT_STREAK` tasks are all timed, whatever
 /// the sampling rate: the `auto` policy's "settled" rule counts on it.
 pub(crate) const SHORT_STREAK: u32 = 256;
+/// Consecutive long timed tasks (on one worker) that break a short streak;
+/// fewer are outliers.
+pub(crate) const LONG_STREAK: u32 = 4;
 /// Time one task in `SAMPLE_MASK + 1` while sampling. One in 16 cost 5–15 ns
 /// per empty task (docs/design.md, "Statistics"); 64 still gives a
 /// ten-thousand-task histogram from every 640 000 short tasks.
@@ -36,6 +47,14 @@ pub(crate) struct Sampler {
 
 thread_local! {
     static SEQ: Cell<u32> = const { Cell::new(0) };
+}
+
+/// One worker's run of consecutive short, and of consecutive long, timed
+/// tasks (see [`Sampler::observe`]).
+#[derive(Debug, Default)]
+pub(crate) struct Streaks {
+    short: Cell<u32>,
+    long: Cell<u32>,
 }
 
 impl Sampler {
@@ -57,19 +76,24 @@ impl Sampler {
     }
 
     /// A worker timed a task that ran for `service_ns`; `streak` is that
-    /// worker's count of consecutive short ones.
+    /// worker's streaks.
     #[inline]
-    pub(crate) fn observe(&self, service_ns: u64, streak: &Cell<u32>) {
+    pub(crate) fn observe(&self, service_ns: u64, streak: &Streaks) {
         if service_ns < SHORT_NS {
-            let n = streak.get().saturating_add(1);
-            streak.set(n);
+            streak.long.set(0);
+            let n = streak.short.get().saturating_add(1);
+            streak.short.set(n);
             if n == SHORT_STREAK {
                 self.mask.store(SAMPLE_MASK, Relaxed);
             }
         } else {
-            streak.set(0);
+            let n = streak.long.get().saturating_add(1);
+            streak.long.set(n);
             if self.mask.load(Relaxed) != 0 {
                 self.mask.store(0, Relaxed);
+                streak.short.set(0);
+            } else if n >= LONG_STREAK {
+                streak.short.set(0);
             }
         }
     }
@@ -88,7 +112,7 @@ mod tests {
     #[test]
     fn short_tasks_switch_to_sampling_and_long_ones_back() {
         let s = Sampler::default();
-        let streak = Cell::new(0);
+        let streak = Streaks::default();
         assert!(
             (0..100).all(|_| s.stamp() != 0),
             "everything is timed at first"
@@ -102,5 +126,41 @@ mod tests {
         s.observe(5_000, &streak);
         assert!(!s.sampling());
         assert!((0..100).all(|_| s.stamp() != 0));
+    }
+
+    /// A long task now and then (fewer than `LONG_STREAK` in a row) does
+    /// not keep sampling from starting, nor from starting again after a
+    /// timed long task ended it; `LONG_STREAK` in a row do.
+    #[test]
+    fn lone_long_tasks_do_not_hold_sampling_off() {
+        let s = Sampler::default();
+        let streak = Streaks::default();
+        let run = |shorts: u32| {
+            for i in 0..shorts {
+                if i % 100 == 99 {
+                    for _ in 0..LONG_STREAK - 1 {
+                        s.observe(50_000, &streak);
+                    }
+                }
+                s.observe(50, &streak);
+            }
+        };
+        run(SHORT_STREAK);
+        assert!(s.sampling(), "started despite the outliers");
+        s.observe(50_000, &streak);
+        assert!(!s.sampling(), "a timed long task ends sampling");
+        run(SHORT_STREAK - 1);
+        assert!(!s.sampling());
+        run(1);
+        assert!(s.sampling(), "and it starts again");
+        s.observe(50_000, &streak);
+        run(200);
+        for _ in 0..LONG_STREAK {
+            s.observe(50_000, &streak);
+        }
+        run(100);
+        assert!(!s.sampling(), "a run of long tasks breaks the streak");
+        run(SHORT_STREAK - 100);
+        assert!(s.sampling());
     }
 }

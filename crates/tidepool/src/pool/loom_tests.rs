@@ -97,6 +97,55 @@ fn loom_two_workers_two_submitters() {
     });
 }
 
+/// The sharded queue: two shards, two workers each taking from its home
+/// shard first and then the other, two submitters each pushing to its own
+/// shard. A worker parks only when *every* shard looked empty after its
+/// fence (`is_empty` asks each shard), so whichever shard a task went to,
+/// the wake-up argument of `pool::sleep` holds for it: both workers get a
+/// task. (A worker that re-checked only its home shard would be left
+/// parked: loom reports the deadlock.)
+#[test]
+fn loom_sharded_queue_loses_no_wakeup() {
+    model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let shards = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+
+        let workers: Vec<_> = (0..2)
+            .map(|home| {
+                let (sleepers, shards) = (sleepers.clone(), shards.clone());
+                thread::spawn(move || {
+                    let me = Arc::new(Parker::default());
+                    let take = |i: usize| {
+                        let s: &AtomicUsize = &shards[(home + i) % 2];
+                        let n = s.load(SeqCst);
+                        n > 0 && s.compare_exchange(n, n - 1, SeqCst, SeqCst).is_ok()
+                    };
+                    loop {
+                        if take(0) || take(1) {
+                            return;
+                        }
+                        sleepers.park(&me, None, || shards.iter().any(|s| s.load(SeqCst) > 0));
+                    }
+                })
+            })
+            .collect();
+
+        let submitter = {
+            let (sleepers, shards) = (sleepers.clone(), shards.clone());
+            thread::spawn(move || {
+                shards[1].fetch_add(1, SeqCst);
+                sleepers.notify_work();
+            })
+        };
+        shards[0].fetch_add(1, SeqCst);
+        sleepers.notify_work();
+        submitter.join().unwrap();
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
 /// A submitter skips the wake-up because a worker is searching; that worker
 /// then leaves the pool (it was surplus) instead of taking the task. The
 /// parked worker must still get the task: the leaving worker hands it on.

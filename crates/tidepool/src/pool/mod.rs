@@ -54,7 +54,9 @@ enum Pushed {
 
 /// An elastic, instrumented thread pool.
 ///
-/// Tasks go into a queue; worker threads take them in FIFO order. The pool
+/// Tasks go into a queue; worker threads take each submitting thread's
+/// tasks in FIFO order (tasks of different threads, submitted at the same
+/// time, may start in either order). The pool
 /// keeps between `min` and `max` workers, steered by its sizing policy or by
 /// [`resize`](Pool::resize).
 ///

@@ -19,7 +19,11 @@
 //! The two fences order "push task → read num_idle" against "bump num_idle →
 //! re-check queue": at least one side sees the other's write, so either the
 //! worker sees the task in step 2 or the submitter sees the idle worker and
-//! wakes it.
+//! wakes it. The default queue is sharded (a submitter pushes to its home
+//! shard): the re-check in step 2 must then read *every* shard, as
+//! `is_empty` does — a worker that looked only at its own shard would miss
+//! a task pushed elsewhere (the loom model `loom_sharded_queue_loses_no_wakeup`
+//! deadlocks then).
 //!
 //! A submitter skips the wake-up while a worker is *searching* (spinning for
 //! work): the spinner will take the task. A spinner that instead leaves for

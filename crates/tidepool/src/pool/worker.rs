@@ -9,6 +9,7 @@ use super::shared::{Shared, NO_SLICE};
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
 use crate::metrics::record::WorkerRecord;
+use crate::metrics::sampling::Streaks;
 use crate::sync::{lock, Arc};
 use crate::sys as os;
 use crate::task::Task;
@@ -82,8 +83,8 @@ struct Worker {
     id: u64,
     parker: Arc<Parker>,
     record: Option<Arc<WorkerRecord>>,
-    /// Consecutive timed tasks shorter than a microsecond (see `Sampler`).
-    short_streak: std::cell::Cell<u32>,
+    /// Runs of short and of long timed tasks (see `Sampler`).
+    streaks: Streaks,
     /// Timed tasks run so far: picks which ones get their CPU time measured.
     timed: std::cell::Cell<u64>,
     /// The last CPU-sampled task ran long enough to sample its run delay.
@@ -100,7 +101,7 @@ impl Worker {
             id,
             parker: Arc::new(Parker::default()),
             record,
-            short_streak: std::cell::Cell::new(0),
+            streaks: Streaks::default(),
             timed: std::cell::Cell::new(0),
             long_tasks: std::cell::Cell::new(true),
             slice_ns: std::cell::Cell::new(NO_SLICE),
@@ -126,6 +127,8 @@ impl Worker {
     fn run(self) {
         let shared = &*self.shared;
         POOL.with(|p| p.set(shared as *const Shared as usize));
+        // Consecutive workers pop from different shards first.
+        crate::queue::set_home(self.id as usize);
         loop {
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one. A task
@@ -302,7 +305,7 @@ impl Worker {
                     );
                     shared
                         .sampler
-                        .observe(Clock::nanos_between(started, finished), &self.short_streak);
+                        .observe(Clock::nanos_between(started, finished), &self.streaks);
                     panicked
                 }
             }

@@ -1,33 +1,61 @@
 //! The fastest flavour: crossbeam's lock-free queues.
 //!
-//! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is a
-//! preallocated ring that spills into a segmented lock-free list
-//! ([`SegQueue`], crossbeam's with its blocks recycled) only while the ring is
-//! full. Tasks are stored by value (56 bytes). The ring reuses its slots
-//! forever and costs two read-modify-writes per task; the list four, which is
-//! why it is not the whole queue — but once the ring is full the pool is
-//! backlogged, and there the list's lock-free push and pop matter more: the
-//! mutex-guarded deque that used to be the overflow made every push and pop
-//! of a backlog contend on one lock (with two submitters on two cores, a
-//! quarter of all CPU time in `Overflow::push`/`pop`, and futex sleeps on a
-//! quiet machine; `docs/design.md`, "Why two submitters lost"), and
-//! crossbeam's own `SegQueue` made every backlog fault its memory in afresh
-//! ("Why eight submitters lost").
+//! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is one
+//! shard per core (up to four); each shard is a preallocated ring that
+//! spills into a segmented lock-free list ([`SegQueue`], crossbeam's with its
+//! blocks recycled) only while the ring is full. Tasks are stored by value
+//! (56 bytes). The ring reuses its slots forever and costs two
+//! read-modify-writes per task; the list four, which is why it is not the
+//! whole queue — but once the ring is full the pool is backlogged, and there
+//! the list's lock-free push and pop matter more: the mutex-guarded deque
+//! that used to be the overflow made every push and pop of a backlog contend
+//! on one lock (with two submitters on two cores, a quarter of all CPU time
+//! in `Overflow::push`/`pop`, and futex sleeps on a quiet machine;
+//! `docs/design.md`, "Why two submitters lost"), and crossbeam's own
+//! `SegQueue` made every backlog fault its memory in afresh ("Why eight
+//! submitters lost"). Why shards: see [`LockFreeQueue`].
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 
 use super::seg::SegQueue;
 
 use super::TaskQueue;
 use crate::task::Task;
 
-/// Slots in the unbounded queue's ring (64 bytes each: 256 KiB).
+/// Ring slots of the unbounded queue, shared out among its shards (64 bytes
+/// each: 256 KiB, however many shards).
 pub const RING_SLOTS: usize = 4096;
 
-/// A lock-free FIFO. Idle workers spin, then yield, then park.
+/// Shards of the unbounded queue at most (one per core up to this).
+pub const MAX_SHARDS: usize = 4;
+
+/// A lock-free FIFO per submitting thread. Idle workers spin, then yield,
+/// then park.
+///
+/// Unbounded, it is one shard per core (up to [`MAX_SHARDS`]): a thread
+/// pushes to its home shard and pops from its home shard first, then from
+/// the others. With more submitters than cores, two submitters running at
+/// once then usually push to different tails, and two workers pop from
+/// different heads, instead of all of them taking turns on one line (a
+/// failed compare-exchange and its back-off were a third of every push and
+/// a fifth of every pop with eight submitters: `docs/design.md`, "Fourth
+/// round"). Each submitting thread's tasks stay in FIFO order; tasks of
+/// different threads may run in any order, as they could anyway (their
+/// submits race). Bounded, it is one ring: the capacity and the
+/// back-pressure protocol (`pool::room`) are about one queue.
 #[derive(Debug)]
 pub struct LockFreeQueue {
-    /// The preallocated ring: the whole queue when bounded; when unbounded,
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+/// One FIFO: a preallocated ring that, when unbounded, spills into a list.
+#[derive(Debug)]
+struct Shard {
+    /// The preallocated ring: the whole shard when bounded; when unbounded,
     /// used while the overflow is empty.
     ring: ArrayQueue<Task>,
     /// Unbounded only: tasks pushed while the ring was full, and every later
@@ -35,23 +63,82 @@ pub struct LockFreeQueue {
     overflow: Option<SegQueue<Task>>,
 }
 
+/// The next home shard handed to a thread that has none yet.
+static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's home shard (modulo the number of shards); `usize::MAX`
+    /// until it first needs one.
+    static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's pops from sharded queues (picks the fair turns).
+    static POPS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// One pop in this many (per thread) starts at another shard than home, in
+/// rotation: a thread whose home shard never empties still visits every
+/// other shard, so no task waits forever behind a busy shard (a pool shrunk
+/// to one worker, say, with one busy submitter).
+const FAIR_EVERY: u32 = 8;
+
+/// Make shard `n` (modulo the number of shards) the calling thread's home:
+/// a pool gives its workers consecutive homes, so that two workers start
+/// popping at different heads.
+pub(crate) fn set_home(n: usize) {
+    HOME.with(|h| h.set(n % MAX_SHARDS));
+}
+
+/// The calling thread's home shard among `shards` (threads that never got
+/// one are dealt homes round-robin).
+#[inline]
+fn home(shards: usize) -> usize {
+    let h = HOME.with(|h| {
+        let mut v = h.get();
+        if v == usize::MAX {
+            v = NEXT_HOME.fetch_add(1, Relaxed) % MAX_SHARDS;
+            h.set(v);
+        }
+        v
+    });
+    // `MAX_SHARDS` is a multiple of every shard count used (1, 2, 4), so
+    // consecutive homes stay consecutive shards.
+    h % shards
+}
+
 impl LockFreeQueue {
-    /// A queue holding at most `capacity` tasks (`None`: unbounded).
+    /// A queue holding at most `capacity` tasks (`None`: unbounded, sharded
+    /// one shard per core).
     pub fn new(capacity: Option<usize>) -> Self {
-        match capacity {
-            None => LockFreeQueue {
-                ring: ArrayQueue::new(RING_SLOTS),
-                overflow: Some(SegQueue::new()),
-            },
-            Some(n) => LockFreeQueue {
+        Self::with_shards(capacity, crate::sys::cores())
+    }
+
+    /// As [`new`](Self::new) with `shards` shards when unbounded (rounded
+    /// down to a power of two, at most [`MAX_SHARDS`]).
+    fn with_shards(capacity: Option<usize>, shards: usize) -> Self {
+        let shards = match capacity {
+            Some(n) => vec![CachePadded::new(Shard {
                 ring: ArrayQueue::new(n.max(1)),
                 overflow: None,
-            },
+            })],
+            None => {
+                let n = shards.clamp(1, MAX_SHARDS);
+                let n = 1 << n.ilog2();
+                (0..n)
+                    .map(|_| {
+                        CachePadded::new(Shard {
+                            ring: ArrayQueue::new(RING_SLOTS / n),
+                            overflow: Some(SegQueue::new()),
+                        })
+                    })
+                    .collect()
+            }
+        };
+        LockFreeQueue {
+            shards: shards.into_boxed_slice(),
         }
     }
 }
 
-impl TaskQueue for LockFreeQueue {
+impl Shard {
     #[inline]
     fn push(&self, task: Task) -> Result<(), Task> {
         match &self.overflow {
@@ -73,14 +160,18 @@ impl TaskQueue for LockFreeQueue {
 
     #[inline]
     fn pop(&self) -> Option<Task> {
-        // In a long backlog the ring is often empty while the overflow is
-        // not: two plain loads skip the failed `pop` (and its fence) then.
+        // Plain loads skip a failed `pop` and its fence: in a long backlog
+        // the ring is often empty while the overflow is not, and a pop that
+        // finds its home shard empty goes on to the next.
         if !self.ring.is_empty() {
             if let Some(task) = self.ring.pop() {
                 return Some(task);
             }
         }
-        self.overflow.as_ref().and_then(SegQueue::pop)
+        match &self.overflow {
+            Some(overflow) if !overflow.looks_empty() => overflow.pop(),
+            _ => None,
+        }
     }
 
     fn len(&self) -> usize {
@@ -91,6 +182,44 @@ impl TaskQueue for LockFreeQueue {
     fn is_empty(&self) -> bool {
         self.ring.is_empty() && self.overflow.as_ref().is_none_or(SegQueue::is_empty)
     }
+}
+
+impl TaskQueue for LockFreeQueue {
+    #[inline]
+    fn push(&self, task: Task) -> Result<(), Task> {
+        let n = self.shards.len();
+        if n == 1 {
+            return self.shards[0].push(task);
+        }
+        self.shards[home(n)].push(task)
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<Task> {
+        let n = self.shards.len();
+        if n == 1 {
+            return self.shards[0].pop();
+        }
+        let pops = POPS.with(|p| {
+            let k = p.get().wrapping_add(1);
+            p.set(k);
+            k
+        });
+        let mut start = home(n);
+        if pops.is_multiple_of(FAIR_EVERY) {
+            start += (pops / FAIR_EVERY) as usize;
+        }
+        (0..n).find_map(|i| self.shards[(start + i) & (n - 1)].pop())
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.shards.iter().all(|s| s.is_empty())
+    }
 
     fn spin_before_park(&self) -> bool {
         true
@@ -99,14 +228,16 @@ impl TaskQueue for LockFreeQueue {
     /// crossbeam-queue 0.3's `ArrayQueue::push` and our `SegQueue::push` move
     /// the tail with a `SeqCst` compare-exchange, and their `is_empty` loads
     /// head and tail with `SeqCst` (checked against the source of the locked
-    /// version, 0.3.14; re-check when upgrading).
+    /// version, 0.3.14; re-check when upgrading). `is_empty` asks every
+    /// shard, so whichever shard a push went to, the argument of
+    /// `pool::sleep` holds for it.
     fn push_is_seq_cst(&self) -> bool {
         true
     }
 
     /// Likewise both `pop`s move the head with a `SeqCst` compare-exchange and
-    /// `len` loads head and tail with `SeqCst`. (Only the bounded queue — the
-    /// ring alone — ever blocks a submitter.)
+    /// `len` loads head and tail with `SeqCst`. (Only the bounded queue — one
+    /// ring, no shards — ever blocks a submitter.)
     fn pop_is_seq_cst(&self) -> bool {
         true
     }
@@ -119,7 +250,7 @@ mod tests {
 
     #[test]
     fn spills_past_the_ring_and_keeps_order() {
-        let q = LockFreeQueue::new(None);
+        let q = LockFreeQueue::with_shards(None, 1);
         let out = Arc::new(Mutex::new(Vec::new()));
         let n = 2 * RING_SLOTS + 100;
         for i in 0..n {
@@ -155,7 +286,7 @@ mod tests {
     #[test]
     fn a_backlog_drains_through_refills_exactly_once() {
         const PER: usize = 3 * RING_SLOTS;
-        let q = Arc::new(LockFreeQueue::new(None));
+        let q = Arc::new(LockFreeQueue::with_shards(None, 1));
         let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let task = |ran: &Arc<std::sync::atomic::AtomicUsize>| {
             let ran = ran.clone();
@@ -167,7 +298,7 @@ mod tests {
         for _ in 0..PER {
             q.push(task(&ran)).unwrap();
         }
-        assert!(q.len() >= PER && !q.overflow.as_ref().unwrap().is_empty());
+        assert!(q.len() >= PER && !q.shards[0].overflow.as_ref().unwrap().is_empty());
         let threads: Vec<_> = (0..4)
             .map(|i| {
                 let (q, ran) = (q.clone(), ran.clone());
@@ -192,5 +323,145 @@ mod tests {
         }
         assert_eq!(ran.load(std::sync::atomic::Ordering::Relaxed), 3 * PER);
         assert!(q.is_empty() && q.pop().is_none() && q.len() == 0);
+    }
+
+    #[test]
+    fn unbounded_has_a_power_of_two_of_shards_bounded_one() {
+        for (cores, want) in [(0, 1), (1, 1), (2, 2), (3, 2), (4, 4), (64, MAX_SHARDS)] {
+            assert_eq!(LockFreeQueue::with_shards(None, cores).shards.len(), want);
+        }
+        assert_eq!(LockFreeQueue::with_shards(Some(8), 4).shards.len(), 1);
+    }
+
+    /// A task pushed from any thread is found by a pop from any other: the
+    /// pop goes on to the shards that are not its home.
+    #[test]
+    fn a_pop_finds_tasks_in_every_shard() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
+        for h in 0..MAX_SHARDS {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                set_home(h);
+                q.push(Task::new(|| false)).unwrap();
+            })
+            .join()
+            .unwrap();
+        }
+        assert_eq!(q.len(), 4);
+        for h in 0..MAX_SHARDS {
+            assert!(q.shards[h].len() == 1, "shard {h} got its pusher's task");
+        }
+        let popper = std::thread::spawn(move || {
+            set_home(2);
+            let mut n = 0;
+            while let Some(t) = q.pop() {
+                t.run();
+                n += 1;
+            }
+            assert!(q.is_empty());
+            n
+        });
+        assert_eq!(popper.join().unwrap(), 4);
+    }
+
+    /// A single popper whose home shard never runs dry still takes the
+    /// other shards' tasks within a bounded number of pops.
+    #[test]
+    fn a_busy_home_shard_starves_no_other() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 2));
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let pusher = {
+            let (q, ran) = (q.clone(), ran.clone());
+            std::thread::spawn(move || {
+                set_home(1);
+                q.push(Task::new(move || {
+                    ran.lock().unwrap().push(usize::MAX);
+                    false
+                }))
+                .unwrap();
+            })
+        };
+        pusher.join().unwrap();
+        let popper = std::thread::spawn(move || {
+            set_home(0);
+            for i in 0..10 * FAIR_EVERY as usize {
+                // Home always has work: one more pushed for each popped.
+                let ran = ran.clone();
+                q.push(Task::new(move || {
+                    ran.lock().unwrap().push(i);
+                    false
+                }))
+                .unwrap();
+                q.pop().unwrap().run();
+            }
+            let ran = ran.lock().unwrap();
+            ran.iter().position(|&i| i == usize::MAX)
+        });
+        let at = popper.join().unwrap().expect("the other shard's task ran");
+        assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
+    }
+
+    /// Eight submitting threads (two per shard) and four poppers: every
+    /// task runs exactly once, and each popper runs each submitter's tasks
+    /// in the order they were submitted.
+    #[test]
+    fn sharded_every_task_once_each_submitters_in_order() {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        const SUBMITTERS: usize = 8;
+        const PER: usize = RING_SLOTS + 3_000; // through ring and overflow
+        thread_local! {
+            /// (submitter, index) of the tasks this thread ran, in order.
+            static RAN: std::cell::RefCell<Vec<(usize, usize)>> = const {
+                std::cell::RefCell::new(Vec::new())
+            };
+        }
+        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
+        let seen: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..SUBMITTERS * PER).map(|_| AtomicUsize::new(0)).collect());
+        let done = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..SUBMITTERS + 4)
+            .map(|t| {
+                let (q, seen, done) = (q.clone(), seen.clone(), done.clone());
+                std::thread::spawn(move || {
+                    if t < SUBMITTERS {
+                        for i in 0..PER {
+                            let seen = seen.clone();
+                            q.push(Task::new(move || {
+                                seen[t * PER + i].fetch_add(1, Relaxed);
+                                RAN.with(|r| r.borrow_mut().push((t, i)));
+                                false
+                            }))
+                            .unwrap();
+                        }
+                        return true;
+                    }
+                    while done.load(Relaxed) < SUBMITTERS * PER {
+                        match q.pop() {
+                            Some(task) => {
+                                task.run();
+                                done.fetch_add(1, Relaxed);
+                            }
+                            None => std::thread::yield_now(),
+                        }
+                    }
+                    let mut last = [None; SUBMITTERS];
+                    RAN.with(|r| {
+                        r.borrow().iter().all(|&(s, i)| {
+                            let ok = last[s].is_none_or(|l| l < i);
+                            last[s] = Some(i);
+                            ok
+                        })
+                    })
+                })
+            })
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap(), "a submitter's tasks ran out of order");
+        }
+        assert!(
+            seen.iter().all(|s| s.load(Relaxed) == 1),
+            "each task exactly once"
+        );
+        assert!(q.is_empty() && q.len() == 0);
     }
 }

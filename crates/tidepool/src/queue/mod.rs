@@ -16,10 +16,13 @@ use std::time::Duration;
 
 use crate::task::Task;
 
+pub(crate) use lock_free::set_home;
 pub use lock_free::LockFreeQueue;
 use locked::{HybridQueue, MutexQueue, SpinQueue};
 
-/// A multi-producer multi-consumer FIFO of tasks, optionally bounded.
+/// A multi-producer multi-consumer queue of tasks, optionally bounded: FIFO
+/// for each producing thread (the default flavour is sharded, so tasks of
+/// different producers need not come out in the order they went in).
 pub trait TaskQueue: Send + Sync + fmt::Debug {
     /// Add a task; gives it back if the queue is full. Never blocks for long.
     fn push(&self, task: Task) -> Result<(), Task>;

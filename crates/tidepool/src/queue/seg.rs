@@ -1,6 +1,7 @@
 //! The unbounded queue's overflow: crossbeam-queue 0.3.14's `SegQueue`
 //! (MIT OR Apache-2.0, the same licence as this crate), with one change — its
-//! blocks are recycled instead of freed.
+//! blocks are recycled instead of freed — and one addition, the read-only
+//! hint [`SegQueue::looks_empty`].
 //!
 //! A `SegQueue` is a lock-free linked list of 31-slot blocks. Upstream, the
 //! pusher that fills a block `calloc`s the next one and the popper that
@@ -368,6 +369,16 @@ impl<T> SegQueue<T> {
         }
     }
 
+    /// A hint for skipping a `pop` (and its fence) on an empty queue: true
+    /// if it looked empty. Reads only the head while head and tail are in
+    /// different blocks (a backlog), so a popper does not pull in the tail's
+    /// line, which every push writes. May be stale either way.
+    #[inline]
+    pub(crate) fn looks_empty(&self) -> bool {
+        let head = self.head.index.load(Ordering::Relaxed);
+        head & HAS_NEXT == 0 && head >> SHIFT == self.tail.index.load(Ordering::Relaxed) >> SHIFT
+    }
+
     /// True if the queue holds nothing (`SeqCst` loads of head and tail).
     pub(crate) fn is_empty(&self) -> bool {
         let head = self.head.index.load(Ordering::SeqCst);
@@ -481,6 +492,23 @@ mod tests {
             assert!(q.spare_blocks() >= 9, "round {round}: {}", q.spare_blocks());
         }
         assert!(q.spare_blocks() <= 11, "blocks were reused, not piled up");
+    }
+
+    #[test]
+    fn looks_empty_agrees_with_is_empty_when_quiet() {
+        let q = SegQueue::new();
+        assert!(q.looks_empty());
+        for n in [1, BLOCK_CAP - 1, BLOCK_CAP, 3 * BLOCK_CAP + 2] {
+            for i in 0..n {
+                q.push(i);
+                assert!(!q.looks_empty(), "{i} of {n} pushed");
+            }
+            for i in 0..n {
+                assert!(!q.looks_empty(), "{i} of {n} popped");
+                q.pop().unwrap();
+            }
+            assert!(q.looks_empty() && q.is_empty());
+        }
     }
 
     #[test]
