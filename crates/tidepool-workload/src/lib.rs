@@ -51,6 +51,7 @@ pub mod limits;
 mod lines;
 pub mod median;
 pub mod metrics;
+pub mod pace;
 pub mod replay;
 pub mod reproduce;
 pub mod result;

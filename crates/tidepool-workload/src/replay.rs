@@ -5,7 +5,7 @@
 //!
 //! The driver sleeps until shortly before each arrival and spins the rest
 //! (spin-sleep hybrid, with the thread's timer slack lowered to 1 µs on
-//! Linux), then calls [`Executor::execute_job`] with a wrapper that stamps
+//! Linux, and the lead following its sleeps' lateness: [`crate::pace`]), then calls [`Executor::execute_job`] with a wrapper that stamps
 //! when the body starts and finishes. It never waits for a task before
 //! submitting the next one (open loop): a late arrival is dispatched at once,
 //! and the lateness is reported. A sampler thread reads
@@ -26,6 +26,7 @@ use tidepool::sys;
 use crate::body::{BusyLoop, TaskBody};
 use crate::limits::{secs_saturating, MAX_TIME};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
+use crate::pace::Lead;
 use crate::result::{DecisionEntry, RunResult};
 use crate::trace::Trace;
 
@@ -34,7 +35,9 @@ use crate::trace::Trace;
 pub struct ReplayOptions {
     /// Replay speed: 2.0 halves every arrival gap (task bodies unchanged).
     pub speed: f64,
-    /// How long before an arrival the driver stops sleeping and spins.
+    /// The most the driver spins before an arrival: it stops sleeping as
+    /// long before each arrival as its sleeps have lately been late
+    /// ([`Lead`]), never earlier than this.
     pub spin: Duration,
     /// Thread-count sampling interval (1 ms, as Oh & Kim).
     pub sample_interval: Duration,
@@ -347,6 +350,7 @@ pub fn replay_with(
         // loop, the earliest of each client's next task, known once its
         // previous task was answered (think time after the answer).
         let mut due = Due::new(trace, speed);
+        let mut lead = Lead::new(opts.spin);
         let finished_at = |i: usize| {
             Duration::from_nanos(slots[i].finished.load(Ordering::Acquire).saturating_sub(1))
         };
@@ -368,16 +372,20 @@ pub fn replay_with(
             };
             let now = epoch.elapsed();
             if now < at {
-                // pace: sleep until `spin` before the arrival, then spin
+                // pace: sleep until the lead before the arrival, then spin
                 let left = at - now;
-                if left > opts.spin {
-                    let nap = (left - opts.spin).min(Duration::from_millis(20));
+                let ahead = lead.get();
+                if left > ahead {
+                    let nap = (left - ahead).min(Duration::from_millis(20));
                     if due.closed() {
                         if let Ok(j) = done_rx.recv_timeout(nap) {
                             due.answered(j, finished_at(j));
+                        } else {
+                            lead.observe(nap, epoch.elapsed() - now);
                         }
                     } else {
                         std::thread::sleep(nap);
+                        lead.observe(nap, epoch.elapsed() - now);
                     }
                     report(records.len(), false, false);
                 } else {
