@@ -223,8 +223,15 @@ impl<T> Queue<T> {
     pub(crate) fn pop(&self) -> Pop<T> {
         let left = std::cell::Cell::new(false);
         let p = self.pop_inner(&left);
-        if let (true, Some(r)) = (left.get(), &self.running) {
-            r.enter();
+        if let Some(r) = &self.running {
+            if left.get() {
+                r.enter();
+            } else if matches!(p, Pop::Item { left: 0, .. }) && crate::running::counted() {
+                // The caller took the last buffer: it will wait after this
+                // one. Pay owed wake-ups now, so the woken threads' wake-up
+                // latency overlaps this buffer's work (`running.rs`).
+                r.pay_ahead();
+            }
         }
         p
     }
@@ -389,6 +396,38 @@ mod tests {
         running.leave();
         assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
         assert_eq!(lock(&q.state).owed, 0);
+        assert_eq!(running.count(), 0);
+    }
+
+    /// A counted thread that takes the last buffer of its input pays the
+    /// wake-ups it owes right then, before it leaves (`Running::pay_ahead`);
+    /// with buffers left it does not.
+    #[test]
+    fn taking_the_last_buffer_pays_owed_wake_ups_ahead() {
+        let running = Arc::new(Running::new(1));
+        let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+        let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+        let (o2, r2) = (out.clone(), running.clone());
+        let consumer = std::thread::spawn(move || {
+            r2.enter();
+            let p = o2.pop();
+            r2.leave();
+            p
+        });
+        while lock(&out.state).waiters == 0 {
+            std::thread::yield_now();
+        }
+        inp.push(0, 1).unwrap();
+        inp.push(0, 2).unwrap();
+        running.enter();
+        out.push(0, 5).unwrap();
+        assert_eq!(lock(&out.state).owed, 1, "the wake-up is owed");
+        assert!(matches!(inp.pop(), Pop::Item { left: 1, .. }));
+        assert_eq!(lock(&out.state).owed, 1, "a buffer is left: still owed");
+        assert!(matches!(inp.pop(), Pop::Item { left: 0, .. }));
+        assert_eq!(lock(&out.state).owed, 0, "the last buffer pays ahead");
+        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
+        running.leave();
         assert_eq!(running.count(), 0);
     }
 

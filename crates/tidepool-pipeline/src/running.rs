@@ -63,6 +63,13 @@
 //! otherwise is a spurious notify, which waiters tolerate. Abort and the
 //! end-of-stream pop notify at once, never owed.
 //!
+//! **Paying ahead.** A counted thread that pops the last buffer of its
+//! input will wait after that buffer, so it pays every debt right then
+//! rather than when it leaves: a virtual CPU that went idle takes tens of
+//! microseconds to run a woken thread, and paid on leaving, that latency
+//! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
+//! early only ever removes debts, so the argument above is unchanged.
+//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
@@ -182,6 +189,17 @@ impl<T> Running<T> {
         }
         fence(SeqCst);
         if self.running.load(SeqCst) < self.cores {
+            self.pay();
+        }
+    }
+
+    /// The calling thread is about to wait (it took its input's last
+    /// buffer): pay every debt now rather than when it leaves, so that a
+    /// woken thread's wake-up — tens of microseconds for a virtual CPU
+    /// that went idle — overlaps the caller's last buffer instead of
+    /// leaving a core idle (see the protocol).
+    pub(crate) fn pay_ahead(&self) {
+        if self.debtors.load(SeqCst) > 0 {
             self.pay();
         }
     }
