@@ -36,7 +36,7 @@ pub const MAX_SHARDS: usize = 4;
 /// A lock-free FIFO per submitting thread. Idle workers spin, then yield,
 /// then park.
 ///
-/// Unbounded, it is one shard per core (up to [`MAX_SHARDS`]): a thread
+/// Unbounded, it is one shard per core (up to `MAX_SHARDS`, 4): a thread
 /// pushes to its home shard and pops from its home shard first, then from
 /// the others. With more submitters than cores, two submitters running at
 /// once then usually push to different tails, and two workers pop from
