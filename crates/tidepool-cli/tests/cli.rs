@@ -670,15 +670,13 @@ fn cluster_replay_runs_a_workload_on_local_nodes() {
     assert!(num(&v, "broker_cpu_us_per_request") > 0.0);
 }
 
-#[test]
-fn sim_runs_a_closed_loop_as_a_closed_loop() {
-    // One client that thinks 1 ms and waits for a 1 ms answer sends a
-    // task every 2 ms: 500/s. Read as an open loop (1 ms gaps) it would be
-    // 1,000/s.
-    let v = json_of(&tidepool(&[
+/// `tidepool sim` of `workload` on one core and one `fixed:1` worker that
+/// spawns and wakes for free, plus `extra` options; its JSON.
+fn sim_one_worker_on_one_core(workload: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
         "sim",
         "-w",
-        "closed:clients=1,think=const:1ms,n=400,service=const:1ms",
+        workload,
         "--cores",
         "1",
         "--sizes",
@@ -691,7 +689,20 @@ fn sim_runs_a_closed_loop_as_a_closed_loop() {
         "0",
         "--json",
         "-q",
-    ]));
+    ];
+    args.extend_from_slice(extra);
+    json_of(&tidepool(&args))
+}
+
+#[test]
+fn sim_runs_a_closed_loop_as_a_closed_loop() {
+    // One client that thinks 1 ms and waits for a 1 ms answer sends a
+    // task every 2 ms: 500/s. Read as an open loop (1 ms gaps) it would be
+    // 1,000/s.
+    let v = sim_one_worker_on_one_core(
+        "closed:clients=1,think=const:1ms,n=400,service=const:1ms",
+        &[],
+    );
     let throughput = v["policies"][0]["throughput"].as_f64().unwrap();
     assert!((throughput - 500.0).abs() < 5.0, "{throughput}: {v}");
 }
@@ -701,29 +712,9 @@ fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
     // One core: a 950 µs task shares its last 50 µs with the driver's spin
     // before the next arrival (the replay's 100 µs by default).
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "sim",
-            "-w",
-            "periodic:rate=1000,n=200,service=const:950us",
-            "--cores",
-            "1",
-            "--sizes",
-            "1",
-            "--policies",
-            "fixed:1",
-            "--spawn-cost",
-            "0",
-            "--wake-cost",
-            "0",
-            "--sleep-cpu",
-            "0",
-            "--handoff-cpu",
-            "0",
-            "--json",
-            "-q",
-        ];
+        let mut args = vec!["--sleep-cpu", "0", "--handoff-cpu", "0"];
         args.extend_from_slice(extra);
-        let v = json_of(&tidepool(&args));
+        let v = sim_one_worker_on_one_core("periodic:rate=1000,n=200,service=const:950us", &args);
         v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
     };
     assert_eq!(run(&["--driver-spin", "0"]), 950.0);

@@ -371,13 +371,12 @@ mod tests {
         assert_eq!(q.pop(), Pop::End);
     }
 
-    /// On one core, a counted thread's push into a queue where a counted
-    /// consumer waits leaves the wake-up owed; the producer's leaving (as
-    /// when it waits or ends) pays it.
-    #[test]
-    fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
-        let running = Arc::new(Running::new(1));
-        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+    /// A counted thread that pops once from `q`, returned once it waits
+    /// there (and so has left the running count).
+    fn waiting_consumer(
+        q: &Arc<Queue<u32>>,
+        running: &Arc<Running<u32>>,
+    ) -> std::thread::JoinHandle<Pop<u32>> {
         let (q2, r2) = (q.clone(), running.clone());
         let consumer = std::thread::spawn(move || {
             r2.enter();
@@ -385,10 +384,20 @@ mod tests {
             r2.leave();
             p
         });
-        // The consumer waits (and has left the count) before the push.
         while lock(&q.state).waiters == 0 {
             std::thread::yield_now();
         }
+        consumer
+    }
+
+    /// On one core, a counted thread's push into a queue where a counted
+    /// consumer waits leaves the wake-up owed; the producer's leaving (as
+    /// when it waits or ends) pays it.
+    #[test]
+    fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
+        let running = Arc::new(Running::new(1));
+        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
+        let consumer = waiting_consumer(&q, &running);
         running.enter();
         assert!(running.defer(), "one core, one running thread: defer");
         q.push(0, 5).unwrap();
@@ -407,16 +416,7 @@ mod tests {
         let running = Arc::new(Running::new(1));
         let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
-        let (o2, r2) = (out.clone(), running.clone());
-        let consumer = std::thread::spawn(move || {
-            r2.enter();
-            let p = o2.pop();
-            r2.leave();
-            p
-        });
-        while lock(&out.state).waiters == 0 {
-            std::thread::yield_now();
-        }
+        let consumer = waiting_consumer(&out, &running);
         inp.push(0, 1).unwrap();
         inp.push(0, 2).unwrap();
         running.enter();

@@ -188,36 +188,29 @@ fn handoff_cpu(n: usize) -> Duration {
     let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
     let theirs = Arc::clone(&pair);
     // The token is odd while it is the partner's turn.
-    let partner = std::thread::spawn(move || {
-        let c0 = thread_cpu();
-        let (m, cv) = &*theirs;
-        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-        while *g < 2 * rounds {
-            if *g % 2 == 1 {
-                *g += 1;
-                cv.notify_one();
-            } else {
-                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        thread_cpu().saturating_sub(c0)
-    });
-    let c0 = thread_cpu();
-    {
-        let (m, cv) = &*pair;
-        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-        while *g < 2 * rounds {
-            if *g % 2 == 0 {
-                *g += 1;
-                cv.notify_one();
-            } else {
-                g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-        }
-    }
-    let mine = thread_cpu().saturating_sub(c0);
+    let partner = std::thread::spawn(move || take_turns(&theirs, 1, rounds));
+    let mine = take_turns(&pair, 0, rounds);
     let total = mine + partner.join().unwrap_or_default();
     total / u32::try_from(2 * rounds).unwrap_or(u32::MAX)
+}
+
+/// One side of [`handoff_cpu`]'s ping-pong: pass the token on whenever its
+/// parity is `turn`, wait otherwise, until both sides had `rounds` turns.
+/// Returns this thread's CPU time.
+fn take_turns(pair: &(Mutex<u64>, Condvar), turn: u64, rounds: u64) -> Duration {
+    let c0 = thread_cpu();
+    let (m, cv) = pair;
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    while *g < 2 * rounds {
+        if *g % 2 == turn {
+            *g += 1;
+            cv.notify_one();
+        } else {
+            g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+    drop(g);
+    thread_cpu().saturating_sub(c0)
 }
 
 /// Sleep 1 ms on a fresh thread (default timer slack, like a worker) and
