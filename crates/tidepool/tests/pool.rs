@@ -39,6 +39,10 @@ impl Gate {
             open = self.0 .1.wait(open).unwrap();
         }
     }
+    fn close(&self) {
+        *self.0 .0.lock().unwrap() = false;
+    }
+
     fn open(&self) {
         *self.0 .0.lock().unwrap() = true;
         self.0 .1.notify_all();
@@ -970,4 +974,48 @@ fn timeouts_of_duration_max_wait_without_a_deadline() {
     assert_eq!(queued.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 2);
     busy.join().unwrap();
     opener.join().unwrap();
+}
+
+/// A burst into a pool whose workers are all parked wakes one worker, and
+/// each woken worker wakes the next while work is left (one wake-up in
+/// flight, `pool::sleep`): the burst still reaches every worker. Four tasks
+/// that each hold their worker until all four run would wait forever if the
+/// hand-on were lost (the submitter wakes only the first).
+#[test]
+fn a_burst_into_an_idle_pool_reaches_every_worker() {
+    let pool = Pool::builder()
+        .min_threads(4)
+        .initial_threads(4)
+        .max_threads(4)
+        .policy(Fixed::keep())
+        // A parked worker whose keep-alive ends looks at the queue: that
+        // must not be what rescues the burst.
+        .keep_alive(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let gate = Gate::default();
+    let _open = OpenOnDrop(gate.clone());
+    for round in 0..20 {
+        eventually("every worker parks", || pool.stats().idle_threads == 4);
+        let started = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (g, s) = (gate.clone(), started.clone());
+                pool.submit(move || {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    g.wait();
+                })
+                .unwrap()
+            })
+            .collect();
+        eventually(
+            &format!("round {round}: all four tasks run at once"),
+            || started.load(Ordering::SeqCst) == 4,
+        );
+        gate.open();
+        for h in handles {
+            h.join().unwrap();
+        }
+        gate.close();
+    }
 }

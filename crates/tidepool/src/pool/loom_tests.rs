@@ -55,6 +55,28 @@ fn loom_no_lost_wakeup() {
 // loom treats `SeqCst` accesses as acquire/release (only `SeqCst` fences are
 // modelled), so it reports a false deadlock for it. See docs/design.md.
 
+/// A worker that takes one unit of `work` and leaves, as a retiring worker
+/// would: parked while there is none, and, if it was woken as the last
+/// worker on its way, handing the wake-up on as it leaves (see `pool::sleep`).
+fn take_one_and_leave(sleepers: &Arc<Sleepers>, work: &Arc<AtomicUsize>) -> thread::JoinHandle<()> {
+    let (sleepers, work) = (sleepers.clone(), work.clone());
+    thread::spawn(move || {
+        let me = Arc::new(Parker::default());
+        let mut hand_on = false;
+        loop {
+            let w = work.load(SeqCst);
+            if w > 0 && work.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok() {
+                if hand_on {
+                    sleepers.hand_on(|| work.load(SeqCst) > 0);
+                }
+                return;
+            }
+            let woke = sleepers.park(&me, None, || work.load(SeqCst) > 0);
+            hand_on = woke == Wake::Notified { last: true };
+        }
+    })
+}
+
 /// Two parked workers, two pieces of work published one after the other
 /// by two submitters: both workers get theirs.
 #[test]
@@ -64,19 +86,7 @@ fn loom_two_workers_two_submitters() {
         let work = Arc::new(AtomicUsize::new(0));
 
         let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let (sleepers, work) = (sleepers.clone(), work.clone());
-                thread::spawn(move || {
-                    let me = Arc::new(Parker::default());
-                    loop {
-                        let w = work.load(SeqCst);
-                        if w > 0 && work.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok() {
-                            return;
-                        }
-                        sleepers.park(&me, None, || work.load(SeqCst) > 0);
-                    }
-                })
-            })
+            .map(|_| take_one_and_leave(&sleepers, &work))
             .collect();
 
         let submitter = {
@@ -91,6 +101,31 @@ fn loom_two_workers_two_submitters() {
         submitter.join().unwrap();
         // A worker that consumed its work may leave while the other still
         // needs a wake: keep waking until both are gone.
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+/// One wake-up in flight: one submitter pushes two tasks in a row into a
+/// pool of two parked workers. The first push wakes a worker; the second
+/// wakes nobody, since that worker is on its way (under loom the clock
+/// stands still, so the wake-up never grows old). Each worker takes one
+/// task and leaves, as a retiring worker would: the woken worker, the last
+/// to arrive, must hand the second task's wake-up on. (Without the
+/// `hand_on` below, loom reports the other worker deadlocked.)
+#[test]
+fn loom_one_wake_up_in_flight_hands_on() {
+    model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let work = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| take_one_and_leave(&sleepers, &work))
+            .collect();
+        for _ in 0..2 {
+            work.fetch_add(1, SeqCst);
+            sleepers.notify_work();
+        }
         for w in workers {
             w.join().unwrap();
         }
@@ -120,11 +155,17 @@ fn loom_sharded_queue_loses_no_wakeup() {
                         let n = s.load(SeqCst);
                         n > 0 && s.compare_exchange(n, n - 1, SeqCst, SeqCst).is_ok()
                     };
+                    let has_work = || shards.iter().any(|s| s.load(SeqCst) > 0);
+                    let mut hand_on = false;
                     loop {
                         if take(0) || take(1) {
+                            if hand_on {
+                                sleepers.hand_on(has_work);
+                            }
                             return;
                         }
-                        sleepers.park(&me, None, || shards.iter().any(|s| s.load(SeqCst) > 0));
+                        hand_on =
+                            sleepers.park(&me, None, has_work) == Wake::Notified { last: true };
                     }
                 })
             })

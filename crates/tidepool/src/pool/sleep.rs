@@ -34,6 +34,34 @@
 //! fence pair as above applies: either the submitter saw the spinner gone and
 //! woke someone itself, or the leaving worker sees the task.
 //!
+//! # One wake-up in flight
+//!
+//! A woken worker needs 5–50 µs to run (an idle virtual CPU must be
+//! interrupted and scheduled). While it is on its way, a submitter that
+//! finds work queued and workers parked does not wake another: the
+//! woken worker is *arriving* (counted from the moment the waker pops it
+//! until its `park` returns), and when it arrives it takes a task and, if
+//! it was the last to arrive and work is left, wakes the next worker
+//! itself ([`Sleepers::hand_on`]). A burst into an idle pool thus costs
+//! its submitter one wake-up, not one per parked worker, and the pool
+//! still ramps up, one wake-up at a time, each paid by a worker that
+//! already runs (tokio's rule, and what `threadpool`'s mutex hand-off does).
+//!
+//! The hold is bounded: a wake-up older than `ARRIVAL_GRACE_NS` no longer
+//! holds the others back. On a loaded machine a woken worker can wait
+//! milliseconds for a core, and without the bound every task of the next
+//! burst would wait for that one thread (measured: `burst-idle` fell from
+//! 6–8 to 0.2–0.4 M tasks/s at load 21–37 with an unbounded hold).
+//!
+//! Why a skipped wake-up loses no task: the submitter skipped only after it
+//! read `arriving > 0` after its push and fence, so some arriving worker's
+//! decrement follows that read; that worker's `hand_on` (a `SeqCst` fence,
+//! then a look at the queue) is the store-buffering pair of the submitter's,
+//! so it sees the task — and it looks at the queue again before it parks
+//! in any case. The loom model `loom_one_wake_up_in_flight_hands_on` checks
+//! that a worker that takes one task and leaves still gets the second task
+//! to the other parked worker.
+//!
 //! LIFO wake-up means the workers at the bottom of the stack stay
 //! idle for long stretches and really reach their keep-alive, so surplus
 //! threads retire instead of all being kept half-busy.
@@ -42,8 +70,34 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex};
+use crate::sync::{fence, lock, Arc, AtomicU64, AtomicUsize, Condvar, Mutex};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// How long a wake-up holds further wake-ups back while its worker is on
+/// its way (see the module docs): the slow end of an idle virtual CPU's
+/// wake-up on the 2-core VM of docs/benchmarks.md (30–50 µs).
+const ARRIVAL_GRACE_NS: u64 = 50_000;
+
+/// The statistics clock's ticks (the TSC where usable: read only by a
+/// submitter about to skip a wake-up). Under loom time stands still, so
+/// every wake-up stays young and the models check that the hand-on alone
+/// loses no task.
+#[inline]
+fn ticks() -> u64 {
+    #[cfg(not(loom))]
+    return crate::metrics::clock::Clock::ticks();
+    #[cfg(loom)]
+    return 0;
+}
+
+/// Nanoseconds since `since` ([`ticks`]).
+#[inline]
+fn nanos_since(since: u64) -> u64 {
+    #[cfg(not(loom))]
+    return crate::metrics::clock::Clock::nanos_between(since, ticks());
+    #[cfg(loom)]
+    return since;
+}
 
 /// One worker's private wake-up flag.
 #[derive(Debug, Default)]
@@ -58,7 +112,12 @@ pub(crate) enum Wake {
     /// Work appeared before the worker parked.
     WorkSeen,
     /// Another thread popped this worker off the stack and notified it.
-    Notified,
+    /// `last`: it was the last worker on its way, so it must call
+    /// [`Sleepers::hand_on`] once it has taken a task (see the module docs).
+    Notified {
+        /// The last arriving worker: hand the wake-up on.
+        last: bool,
+    },
     /// The timeout elapsed; the worker is no longer on the stack.
     TimedOut,
 }
@@ -72,6 +131,16 @@ pub(crate) struct Sleepers {
     /// Workers spinning for work: a submitter need not wake anyone while one
     /// spins. Written often (each spin phase), so kept off `num_idle`'s line.
     searching: CachePadded<AtomicUsize>,
+    /// Workers woken and not yet running, and when the last was woken.
+    arriving: CachePadded<Arriving>,
+}
+
+/// The workers on their way (see the module docs).
+#[derive(Debug, Default)]
+struct Arriving {
+    count: AtomicUsize,
+    /// [`ticks`] when the last of them was woken.
+    since: AtomicU64,
 }
 
 impl Sleepers {
@@ -96,7 +165,8 @@ impl Sleepers {
     }
 
     /// Called by a submitter after it pushed work: wake one parked worker unless
-    /// someone is already spinning for it. Returns true if it woke a worker.
+    /// someone is already spinning for it or a recent wake-up is on its way.
+    /// Returns true if a worker is on its way (woken now or just before).
     /// `fenced`: the push already was a `SeqCst` read-modify-write (then the
     /// `SeqCst` loads below are ordered after it without a fence).
     #[inline]
@@ -108,6 +178,11 @@ impl Sleepers {
         // the hot, often-written `searching` line is never touched.
         if self.num_idle.load(SeqCst) == 0 || self.searching.load(SeqCst) > 0 {
             return false;
+        }
+        if self.arriving.count.load(SeqCst) > 0
+            && nanos_since(self.arriving.since.load(Relaxed)) < ARRIVAL_GRACE_NS
+        {
+            return true;
         }
         self.wake_one()
     }
@@ -123,6 +198,12 @@ impl Sleepers {
         let parker = {
             let mut stack = lock(&self.stack);
             let p = stack.pop();
+            if p.is_some() {
+                // Before `num_idle` drops: a submitter that sees one idle
+                // worker fewer also sees the one on its way.
+                self.arriving.since.store(ticks(), Relaxed);
+                self.arriving.count.fetch_add(1, SeqCst);
+            }
             self.num_idle.store(stack.len(), SeqCst);
             p
         };
@@ -137,9 +218,10 @@ impl Sleepers {
     }
 
     /// Called by a worker that leaves the pool for good, after it stopped
-    /// searching: if `has_work`, a submitter may have skipped its wake-up
-    /// because this worker was spinning, so wake a parked worker in its
-    /// place (see module docs). Returns true if it woke one.
+    /// searching, and by the last arriving worker once it has a task: if
+    /// `has_work`, a submitter may have skipped its wake-up because of this
+    /// worker, so wake a parked worker in its place (see module docs).
+    /// Returns true if a worker is on its way.
     pub(crate) fn hand_on(&self, has_work: impl Fn() -> bool) -> bool {
         fence(SeqCst);
         has_work() && self.notify_work_after(true)
@@ -169,11 +251,11 @@ impl Sleepers {
                 Wake::WorkSeen
             } else {
                 self.wait_notified(me, None);
-                Wake::Notified
+                self.arrived()
             };
         }
         if self.wait_notified(me, timeout) {
-            return Wake::Notified;
+            return self.arrived();
         }
         if self.unregister(me) {
             Wake::TimedOut
@@ -181,7 +263,14 @@ impl Sleepers {
             // A waker popped us between the timeout and the unregister: its
             // notification is on its way and belongs to us.
             self.wait_notified(me, None);
-            Wake::Notified
+            self.arrived()
+        }
+    }
+
+    /// A woken worker runs again: it is no longer on its way.
+    fn arrived(&self) -> Wake {
+        Wake::Notified {
+            last: self.arriving.count.fetch_sub(1, SeqCst) == 1,
         }
     }
 

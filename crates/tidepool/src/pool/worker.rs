@@ -129,6 +129,9 @@ impl Worker {
         POOL.with(|p| p.set(shared as *const Shared as usize));
         // Consecutive workers pop from different shards first.
         crate::queue::set_home(self.id as usize);
+        // Woken as the last worker on its way: once it has a task, it wakes
+        // the next if work is left (see `pool::sleep`, one wake-up in flight).
+        let mut hand_on = false;
         loop {
             if self.surplus() && shared.release_surplus() {
                 // Shrinking: retire between tasks, never during one. A task
@@ -139,6 +142,9 @@ impl Worker {
                 return;
             }
             if let Some(task) = shared.queue.pop().or_else(|| self.search()) {
+                if std::mem::take(&mut hand_on) {
+                    shared.sleepers.hand_on(|| !shared.queue.is_empty());
+                }
                 // After the pop, so a slice the policy set before this task
                 // was submitted is in force for it (the pop synchronises with
                 // the push), however long this worker had been searching.
@@ -158,6 +164,7 @@ impl Worker {
             let woke = shared
                 .sleepers
                 .park(&self.parker, Some(shared.keep_alive()), has_work);
+            hand_on = woke == Wake::Notified { last: true };
             if woke == Wake::TimedOut && shared.expire_worker() {
                 self.retire(true);
                 return;
