@@ -32,11 +32,6 @@ pub struct Wheel {
     on_wheel: usize,
     /// Keys of slots beyond the wheel when they were pushed.
     far: BinaryHeap<Reverse<u128>>,
-    /// The smallest key when `ready` is empty, once looked for (`Some(None)`:
-    /// there is none). `cur` only moves when a key is taken, never on a
-    /// look ahead: the caller's clock is then at that key, and what it
-    /// pushes next is not before `cur`.
-    peeked: Option<Option<u128>>,
 }
 
 impl Default for Wheel {
@@ -48,7 +43,6 @@ impl Default for Wheel {
             used: [0; WORDS],
             on_wheel: 0,
             far: BinaryHeap::new(),
-            peeked: None,
         }
     }
 }
@@ -65,8 +59,8 @@ impl Wheel {
     pub fn push(&mut self, key: u128) {
         let s = slot_of(key);
         if s <= self.cur {
-            // The current slot: `ready`'s order (the look ahead beyond it
-            // stays valid).
+            // The current slot (or, after a look ahead moved `cur`, an
+            // earlier one): in `ready`'s order.
             let at = self.ready.partition_point(|&k| k > key);
             self.ready.insert(at, key);
             return;
@@ -79,49 +73,26 @@ impl Wheel {
         } else {
             self.far.push(Reverse(key));
         }
-        if let Some(m) = self.peeked {
-            if m.is_none_or(|m| key < m) {
-                self.peeked = Some(Some(key));
-            }
-        }
     }
 
-    /// The smallest key.
+    /// The smallest key. Moving to its slot on a look ahead is safe: what
+    /// the caller pushes next is not before its clock, and a key of a slot
+    /// before `cur` goes into `ready` in order, before every key there.
     #[inline]
     pub fn peek(&mut self) -> Option<u128> {
-        if let Some(&k) = self.ready.last() {
-            return Some(k);
+        if self.ready.is_empty() && (self.on_wheel > 0 || !self.far.is_empty()) {
+            self.refill();
         }
-        match self.peeked {
-            Some(m) => m,
-            None => {
-                let m = self.first_later();
-                self.peeked = Some(m);
-                m
-            }
-        }
+        self.ready.last().copied()
     }
 
     /// Take the smallest key.
     #[inline]
     pub fn pop(&mut self) -> Option<u128> {
-        if self.ready.is_empty() {
+        if self.ready.is_empty() && (self.on_wheel > 0 || !self.far.is_empty()) {
             self.refill();
         }
         self.ready.pop()
-    }
-
-    /// The smallest key after slot `cur`.
-    #[cold]
-    fn first_later(&self) -> Option<u128> {
-        let wheel = self
-            .next_used()
-            .and_then(|s| self.slots[s as usize & MASK].iter().copied().min());
-        let far = self.far.peek().map(|Reverse(k)| *k);
-        match (wheel, far) {
-            (Some(w), Some(f)) => Some(w.min(f)),
-            (w, f) => w.or(f),
-        }
     }
 
     /// Keys pending.
@@ -143,7 +114,6 @@ impl Wheel {
             (None, None) => return,
         };
         self.cur = s;
-        self.peeked = None;
         if wheel == Some(s) {
             let j = s as usize & MASK;
             std::mem::swap(&mut self.ready, &mut self.slots[j]);
