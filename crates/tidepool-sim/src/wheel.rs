@@ -1,8 +1,9 @@
 //! The calendar's priority queue: a timing wheel over `u128` keys whose
 //! high 64 bits are a time in ns, for times that never go backwards.
 //!
-//! Keys are bucketed by `time >> SLOT_BITS` (slots of 4.1 µs) on a wheel of
-//! 4,096 slots (16.8 ms ahead); later ones wait in a binary heap. The
+//! Keys are bucketed by `time >> SLOT_BITS` (slots of 8.2 µs) on a wheel of
+//! 4,096 slots (33.6 ms ahead); later ones wait in a binary heap. (Slots of
+//! 4.1 µs took 1.5% more instructions with 10,000 threads, 1 µs 4% more.) The
 //! current slot's keys are kept sorted, the others are not: a push is an
 //! append, a pop takes the end of a short sorted vector, and moving to the
 //! next slot sorts a handful of keys. A binary heap paid ~12 levels of
@@ -12,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-const SLOT_BITS: u32 = 12;
+const SLOT_BITS: u32 = 13;
 const SLOTS: usize = 4096;
 const MASK: usize = SLOTS - 1;
 const WORDS: usize = SLOTS / 64;
