@@ -35,14 +35,21 @@ pub enum Event {
 /// end of a sleep of any length — or an event that would break its FIFO's
 /// order — goes on the timing wheel. The next event is the least of the
 /// heads: the same order as one queue of everything.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Calendar {
     fifo: [VecDeque<u128>; 3],
     wheel: Wheel,
     seq: u64,
-    /// The least head and where it is, once looked for (until a pop).
-    head: Option<Option<(u128, usize)>>,
+    /// The least head (`NONE`: nothing pending) and where it is, valid
+    /// while `fresh` (until a pop).
+    head: u128,
+    from: usize,
+    fresh: bool,
 }
+
+/// `head` when nothing is pending: above every key (all ones in the low 26
+/// bits would be worker 2²⁶ − 1, the replay's driver, which has no events).
+const NONE: u128 = u128::MAX;
 
 const WORKER_BITS: u32 = 26;
 const SEQ_BITS: u32 = 36;
@@ -72,6 +79,19 @@ impl Event {
     }
 }
 
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar {
+            fifo: Default::default(),
+            wheel: Wheel::default(),
+            seq: 0,
+            head: NONE,
+            from: 3,
+            fresh: false,
+        }
+    }
+}
+
 impl Calendar {
     /// Schedule `event` at `at` ns.
     #[inline]
@@ -93,48 +113,45 @@ impl Calendar {
             }
             _ => self.wheel.push(key),
         }
-        if let Some(head) = self.head {
-            if head.is_none_or(|(k, _)| key < k) {
-                self.head = Some(Some((key, at)));
-            }
+        if self.fresh && key < self.head {
+            (self.head, self.from) = (key, at);
         }
     }
 
-    /// The next key and where it is (a FIFO's index, or 3: the wheel).
+    /// The next key (`NONE`: none) and where it is (a FIFO's index, or 3:
+    /// the wheel).
     #[inline]
-    fn next(&mut self) -> Option<(u128, usize)> {
-        if let Some(head) = self.head {
-            return head;
-        }
-        let head = self.least();
-        self.head = Some(head);
-        head
-    }
-
-    #[inline]
-    fn least(&mut self) -> Option<(u128, usize)> {
-        let mut best = self.wheel.peek().map(|k| (k, 3));
-        for (i, q) in self.fifo.iter().enumerate() {
-            if let Some(&k) = q.front() {
-                if best.is_none_or(|(b, _)| k < b) {
-                    best = Some((k, i));
+    fn next(&mut self) -> (u128, usize) {
+        if !self.fresh {
+            let mut best = (self.wheel.peek().unwrap_or(NONE), 3);
+            for (i, q) in self.fifo.iter().enumerate() {
+                if let Some(&k) = q.front() {
+                    if k < best.0 {
+                        best = (k, i);
+                    }
                 }
             }
+            (self.head, self.from) = best;
+            self.fresh = true;
         }
-        best
+        (self.head, self.from)
     }
 
     /// When the next event is due.
     #[inline]
     pub fn next_at(&mut self) -> Option<u64> {
-        self.next().map(|(k, _)| (k >> 64) as u64)
+        let (k, _) = self.next();
+        (k != NONE).then_some((k >> 64) as u64)
     }
 
     /// Take the next event.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
-        let (k, from) = self.next()?;
-        self.head = None;
+        let (k, from) = self.next();
+        if k == NONE {
+            return None;
+        }
+        self.fresh = false;
         if from == 3 {
             self.wheel.pop();
         } else {
