@@ -45,6 +45,7 @@ mod report;
 mod run;
 mod running;
 mod stage;
+mod steer;
 mod sync;
 pub mod sys;
 
