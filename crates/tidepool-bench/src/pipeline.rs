@@ -187,6 +187,9 @@ pub fn oracle(shape: &Shape, items: usize) -> (f64, f64) {
 pub enum Impl {
     /// This crate's pipelines.
     Tidepool,
+    /// This crate's pipelines with steered wake-ups off (not a peer: for
+    /// an interleaved A/B of the steering; only when named in `--impl`).
+    TidepoolUnsteered,
     /// Hand-written crossbeam-channel threads.
     Crossbeam,
     /// `pariter`.
@@ -204,10 +207,26 @@ impl Impl {
         Impl::Pipeliner,
     ];
 
+    /// Every implementation `--impl` can name: [`Impl::ALL`] and the
+    /// tidepool variants.
+    pub const NAMED: [Impl; 5] = [
+        Impl::Tidepool,
+        Impl::Crossbeam,
+        Impl::Pariter,
+        Impl::Pipeliner,
+        Impl::TidepoolUnsteered,
+    ];
+
+    /// A peer (not tidepool-pipeline or a variant of it).
+    pub fn is_peer(self) -> bool {
+        !matches!(self, Impl::Tidepool | Impl::TidepoolUnsteered)
+    }
+
     /// The name in the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Tidepool => "tidepool-pipeline",
+            Impl::TidepoolUnsteered => "tidepool-pipeline-unsteered",
             Impl::Crossbeam => "crossbeam-threads",
             Impl::Pariter => "pariter",
             Impl::Pipeliner => "pipeliner",
@@ -220,7 +239,8 @@ impl Impl {
         let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
         let t = Instant::now();
         let done = match self {
-            Impl::Tidepool => run_tidepool(shape, items),
+            Impl::Tidepool => run_tidepool(shape, items, true),
+            Impl::TidepoolUnsteered => run_tidepool(shape, items, false),
             Impl::Crossbeam => run_crossbeam(shape, items),
             Impl::Pariter => run_pariter(shape, items),
             Impl::Pipeliner => run_pipeliner(shape, items),
@@ -232,11 +252,12 @@ impl Impl {
     }
 }
 
-fn run_tidepool(shape: &Shape, items: usize) -> usize {
+fn run_tidepool(shape: &Shape, items: usize, steer: bool) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
     let mut b = Pipeline::builder(shape.name)
         .buffers(IN_FLIGHT, || vec![0u64; ITEM_WORDS])
+        .steer_wake_ups(steer)
         .source(
             "read",
             move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, tidepool_pipeline::BoxError> {
@@ -507,10 +528,10 @@ pub fn run(
         let bound = structural;
         let tp = impls.iter().position(|&i| i == Impl::Tidepool);
         let tidepool_over_best_peer: Vec<f64> = match tp {
-            Some(t) if impls.len() > 1 => (0..repeats)
+            Some(t) if impls.iter().any(|i| i.is_peer()) => (0..repeats)
                 .map(|r| {
                     let best = (0..impls.len())
-                        .filter(|&i| i != t)
+                        .filter(|&i| impls[i].is_peer())
                         .map(|i| samples[i][r])
                         .fold(0.0, f64::max);
                     samples[t][r] / best
@@ -578,7 +599,7 @@ pub fn table(b: &PipelineBench) -> String {
         let best_peer = s
             .results
             .iter()
-            .filter(|r| r.imp != "tidepool-pipeline")
+            .filter(|r| !r.imp.starts_with("tidepool-pipeline"))
             .map(|r| r.items_per_sec)
             .fold(0.0, f64::max);
         for r in &s.results {
@@ -619,11 +640,35 @@ mod tests {
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
     }
 
+    /// The tidepool variant is compared with, never counted as, a peer.
+    #[test]
+    fn the_unsteered_variant_is_not_a_peer() {
+        let b = run(
+            20,
+            1,
+            &[Impl::Tidepool, Impl::TidepoolUnsteered, Impl::Crossbeam],
+            &["balanced-compute".into()],
+            true,
+        );
+        let s = &b.scenarios[0];
+        assert_eq!(s.results.len(), 3);
+        let ips = |name: &str| {
+            s.results
+                .iter()
+                .find(|r| r.imp == name)
+                .map(|r| r.items_per_sec)
+                .unwrap()
+        };
+        let want = ips("tidepool-pipeline") / ips("crossbeam-threads");
+        assert!((s.tidepool_over_best_peer[0] - want).abs() < 1e-9 * want);
+        assert!(!Impl::TidepoolUnsteered.is_peer() && Impl::Pariter.is_peer());
+    }
+
     #[test]
     fn every_impl_passes_every_item() {
         BusyLoop::global();
         for shape in shapes(2) {
-            for imp in Impl::ALL {
+            for imp in Impl::NAMED {
                 assert!(imp.run(&shape, 50).0 > 0.0, "{}", imp.name());
             }
         }

@@ -35,7 +35,7 @@ fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 /// `cores` of them run.
 fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
     model(move || {
-        let running = cores.map(|c| Arc::new(Running::new(c)));
+        let running = cores.map(|c| Arc::new(Running::new(c, true)));
         let queue = || Arc::new(Queue::new(1, &[0], buffers, running.clone()));
         let free = queue();
         for i in 0..buffers {
@@ -156,7 +156,7 @@ fn loom_deferred_recycling_with_one_buffer_on_two_cores() {
 #[test]
 fn loom_a_freed_core_pays_an_owed_wake_up() {
     model_bounded(3, || {
-        let running = Arc::new(Running::new(2));
+        let running = Arc::new(Running::new(2, true));
         let q = Arc::new(Queue::<u64>::new(1, &[0], 1, Some(running.clone())));
         let done = Arc::new((loom::sync::Mutex::new(false), loom::sync::Condvar::new()));
         let c = {

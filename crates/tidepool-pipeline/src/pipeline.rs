@@ -414,7 +414,10 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         shared_feeds: HashMap::new(),
         make: None,
         depths,
-        running: Arc::new(Running::new(tidepool::sys::cores())),
+        running: Arc::new(Running::new(
+            tidepool::sys::cores(),
+            pipelines.iter().all(|p| p.spec.steer),
+        )),
     };
     for (p, pl) in pipelines.iter().enumerate() {
         for g in &pl.spec.groups {

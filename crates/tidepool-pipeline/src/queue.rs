@@ -422,7 +422,7 @@ mod tests {
     /// when it waits or ends) pays it.
     #[test]
     fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
-        let running = Arc::new(Running::new(1));
+        let running = Arc::new(Running::new(1, true));
         let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&q, &running);
         running.enter();
@@ -440,7 +440,7 @@ mod tests {
     /// with buffers left it does not.
     #[test]
     fn taking_the_last_buffer_pays_owed_wake_ups_ahead() {
-        let running = Arc::new(Running::new(1));
+        let running = Arc::new(Running::new(1, true));
         let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&out, &running);

@@ -102,6 +102,8 @@ pub(crate) struct Running<T> {
     cores: usize,
     debtors: AtomicUsize,
     list: Mutex<Vec<Arc<Queue<T>>>>,
+    /// Steer wake-ups onto the payer's CPU (`steer.rs`).
+    steer: bool,
 }
 
 #[cfg(not(loom))]
@@ -115,13 +117,15 @@ pub(crate) fn counted() -> bool {
 }
 
 impl<T> Running<T> {
-    /// No thread counted yet; defer only while `cores` of them run.
-    pub(crate) fn new(cores: usize) -> Self {
+    /// No thread counted yet; defer only while `cores` of them run;
+    /// steer wake-ups if `steer`.
+    pub(crate) fn new(cores: usize, steer: bool) -> Self {
         Running {
             running: AtomicUsize::new(0),
             cores: cores.max(1),
             debtors: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
+            steer,
         }
     }
 
@@ -172,11 +176,7 @@ impl<T> Running<T> {
         // loom needs it to see the total order).
         fence(SeqCst);
         if now < self.cores && self.debtors.load(SeqCst) > 0 {
-            self.pay(if frees_cpu {
-                steer::current_cpu()
-            } else {
-                None
-            });
+            self.pay(if frees_cpu { self.here() } else { None });
         }
     }
 
@@ -206,7 +206,16 @@ impl<T> Running<T> {
     /// leaving a core idle (see the protocol).
     pub(crate) fn pay_ahead(&self) {
         if self.debtors.load(SeqCst) > 0 {
-            self.pay(steer::current_cpu());
+            self.pay(self.here());
+        }
+    }
+
+    /// The CPU to steer a payment to, when steering.
+    fn here(&self) -> Option<usize> {
+        if self.steer {
+            steer::current_cpu()
+        } else {
+            None
         }
     }
 
