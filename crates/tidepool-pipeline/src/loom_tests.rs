@@ -4,7 +4,9 @@
 //! the deferred wake-ups (`running.rs`): the same pipeline with every
 //! thread counted on fewer cores than threads, so that pushes leave their
 //! wake-ups owed, and the race between a deferring push and a thread that
-//! frees a core.
+//! frees a core. Steered wake-ups (`steer.rs`) are modelled without
+//! their system calls: every model checks that each steered waiter, and
+//! only it, restores its mask.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p tidepool-pipeline --lib --release loom`
 
@@ -117,6 +119,9 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
         }
         if let Some(r) = &running {
             assert_eq!(r.count(), 0, "every wake-up counted ahead was taken");
+        }
+        for q in [&free, &mid, &out] {
+            assert!(!q.steered(), "every steered waiter restored its mask");
         }
         seen.sort_unstable();
         assert_eq!(seen, (0..rounds).collect::<Vec<_>>());

@@ -55,7 +55,10 @@
 //! that completes the queue (notify all) and an abort (notify all) always find
 //! them. A push skips the notify only when every waiter already has a
 //! wake-up on its way (issued or owed), and defers it only as `running.rs`
-//! describes.
+//! describes. A returning waiter takes its wake-up (and, if it was steered,
+//! its saved CPU mask: `steer.rs`) in the same critical section in which it
+//! stops counting as a waiter, so `notified ≤ waiters` holds whenever the
+//! lock is free.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -334,6 +337,12 @@ impl<T> Queue<T> {
                 s = lock(&self.state);
             }
         }
+    }
+
+    /// A steering not yet undone (loom: every model ends without one).
+    #[cfg(loom)]
+    pub(crate) fn steered(&self) -> bool {
+        lock(&self.state).steered.is_some()
     }
 
     /// Buffers waiting in the queue.

@@ -70,6 +70,12 @@
 //! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
+//! **Steering.** A payment made by a thread about to free its core (it
+//! leaves the count, or pays ahead) also says where the woken thread
+//! should run: on the payer's CPU, the one that frees (`steer.rs`). It
+//! changes where a woken thread runs, never which wake-ups are issued or
+//! counted.
+//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
