@@ -471,7 +471,7 @@ mod tests {
     /// worker) always wakes at once.
     #[test]
     fn an_uncounted_thread_never_defers() {
-        let running = Arc::new(Running::<u32>::new(1));
+        let running = Arc::new(Running::<u32>::new(1, true));
         assert!(!running.defer());
         running.enter();
         assert!(running.defer());
