@@ -28,8 +28,7 @@ pub struct PipelineArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Only these implementations (comma-separated; default: all), e.g. to
-    /// profile one. `tidepool-pipeline-unsteered` (steered wake-ups off)
-    /// runs only when named here, for an A/B; it is not a peer.
+    /// profile one.
     #[arg(long = "impl", value_delimiter = ',')]
     pub imp: Vec<String>,
 }
@@ -57,10 +56,10 @@ pub fn pipeline(a: PipelineArgs) {
     }
     let mut impls = Vec::new();
     for name in &a.imp {
-        match Impl::NAMED.iter().find(|i| i.name() == name) {
+        match Impl::ALL.iter().find(|i| i.name() == name) {
             Some(&i) => impls.push(i),
             None => {
-                let all: Vec<&str> = Impl::NAMED.iter().map(|i| i.name()).collect();
+                let all: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
                 eprintln!(
                     "tidepool-bench pipeline: unknown --impl `{name}`: expected one of {}",
                     all.join(", ")

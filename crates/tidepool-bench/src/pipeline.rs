@@ -194,9 +194,6 @@ pub fn oracle(shape: &Shape, items: usize) -> (f64, f64) {
 pub enum Impl {
     /// This crate's pipelines.
     Tidepool,
-    /// This crate's pipelines with steered wake-ups off (not a peer: for
-    /// an interleaved A/B of the steering; only when named in `--impl`).
-    TidepoolUnsteered,
     /// Hand-written crossbeam-channel threads.
     Crossbeam,
     /// `pariter`.
@@ -214,26 +211,10 @@ impl Impl {
         Impl::Pipeliner,
     ];
 
-    /// Every implementation `--impl` can name: [`Impl::ALL`] and the
-    /// tidepool variants.
-    pub const NAMED: [Impl; 5] = [
-        Impl::Tidepool,
-        Impl::Crossbeam,
-        Impl::Pariter,
-        Impl::Pipeliner,
-        Impl::TidepoolUnsteered,
-    ];
-
-    /// A peer (not tidepool-pipeline or a variant of it).
-    pub fn is_peer(self) -> bool {
-        !matches!(self, Impl::Tidepool | Impl::TidepoolUnsteered)
-    }
-
     /// The name in the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Tidepool => "tidepool-pipeline",
-            Impl::TidepoolUnsteered => "tidepool-pipeline-unsteered",
             Impl::Crossbeam => "crossbeam-threads",
             Impl::Pariter => "pariter",
             Impl::Pipeliner => "pipeliner",
@@ -246,8 +227,7 @@ impl Impl {
         let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
         let t = Instant::now();
         let done = match self {
-            Impl::Tidepool => run_tidepool(shape, items, true),
-            Impl::TidepoolUnsteered => run_tidepool(shape, items, false),
+            Impl::Tidepool => run_tidepool(shape, items),
             Impl::Crossbeam => run_crossbeam(shape, items),
             Impl::Pariter => run_pariter(shape, items),
             Impl::Pipeliner => run_pipeliner(shape, items),
@@ -259,12 +239,11 @@ impl Impl {
     }
 }
 
-fn run_tidepool(shape: &Shape, items: usize, steer: bool) -> usize {
+fn run_tidepool(shape: &Shape, items: usize) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
     let mut b = Pipeline::builder(shape.name)
         .buffers(shape.in_flight, || vec![0u64; ITEM_WORDS])
-        .steer_wake_ups(steer)
         .source(
             "read",
             move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, tidepool_pipeline::BoxError> {
@@ -541,10 +520,10 @@ pub fn run(
         let bound = structural;
         let tp = impls.iter().position(|&i| i == Impl::Tidepool);
         let tidepool_over_best_peer: Vec<f64> = match tp {
-            Some(t) if impls.iter().any(|i| i.is_peer()) => (0..repeats)
+            Some(t) if impls.len() > 1 => (0..repeats)
                 .map(|r| {
                     let best = (0..impls.len())
-                        .filter(|&i| impls[i].is_peer())
+                        .filter(|&i| i != t)
                         .map(|i| samples[i][r])
                         .fold(0.0, f64::max);
                     samples[t][r] / best
@@ -614,7 +593,7 @@ pub fn table(b: &PipelineBench) -> String {
         let best_peer = s
             .results
             .iter()
-            .filter(|r| !r.imp.starts_with("tidepool-pipeline"))
+            .filter(|r| r.imp != "tidepool-pipeline")
             .map(|r| r.items_per_sec)
             .fold(0.0, f64::max);
         for r in &s.results {
@@ -655,36 +634,11 @@ mod tests {
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
     }
 
-    /// The tidepool variant is compared with, never counted as, a peer.
-    #[test]
-    fn the_unsteered_variant_is_not_a_peer() {
-        let b = run(
-            20,
-            IN_FLIGHT,
-            1,
-            &[Impl::Tidepool, Impl::TidepoolUnsteered, Impl::Crossbeam],
-            &["balanced-compute".into()],
-            true,
-        );
-        let s = &b.scenarios[0];
-        assert_eq!(s.results.len(), 3);
-        let ips = |name: &str| {
-            s.results
-                .iter()
-                .find(|r| r.imp == name)
-                .map(|r| r.items_per_sec)
-                .unwrap()
-        };
-        let want = ips("tidepool-pipeline") / ips("crossbeam-threads");
-        assert!((s.tidepool_over_best_peer[0] - want).abs() < 1e-9 * want);
-        assert!(!Impl::TidepoolUnsteered.is_peer() && Impl::Pariter.is_peer());
-    }
-
     #[test]
     fn every_impl_passes_every_item() {
         BusyLoop::global();
         for shape in shapes(2) {
-            for imp in Impl::NAMED {
+            for imp in Impl::ALL {
                 assert!(imp.run(&shape, 50).0 > 0.0, "{}", imp.name());
             }
         }

@@ -185,7 +185,6 @@ pub struct Builder<B> {
     pub(crate) source: Option<(String, Box<dyn Source<B>>)>,
     pub(crate) groups: Vec<GroupSpec<B>>,
     pub(crate) errors: Vec<String>,
-    pub(crate) steer: bool,
 }
 
 fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
@@ -204,24 +203,12 @@ impl<B: Send + 'static> Builder<B> {
             source: None,
             groups: Vec::new(),
             errors: Vec::new(),
-            steer: true,
         }
     }
 
     /// A fork's branch: a chain of stages without source or buffers.
     pub fn branch() -> Self {
         Self::new("branch")
-    }
-
-    /// Whether a stage thread that frees its core steers the thread it
-    /// wakes onto its own CPU (on by default; Linux only): it narrows that
-    /// thread's CPU mask for the wake-up, and the thread restores it as it
-    /// returns from the wait. Turn it off if the stages manage their own
-    /// CPU affinity, or to measure what it does. A run of several
-    /// pipelines steers only if all of them do.
-    pub fn steer_wake_ups(mut self, on: bool) -> Self {
-        self.steer = on;
-        self
     }
 
     /// The buffer pool: `count` buffers made once by `make` before the run,

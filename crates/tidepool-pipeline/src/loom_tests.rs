@@ -4,9 +4,7 @@
 //! the deferred wake-ups (`running.rs`): the same pipeline with every
 //! thread counted on fewer cores than threads, so that pushes leave their
 //! wake-ups owed, and the race between a deferring push and a thread that
-//! frees a core. Steered wake-ups (`steer.rs`) are modelled without
-//! their system calls: every model checks that each steered waiter, and
-//! only it, restores its mask.
+//! frees a core.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p tidepool-pipeline --lib --release loom`
 
@@ -37,7 +35,7 @@ fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 /// `cores` of them run.
 fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
     model(move || {
-        let running = cores.map(|c| Arc::new(Running::new(c, true)));
+        let running = cores.map(|c| Arc::new(Running::new(c)));
         let queue = || Arc::new(Queue::new(1, &[0], buffers, running.clone()));
         let free = queue();
         for i in 0..buffers {
@@ -120,9 +118,6 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
         if let Some(r) = &running {
             assert_eq!(r.count(), 0, "every wake-up counted ahead was taken");
         }
-        for q in [&free, &mid, &out] {
-            assert!(!q.steered(), "every steered waiter restored its mask");
-        }
         seen.sort_unstable();
         assert_eq!(seen, (0..rounds).collect::<Vec<_>>());
         assert_eq!(lasts.load(Ordering::SeqCst), 2, "one notice per queue");
@@ -161,7 +156,7 @@ fn loom_deferred_recycling_with_one_buffer_on_two_cores() {
 #[test]
 fn loom_a_freed_core_pays_an_owed_wake_up() {
     model_bounded(3, || {
-        let running = Arc::new(Running::new(2, true));
+        let running = Arc::new(Running::new(2));
         let q = Arc::new(Queue::<u64>::new(1, &[0], 1, Some(running.clone())));
         let done = Arc::new((loom::sync::Mutex::new(false), loom::sync::Condvar::new()));
         let c = {

@@ -414,10 +414,7 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         shared_feeds: HashMap::new(),
         make: None,
         depths,
-        running: Arc::new(Running::new(
-            tidepool::sys::cores(),
-            pipelines.iter().all(|p| p.spec.steer),
-        )),
+        running: Arc::new(Running::new(tidepool::sys::cores())),
     };
     for (p, pl) in pipelines.iter().enumerate() {
         for g in &pl.spec.groups {

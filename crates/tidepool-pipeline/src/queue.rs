@@ -55,10 +55,7 @@
 //! that completes the queue (notify all) and an abort (notify all) always find
 //! them. A push skips the notify only when every waiter already has a
 //! wake-up on its way (issued or owed), and defers it only as `running.rs`
-//! describes. A returning waiter takes its wake-up (and, if it was steered,
-//! its saved CPU mask: `steer.rs`) in the same critical section in which it
-//! stops counting as a waiter, so `notified ≤ waiters` holds whenever the
-//! lock is free.
+//! describes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -339,12 +336,6 @@ impl<T> Queue<T> {
         }
     }
 
-    /// A steering not yet undone (loom: every model ends without one).
-    #[cfg(loom)]
-    pub(crate) fn steered(&self) -> bool {
-        lock(&self.state).steered.is_some()
-    }
-
     /// Buffers waiting in the queue.
     pub(crate) fn len(&self) -> usize {
         lock(&self.state).items.len()
@@ -431,7 +422,7 @@ mod tests {
     /// when it waits or ends) pays it.
     #[test]
     fn a_push_on_busy_cores_owes_the_wake_up_and_leaving_pays_it() {
-        let running = Arc::new(Running::new(1, true));
+        let running = Arc::new(Running::new(1));
         let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&q, &running);
         running.enter();
@@ -449,7 +440,7 @@ mod tests {
     /// with buffers left it does not.
     #[test]
     fn taking_the_last_buffer_pays_owed_wake_ups_ahead() {
-        let running = Arc::new(Running::new(1, true));
+        let running = Arc::new(Running::new(1));
         let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&out, &running);
@@ -471,7 +462,7 @@ mod tests {
     /// worker) always wakes at once.
     #[test]
     fn an_uncounted_thread_never_defers() {
-        let running = Arc::new(Running::<u32>::new(1, true));
+        let running = Arc::new(Running::<u32>::new(1));
         assert!(!running.defer());
         running.enter();
         assert!(running.defer());

@@ -70,12 +70,6 @@
 //! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
-//! **Steering.** A payment made by a thread about to free its core (it
-//! leaves the count, or pays ahead) also says where the woken thread
-//! should run: on the payer's CPU, the one that frees (`steer.rs`). It
-//! changes where a woken thread runs, never which wake-ups are issued or
-//! counted.
-//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
@@ -108,8 +102,6 @@ pub(crate) struct Running<T> {
     cores: usize,
     debtors: AtomicUsize,
     list: Mutex<Vec<Arc<Queue<T>>>>,
-    /// Steer wake-ups onto the payer's CPU (`steer.rs`).
-    steer: bool,
 }
 
 #[cfg(not(loom))]
@@ -123,15 +115,13 @@ pub(crate) fn counted() -> bool {
 }
 
 impl<T> Running<T> {
-    /// No thread counted yet; defer only while `cores` of them run;
-    /// steer wake-ups if `steer`.
-    pub(crate) fn new(cores: usize, steer: bool) -> Self {
+    /// No thread counted yet; defer only while `cores` of them run.
+    pub(crate) fn new(cores: usize) -> Self {
         Running {
             running: AtomicUsize::new(0),
             cores: cores.max(1),
             debtors: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
-            steer,
         }
     }
 
@@ -182,7 +172,11 @@ impl<T> Running<T> {
         // loom needs it to see the total order).
         fence(SeqCst);
         if now < self.cores && self.debtors.load(SeqCst) > 0 {
-            self.pay(if frees_cpu { self.here() } else { None });
+            self.pay(if frees_cpu {
+                steer::current_cpu()
+            } else {
+                None
+            });
         }
     }
 
@@ -212,16 +206,7 @@ impl<T> Running<T> {
     /// leaving a core idle (see the protocol).
     pub(crate) fn pay_ahead(&self) {
         if self.debtors.load(SeqCst) > 0 {
-            self.pay(self.here());
-        }
-    }
-
-    /// The CPU to steer a payment to, when steering.
-    fn here(&self) -> Option<usize> {
-        if self.steer {
-            steer::current_cpu()
-        } else {
-            None
+            self.pay(steer::current_cpu());
         }
     }
 

@@ -37,11 +37,10 @@
 use std::cell::Cell;
 
 /// A thread's saved CPU mask.
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(target_os = "linux")]
 pub(crate) type Mask = libc::cpu_set_t;
-/// A thread's saved CPU mask (none where the OS has no affinity calls;
-/// under loom, where steering is modelled without system calls).
-#[cfg(not(all(target_os = "linux", not(loom))))]
+/// A thread's saved CPU mask (none where the OS has no affinity calls).
+#[cfg(not(target_os = "linux"))]
 pub(crate) type Mask = ();
 
 /// A waiter steered onto its payer's CPU, with the mask to restore.
@@ -58,29 +57,13 @@ impl std::fmt::Debug for Steered {
     }
 }
 
-#[cfg(not(loom))]
 std::thread_local!(static TID: Cell<i32> = const { Cell::new(0) });
-#[cfg(loom)]
-loom::thread_local!(static TID: Cell<i32> = Cell::new(0));
 
 /// The calling thread's kernel thread id (cached: one `gettid` per thread).
-#[cfg(not(loom))]
 pub(crate) fn tid() -> i32 {
     TID.with(|t| {
         if t.get() == 0 {
             t.set(crate::sys::thread_id());
-        }
-        t.get()
-    })
-}
-
-/// Under loom, model threads share an OS thread: a distinct number each.
-#[cfg(loom)]
-pub(crate) fn tid() -> i32 {
-    static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
-    TID.with(|t| {
-        if t.get() == 0 {
-            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         }
         t.get()
     })
@@ -94,9 +77,7 @@ pub(crate) fn current_cpu() -> Option<usize> {
         let c = unsafe { libc::sched_getcpu() };
         usize::try_from(c).ok()
     }
-    #[cfg(loom)]
-    return Some(0);
-    #[cfg(not(any(target_os = "linux", loom)))]
+    #[cfg(not(all(target_os = "linux", not(loom))))]
     None
 }
 
@@ -125,12 +106,7 @@ pub(crate) fn steer(tid: i32, cpu: usize) -> Option<Steered> {
         }
         Some(Steered { tid, mask })
     }
-    #[cfg(loom)]
-    {
-        let _ = cpu;
-        Some(Steered { tid, mask: () })
-    }
-    #[cfg(not(any(target_os = "linux", loom)))]
+    #[cfg(not(all(target_os = "linux", not(loom))))]
     {
         let _ = (tid, cpu);
         None
@@ -144,11 +120,7 @@ pub(crate) fn restore(s: &Steered) {
     unsafe {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &s.mask);
     }
-    #[cfg(loom)]
-    {
-        assert_eq!(s.tid, tid(), "only the steered thread restores its mask");
-    }
-    #[cfg(not(any(target_os = "linux", loom)))]
+    #[cfg(not(all(target_os = "linux", not(loom))))]
     let _ = s;
 }
 
