@@ -45,7 +45,6 @@ mod report;
 mod run;
 mod running;
 mod stage;
-mod steer;
 mod sync;
 pub mod sys;
 

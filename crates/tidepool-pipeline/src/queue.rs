@@ -61,7 +61,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::running::Running;
-use crate::steer::{self, Steered};
 use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
@@ -106,10 +105,6 @@ struct State<T> {
     /// Wake-ups issued and not yet taken by a returning waiter; each one
     /// counted in the run's running count on the woken thread's behalf.
     notified: usize,
-    /// The waiters' thread ids (for steering).
-    tids: Vec<i32>,
-    /// The waiter steered onto its payer's CPU, if any (`steer.rs`).
-    steered: Option<Steered>,
 }
 
 /// A FIFO of buffers between thread groups, with the end-of-stream count.
@@ -147,8 +142,6 @@ impl<T> Queue<T> {
                 waiters: 0,
                 owed: 0,
                 notified: 0,
-                tids: Vec::new(),
-                steered: None,
             }),
             cv: Condvar::new(),
             running,
@@ -194,20 +187,12 @@ impl<T> Queue<T> {
         Ok(len)
     }
 
-    /// Wake the waiters this queue owes. With `cpu` (taken if used), the
-    /// payer is about to free that CPU: a sole waiter is steered there.
-    pub(crate) fn pay(&self, cpu: &mut Option<usize>) {
+    /// Wake the waiters this queue owes.
+    pub(crate) fn pay(&self) {
         let mut s = lock(&self.state);
         // Waiters may have left since (woken at the end of the stream):
         // a wake-up is only issued to a waiter that is there to take it.
         let n = std::mem::take(&mut s.owed).min(s.waiters - s.notified);
-        if n == 1 && s.waiters == 1 && s.steered.is_none() {
-            if let Some(c) = cpu.take() {
-                // Under the lock: the waiter cannot return before the
-                // saved mask is where it will look (`steer.rs`).
-                s.steered = s.tids.first().and_then(|&t| steer::steer(t, c));
-            }
-        }
         s.notified += n;
         if let Some(r) = &self.running {
             r.precount(n);
@@ -310,25 +295,13 @@ impl<T> Queue<T> {
                     continue;
                 }
             }
-            let me = steer::tid();
             s.waiters += 1;
-            s.tids.push(me);
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             s.waiters -= 1;
-            if let Some(i) = s.tids.iter().position(|&t| t == me) {
-                s.tids.swap_remove(i);
-            }
-            let steered = s.steered.take_if(|st| st.tid == me);
-            let give_back = self.took_wake_up(&mut s, left);
-            if steered.is_some() || give_back {
-                // Not under the lock: putting back a mask steered onto the
-                // payer's CPU (`steer.rs`); giving the count back, which
-                // may pay debts. Then look again.
+            if self.took_wake_up(&mut s, left) {
+                // Giving the count back may pay debts: not under the lock.
                 drop(s);
-                if let Some(st) = steered {
-                    steer::restore(&st);
-                }
-                if let (true, Some(r)) = (give_back, &self.running) {
+                if let Some(r) = &self.running {
                     r.unprecount();
                 }
                 s = lock(&self.state);

@@ -90,7 +90,6 @@ use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use crate::queue::Queue;
-use crate::steer;
 use crate::sync::{lock, Mutex};
 
 /// A user call in this many is sampled for voluntary switches.
@@ -153,30 +152,25 @@ impl<T> Running<T> {
     /// A precounted wake-up was taken by a thread that is not counted:
     /// give it back (as a leaving thread would).
     pub(crate) fn unprecount(&self) {
-        self.release(false);
+        self.release();
     }
 
     /// The calling thread stops holding a core (it waits, blocks or ends):
     /// uncount it, and pay every debt if a core is now free.
     pub(crate) fn leave(&self) {
         COUNTED.with(|c| c.set(false));
-        self.release(true);
+        self.release();
     }
 
-    /// One less in the count; pay every debt if a core is now free,
-    /// steering a woken thread onto this CPU if the caller frees it.
-    fn release(&self, frees_cpu: bool) {
+    /// One less in the count; pay every debt if a core is now free.
+    fn release(&self) {
         let now = self.running.fetch_sub(1, SeqCst) - 1;
         // Orders the decrement before the load below against `owe`'s pair
         // (a no-op after a `SeqCst` read-modify-write on real hardware;
         // loom needs it to see the total order).
         fence(SeqCst);
         if now < self.cores && self.debtors.load(SeqCst) > 0 {
-            self.pay(if frees_cpu {
-                steer::current_cpu()
-            } else {
-                None
-            });
+            self.pay();
         }
     }
 
@@ -195,7 +189,7 @@ impl<T> Running<T> {
         }
         fence(SeqCst);
         if self.running.load(SeqCst) < self.cores {
-            self.pay(None);
+            self.pay();
         }
     }
 
@@ -206,14 +200,12 @@ impl<T> Running<T> {
     /// leaving a core idle (see the protocol).
     pub(crate) fn pay_ahead(&self) {
         if self.debtors.load(SeqCst) > 0 {
-            self.pay(steer::current_cpu());
+            self.pay();
         }
     }
 
-    /// Wake every owed waiter; with `cpu`, the caller is about to free
-    /// that CPU, and the first wake-up it can steer there goes there
-    /// (`steer.rs`).
-    pub(crate) fn pay(&self, mut cpu: Option<usize>) {
+    /// Wake every owed waiter.
+    pub(crate) fn pay(&self) {
         let owed = {
             let mut l = lock(&self.list);
             let owed = std::mem::take(&mut *l);
@@ -221,7 +213,7 @@ impl<T> Running<T> {
             owed
         };
         for q in owed {
-            q.pay(&mut cpu);
+            q.pay();
         }
     }
 }
