@@ -634,6 +634,19 @@ mod tests {
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
     }
 
+    /// The smallest `--in-flight` (one queue slot per stage of the
+    /// longest shape) and a large one still pass every item everywhere,
+    /// and the JSON says which was used.
+    #[test]
+    fn every_impl_passes_every_item_at_any_in_flight() {
+        BusyLoop::global();
+        for in_flight in [4, 32] {
+            let b = run(30, in_flight, 1, &Impl::ALL, &[], true);
+            assert_eq!(b.in_flight, in_flight);
+            assert_eq!(b.scenarios.len(), 3);
+        }
+    }
+
     #[test]
     fn every_impl_passes_every_item() {
         BusyLoop::global();
