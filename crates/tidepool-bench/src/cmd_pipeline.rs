@@ -14,6 +14,10 @@ pub struct PipelineArgs {
     /// Items per run.
     #[arg(long, default_value_t = 4000)]
     pub items: usize,
+    /// Items in flight: tidepool's buffer pool and the peers' total queue
+    /// capacity (at least the number of stages, at most 4096).
+    #[arg(long, default_value_t = pipeline::IN_FLIGHT)]
+    pub in_flight: usize,
     /// Interleaved runs of every implementation × shape; the median counts.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
@@ -33,6 +37,13 @@ pub struct PipelineArgs {
 pub fn pipeline(a: PipelineArgs) {
     if a.items == 0 || a.repeats == 0 {
         eprintln!("tidepool-bench pipeline: --items and --repeats must be at least 1");
+        std::process::exit(2);
+    }
+    if !(4..=4096).contains(&a.in_flight) {
+        eprintln!(
+            "tidepool-bench pipeline: --in-flight must be in 4..=4096 (every shape's queues need one slot per stage), got {}",
+            a.in_flight
+        );
         std::process::exit(2);
     }
     let names: Vec<&str> = pipeline::shapes(1).iter().map(|s| s.name).collect();
@@ -60,7 +71,7 @@ pub fn pipeline(a: PipelineArgs) {
     if impls.is_empty() {
         impls = Impl::ALL.to_vec();
     }
-    let b = pipeline::run(a.items, a.repeats, &impls, &a.shape, a.quiet);
+    let b = pipeline::run(a.items, a.in_flight, a.repeats, &impls, &a.shape, a.quiet);
     if a.json {
         println!("{}", serde_json::to_string(&b).expect("serializable"));
     } else {

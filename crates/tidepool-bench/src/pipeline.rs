@@ -22,7 +22,8 @@ use tidepool_workload::BusyLoop;
 
 /// Words per item (4 KiB).
 pub const ITEM_WORDS: usize = 512;
-/// Items in flight: tidepool's buffer pool, the peers' queue capacities.
+/// Items in flight by default: tidepool's buffer pool, the peers' queue
+/// capacities (`--in-flight` sets [`Shape::in_flight`]).
 pub const IN_FLIGHT: usize = 8;
 
 /// What one stage does per item.
@@ -52,6 +53,9 @@ pub struct Shape {
     pub name: &'static str,
     /// Its stages.
     pub stages: Vec<StageDef>,
+    /// Items in flight: tidepool's buffer pool; each peer queue holds this
+    /// over the number of stages (a replicated stage's queue: all of it).
+    pub in_flight: usize,
 }
 
 const fn st(name: &'static str, work: Work, replicas: usize) -> StageDef {
@@ -73,6 +77,7 @@ pub fn shapes(cores: usize) -> Vec<Shape> {
                 st("b", Work::Spin(20), 1),
                 st("write", Work::Spin(20), 1),
             ],
+            in_flight: IN_FLIGHT,
         },
         Shape {
             name: "slow-stage-replicated",
@@ -81,6 +86,7 @@ pub fn shapes(cores: usize) -> Vec<Shape> {
                 st("slow", Work::Spin(80), cores.max(2)),
                 st("write", Work::Spin(10), 1),
             ],
+            in_flight: IN_FLIGHT,
         },
         Shape {
             name: "compute-plus-blocking-io",
@@ -89,6 +95,7 @@ pub fn shapes(cores: usize) -> Vec<Shape> {
                 st("compute", Work::Spin(60), 1),
                 st("write", Work::Block(200), 1),
             ],
+            in_flight: IN_FLIGHT,
         },
     ]
 }
@@ -236,7 +243,7 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
     let mut b = Pipeline::builder(shape.name)
-        .buffers(IN_FLIGHT, || vec![0u64; ITEM_WORDS])
+        .buffers(shape.in_flight, || vec![0u64; ITEM_WORDS])
         .source(
             "read",
             move |buf: &mut Vec<u64>, cx: &Context| -> Result<Flow, tidepool_pipeline::BoxError> {
@@ -276,7 +283,7 @@ fn run_crossbeam(shape: &Shape, items: usize) -> usize {
     use crossbeam_channel::bounded;
     let n = shape.stages.len();
     std::thread::scope(|scope| {
-        let (tx0, mut rx) = bounded::<Vec<u64>>(IN_FLIGHT / n.max(1));
+        let (tx0, mut rx) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
         let src = shape.stages[0].work;
         scope.spawn(move || {
             for _ in 0..items {
@@ -288,7 +295,7 @@ fn run_crossbeam(shape: &Shape, items: usize) -> usize {
             }
         });
         for s in &shape.stages[1..n - 1] {
-            let (tx, next) = bounded::<Vec<u64>>(IN_FLIGHT / n.max(1));
+            let (tx, next) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
             for _ in 0..s.replicas {
                 let (rx, tx, w) = (rx.clone(), tx.clone(), s.work);
                 scope.spawn(move || {
@@ -334,11 +341,13 @@ fn run_pariter(shape: &Shape, items: usize) -> usize {
             v
         };
         it = if s.replicas > 1 {
-            Box::new(it.parallel_map_custom(|o| o.threads(s.replicas).buffer_size(IN_FLIGHT), f))
+            Box::new(
+                it.parallel_map_custom(|o| o.threads(s.replicas).buffer_size(shape.in_flight), f),
+            )
         } else {
             // readahead runs everything upstream on its own thread.
             Box::new(
-                it.readahead_custom(|o| o.buffer_size(IN_FLIGHT / stages.len()))
+                it.readahead_custom(|o| o.buffer_size(shape.in_flight / stages.len()))
                     .map(f),
             )
         };
@@ -354,7 +363,7 @@ fn run_pipeliner(shape: &Shape, items: usize) -> usize {
         let w = s.work;
         it = Box::new(
             it.with_threads(s.replicas)
-                .out_buffer(IN_FLIGHT / stages.len())
+                .out_buffer(shape.in_flight / stages.len())
                 .map(move |mut v: Vec<u64>| {
                     work(w, &mut v);
                     v
@@ -414,6 +423,8 @@ pub struct PipelineBench {
     pub scenarios: Vec<ScenarioResult>,
     /// Items per run.
     pub items: usize,
+    /// Items in flight (buffers, queue capacities).
+    pub in_flight: usize,
     /// Repeats per implementation and shape.
     pub repeats: usize,
     /// Logical CPUs.
@@ -430,6 +441,7 @@ pub struct PipelineBench {
 /// `only` names the shapes to run (empty: all).
 pub fn run(
     items: usize,
+    in_flight: usize,
     repeats: usize,
     impls: &[Impl],
     only: &[String],
@@ -439,7 +451,8 @@ pub fn run(
     let cores = tidepool::sys::cores();
     let load_before = tidepool::sys::load_average().map(|l| l[0]);
     let mut scenarios = Vec::new();
-    for shape in shapes(cores) {
+    for mut shape in shapes(cores) {
+        shape.in_flight = in_flight;
         if !only.is_empty() && !only.iter().any(|n| n == shape.name) {
             continue;
         }
@@ -546,6 +559,7 @@ pub fn run(
     PipelineBench {
         scenarios,
         items,
+        in_flight,
         repeats,
         cores,
         load_before,
@@ -556,8 +570,9 @@ pub fn run(
 /// The readable table.
 pub fn table(b: &PipelineBench) -> String {
     let mut out = format!(
-        "pipeline: {} items per run, median of {} interleaved repeats, {} cores, load {:.2} → {:.2}\n",
+        "pipeline: {} items per run, {} in flight, median of {} interleaved repeats, {} cores, load {:.2} → {:.2}\n",
         b.items,
+        b.in_flight,
         b.repeats,
         b.cores,
         b.load_before.unwrap_or(f64::NAN),
@@ -617,6 +632,19 @@ mod tests {
         // Blocking stages of 250 µs real cost: 4 000/s.
         let b = bound(&s[2], 2, |_| Duration::from_micros(250));
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
+    }
+
+    /// The smallest `--in-flight` (one queue slot per stage of the
+    /// longest shape) and a large one still pass every item everywhere,
+    /// and the JSON says which was used.
+    #[test]
+    fn every_impl_passes_every_item_at_any_in_flight() {
+        BusyLoop::global();
+        for in_flight in [4, 32] {
+            let b = run(30, in_flight, 1, &Impl::ALL, &[], true);
+            assert_eq!(b.in_flight, in_flight);
+            assert_eq!(b.scenarios.len(), 3);
+        }
     }
 
     #[test]
