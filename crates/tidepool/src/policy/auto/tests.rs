@@ -854,6 +854,38 @@ fn workers_that_saturate_the_cores_read_no_contention() {
 }
 
 #[test]
+fn workers_queueing_for_each_other_are_not_contention() {
+    // A burst has made 24 workers of blocking tasks (φ = 0.3), 16 of them
+    // runnable on average, on 4 cores: they get 3.4 cores (85%, not
+    // saturated) and wait 12.6 core-seconds per second, almost all of it
+    // for each other. Other processes held only the
+    // 0.6 cores the workers did not get: contention 0.15, not the 0.79 of
+    // delay over wanted time, which stretched the burst ceiling to
+    // 2 × cores and kept more workers runnable still.
+    let mut p = Auto::new();
+    start(&mut p);
+    for at in 1..=30 {
+        let mut obs = contended_tick(at, 24, 0.85);
+        obs.run_delay = Some(WINDOW * 16 - obs.cpu_time.unwrap());
+        p.decide(&obs);
+    }
+    assert!((p.contention() - 0.15).abs() < 1e-6, "{}", p.contention());
+    // Fewer runnable workers than cores: all their run delay is others'.
+    let mut p = Auto::new();
+    start(&mut p);
+    for at in 1..=30 {
+        let mut obs = contended_tick(at, 3, 0.25);
+        obs.run_delay = Some(WINDOW * 3 - obs.cpu_time.unwrap());
+        p.decide(&obs);
+    }
+    assert!(
+        (p.contention() - 2.0 / 3.0).abs() < 1e-6,
+        "{}",
+        p.contention()
+    );
+}
+
+#[test]
 fn contention_turns_the_short_slices_off_and_back_on() {
     // Blocking work (φ = 0.3 from the sample) on a machine that is quiet,
     // then shared with other processes (contention 0.5), then quiet again.
