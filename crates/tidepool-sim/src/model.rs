@@ -267,6 +267,7 @@ impl Sim {
             limits: Limits {
                 min: 0,
                 max: usize::MAX,
+                spawn_limit: None,
                 keep_alive: Duration::MAX,
                 grow_on_demand: false,
                 worker_slice: None,
@@ -327,6 +328,7 @@ impl Sim {
                 sim.limits = Limits {
                     min: p.min,
                     max: p.max,
+                    spawn_limit: None,
                     keep_alive: p.keep_alive,
                     grow_on_demand: false,
                     worker_slice: None,
@@ -622,7 +624,7 @@ impl Sim {
             || 0,
             || self.queue.len(),
         ) {
-            match self.sizes.reserve(self.limits.max.max(1)) {
+            match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
                 Some(s) => {
                     self.sizes = s.raise_target_to_live().unwrap_or(s);
                     self.spawn_worker(None);

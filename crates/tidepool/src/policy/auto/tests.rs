@@ -112,7 +112,7 @@ fn start_is_one_worker_per_core_with_on_demand_growth() {
     assert_eq!(d.target, Some(CORES));
     // Assumed CPU-bound until measured: bursts spawn nothing (the pool
     // calls at its limit until φ is known).
-    assert_eq!(d.max, Some(CORES));
+    assert_eq!(d.spawn_limit, Some(CORES));
     assert_eq!(d.grow_on_demand, Some(true));
     assert_eq!(d.keep_alive, Some(KEEP_ALIVE));
     let s = p.schedule();
@@ -138,7 +138,7 @@ fn cpu_bound_sustained_backlog_grows_to_twice_the_cores_no_further() {
         let d = p.decide(&busy_tick(at, live, 1.0, 1000, 400));
         apply(&mut live, &d);
         assert!(live <= BURST_CORES * CORES, "grew to {live} at tick {at}");
-        assert!(d.max.unwrap_or(p.limit()) <= BURST_CORES * CORES);
+        assert!(d.spawn_limit.unwrap_or(p.limit()) <= BURST_CORES * CORES);
     }
     assert_eq!(live, BURST_CORES * CORES);
     assert_eq!(p.learned_cap, None);
@@ -404,7 +404,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
         "{}",
         p.cpu_fraction()
     );
-    assert!(d.max.unwrap() >= 70, "{d:?}");
+    assert!(d.spawn_limit.unwrap() >= 70, "{d:?}");
     // The same window with CPU-bound workers keeps the limit.
     let mut p = Auto::new();
     start(&mut p);
@@ -470,7 +470,7 @@ fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
     let d = p.decide(&obs);
     assert!((p.cpu_fraction() - 0.3).abs() < 1e-9);
-    assert_eq!(d.max, Some(p.ceiling()));
+    assert_eq!(d.spawn_limit, Some(p.ceiling()));
     assert!(p.ceiling() > BURST_CORES * CORES);
     assert!(!p.schedule().on_at_max, "the limit is no longer a guess");
 }
@@ -716,10 +716,13 @@ fn respects_user_bounds() {
         let d = p.decide(&obs);
         apply(&mut live, &d);
         assert!(live <= 10);
-        assert!(d.max.unwrap_or(10) <= 10);
+        assert!(d.spawn_limit.unwrap_or(10) <= 10);
     }
     for at in 31..300 {
-        let d = p.decide(&quiet_tick(at, live));
+        let mut obs = quiet_tick(at, live);
+        obs.min = 2;
+        obs.max = 10;
+        let d = p.decide(&obs);
         apply(&mut live, &d);
     }
     assert_eq!(live, 2);
@@ -1022,4 +1025,37 @@ fn odd_samples_on_either_side_are_not_a_change_of_mix() {
         p.decide(&obs);
     }
     assert!(p.cpu_fraction() < 0.4, "{}", p.cpu_fraction());
+}
+
+#[test]
+fn the_users_bounds_are_read_at_every_call_and_never_sent() {
+    // The user's `min`/`max` may change at any time (`Pool::set_min_threads`):
+    // `auto` follows them and sends only its spawn limit, never bounds.
+    let mut p = Auto::new();
+    let d = start(&mut p);
+    assert_eq!((d.min, d.max), (None, None));
+    let mut live = d.target.unwrap();
+    for at in 1..=10 {
+        let d = p.decide(&busy_tick(at, live, 1.0, 0, 300));
+        apply(&mut live, &d);
+        assert_eq!((d.min, d.max), (None, None));
+    }
+    assert_eq!(p.limit(), CORES, "CPU-bound: the cores");
+    // The user asks for at least 6 workers on 4 cores: the target and the
+    // spawn limit rise to it at the next call.
+    let mut obs = busy_tick(11, live, 1.0, 0, 300);
+    obs.min = 6;
+    let d = p.decide(&obs);
+    apply(&mut live, &d);
+    assert_eq!(p.target(), 6);
+    assert!(p.limit() >= 6);
+    assert_eq!((d.min, d.max), (None, None));
+    // Then at most 5 (and at least 1): everything comes down inside it.
+    for at in 12..=200 {
+        let mut obs = busy_tick(at, live, 0.05, 1000, 1000);
+        obs.max = 5;
+        let d = p.decide(&obs);
+        apply(&mut live, &d);
+        assert!(p.limit() <= 5 && p.target() <= 5, "tick {at}");
+    }
 }
