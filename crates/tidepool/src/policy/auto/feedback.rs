@@ -58,11 +58,7 @@ impl Auto {
                 // open loop a pool that clears its queue cannot go faster
                 // than the arrivals, however many threads it has.
                 let missing = (expected - now.throughput) * span;
-                // Nor can a pool that already used (nearly) all the cores
-                // grow its throughput in proportion: that is no sign of a
-                // shared resource (its sustained-backlog growth wins only
-                // the share of the cores other threads took).
-                if now.throughput < expected && obs.queue_len as f64 >= missing && !self.saturated {
+                if now.throughput < expected && obs.queue_len as f64 >= missing {
                     let confirmed = self.learned_cap.is_some();
                     if confirmed {
                         self.cap_memory = (self.cap_memory * 2).min(MAX_CAP_MEMORY);

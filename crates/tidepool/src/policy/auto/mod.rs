@@ -24,21 +24,20 @@
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
 //!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
 //!    ceiling (stretched by contention, point 8), but at least `2 × cores`
-//!    once every tick for 75 ms found a backlog: runnable workers past the
-//!    cores then fill the gaps blocking and the scheduler leave, and win a
-//!    larger share of the cores from the threads that submit the work (so
-//!    even when the workers use 90% of the cores), where in a short burst
-//!    of CPU-bound work they would only share the cores by time slices (and
+//!    once every tick for 75 ms found a backlog while the workers leave a
+//!    tenth of the cores unused: runnable workers past the cores then fill
+//!    the gaps blocking and the scheduler leave, where in a short burst of
+//!    CPU-bound work they would only share the cores by time slices (and
 //!    lengthen every task of the burst). Each spawn calls the policy, which
-//!    adopts the new worker into the target (it is kept, not re-created for the next burst) and
+//!    adopts the new worker
+//!    into the target (it is kept, not re-created for the next burst) and
 //!    injects escalating extra ones (0, 1, 3, 7, …, never more than the tasks
 //!    waiting).
 //! 4. **Backlog.** When tasks queue with nobody idle at a tick under real
 //!    pressure (more arrivals than completions, or waits as long as service),
 //!    grow by an escalating step (1, 2, 4, … 16) toward the burst ceiling.
-//!    Neither backlog growth (short of a sustained backlog's floor) nor
-//!    injection happens while the pool's workers use ≥ 90% of the cores:
-//!    more threads cannot add much throughput then.
+//!    Neither backlog growth nor injection happens while the pool's workers
+//!    use ≥ 90% of the cores: more threads cannot add throughput then.
 //! 5. **Throughput feedback, only under backlog** (backlogged windows pooled
 //!    into spans of ≥ 30 completions). If a ≥ 25% larger pool did
 //!    not deliver a quarter of the proportional throughput gain although enough
@@ -138,13 +137,10 @@ const SHIFT_TASKS: u64 = 4;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// A sustained backlog may take the pool to this many workers per core even
-/// for CPU-bound work: runnable workers past the cores fill the gaps
-/// blocking and the scheduler leave, and win a larger share of the cores
-/// from the other threads that want them — the threads that submit the
-/// work among them — even when the workers already use 90% of the cores
-/// (on the quiet 2-core machine a static pool of 2 served `sat10` and
-/// `overload` 4–12% slower than 4–16; `docs/benchmarks.md`, "CPU-bound
-/// overload").
+/// for CPU-bound work, while the pool's workers do not saturate the cores:
+/// runnable workers past the cores fill the gaps blocking and the
+/// scheduler leave (on the quiet 2-core machine a static pool of 2 served
+/// `sat10` and `overload` 8–12% slower than 4–16).
 const BURST_CORES: usize = 2;
 /// A backlog found at every tick for this long is sustained. Shorter
 /// backlogs are bursts: CPU-bound work spread over more workers than cores
@@ -344,10 +340,9 @@ impl Auto {
         } else {
             None
         };
-        let sustained = self.sustained_backlog(obs.now);
         if backlog {
             self.feedback(obs);
-            if !self.saturated || sustained {
+            if !self.saturated {
                 let grown = (obs.live.max(self.target) + self.step)
                     .min(self.burst_ceiling(ceiling, obs.now));
                 if grown > desired {
@@ -370,8 +365,8 @@ impl Auto {
                 why = "throughput stopped growing";
             }
         }
-        if self.saturated && !sustained {
-            // More threads cannot help a saturated CPU in a burst.
+        if self.saturated {
+            // More threads cannot help a saturated CPU.
             desired = desired.min(self.target);
         }
         let desired = self.clamp(desired);
@@ -434,18 +429,17 @@ impl Auto {
     /// the pool's workers leave a tenth of the cores unused, the ceiling on
     /// the cores stretched by contention (other processes hold them, and a
     /// pool wins CPU in proportion to its runnable workers), and under a
-    /// sustained backlog at least `2 × cores`, saturated or not (the
-    /// threads that submit the work want a core too). Never past the user's
+    /// sustained backlog at least `2 × cores`. Never past the user's
     /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
     /// binomial search).
     fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
-        if self.sustained_backlog(now) {
+        if self.saturated {
+            ceiling
+        } else if self.sustained_backlog(now) {
             self.clamp(
                 self.contended_ceiling(ceiling)
                     .max(BURST_CORES * self.cores),
             )
-        } else if self.saturated {
-            ceiling
         } else {
             self.contended_ceiling(ceiling)
         }
