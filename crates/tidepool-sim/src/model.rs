@@ -393,7 +393,10 @@ impl Sim {
             let (mut tq, mut td) = (u64::MAX, u64::MAX);
             if self.contended {
                 tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
-                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
+                // As the replay: no spin while tasks queue past the idle
+                // workers (the next one queues whenever it comes).
+                let backlog = self.queue.len() > self.idle.len();
+                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta && !backlog {
                     td = ta.saturating_sub(self.driver).max(self.now);
                 }
                 t = t.min(tq).min(td);
