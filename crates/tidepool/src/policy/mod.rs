@@ -152,9 +152,10 @@ pub struct Observation {
     pub idle: usize,
     /// The pool's current target size.
     pub target: usize,
-    /// The pool's current lower bound.
+    /// The user's lower bound (the pool's `min`, which a policy may have set).
     pub min: usize,
-    /// The pool's current upper bound.
+    /// The user's upper bound (the pool's `max`, which a policy may have
+    /// set); a policy's spawn limit is not in it.
     pub max: usize,
     /// Worker threads created during the window.
     pub threads_created: u64,
