@@ -352,6 +352,9 @@ pub fn replay_with(
         let mut due = Due::new(trace, speed);
         let mut lead = Lead::new(opts.spin);
         let mut accepted = 0u64;
+        // The arrival the driver last chose to spin for (asked once, so a
+        // spin does not read the executor's counts in its loop).
+        let mut spinning_for = None;
         let finished_at = |i: usize| {
             Duration::from_nanos(slots[i].finished.load(Ordering::Acquire).saturating_sub(1))
         };
@@ -375,13 +378,20 @@ pub fn replay_with(
             if now < at {
                 // pace: sleep until the lead before the arrival, then spin
                 let left = at - now;
-                // No spin while tasks queue ([`Lead::before`]): the core
-                // is the workers' then — a pool of 2 on 2 cores lost ~5% of
-                // its throughput to the spin against a pool of 32, which
-                // outnumbered the driver for the cores
-                // (`docs/benchmarks.md`, "CPU-bound overload").
-                let in_flight = accepted.saturating_sub(completed.load(Ordering::Relaxed));
-                let ahead = lead.before(in_flight, executor.counts().live_threads);
+                let mut ahead = lead.get();
+                if spinning_for != Some(i) {
+                    // No spin while tasks queue ([`Lead::before`]; a nap
+                    // then goes straight to the arrival): the core is the
+                    // workers' — a pool of 2 on 2 cores lost ~5% of its
+                    // throughput to the spin against a pool of 32, which
+                    // outnumbered the driver for the cores
+                    // (`docs/benchmarks.md`, "CPU-bound overload").
+                    let in_flight = accepted.saturating_sub(completed.load(Ordering::Relaxed));
+                    ahead = lead.before(in_flight, executor.counts().live_threads);
+                    if left <= ahead {
+                        spinning_for = Some(i);
+                    }
+                }
                 if left > ahead {
                     let nap = (left - ahead).min(Duration::from_millis(20));
                     if due.closed() {
