@@ -272,6 +272,7 @@ impl Sim {
             limits: Limits {
                 min: 0,
                 max: usize::MAX,
+                spawn_limit: None,
                 keep_alive: Duration::MAX,
                 grow_on_demand: false,
                 worker_slice: None,
@@ -332,6 +333,7 @@ impl Sim {
                 sim.limits = Limits {
                     min: p.min,
                     max: p.max,
+                    spawn_limit: None,
                     keep_alive: p.keep_alive,
                     grow_on_demand: false,
                     worker_slice: None,
@@ -396,7 +398,10 @@ impl Sim {
             let (mut tq, mut td) = (u64::MAX, u64::MAX);
             if self.contended {
                 tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
-                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta {
+                // As the replay: no spin while tasks queue past the idle
+                // workers (the next one queues whenever it comes).
+                let backlog = self.queue.len() > self.idle.len();
+                if self.driver > 0 && ta != u64::MAX && self.driver_for != ta && !backlog {
                     td = ta.saturating_sub(self.driver).max(self.now);
                 }
                 t = t.min(tq).min(td);
@@ -629,7 +634,7 @@ impl Sim {
             || 0,
             || self.queue.len(),
         ) {
-            match self.sizes.reserve(self.limits.max.max(1)) {
+            match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
                 Some(s) => {
                     self.sizes = s.raise_target_to_live().unwrap_or(s);
                     self.spawn_worker(None);

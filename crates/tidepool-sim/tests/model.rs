@@ -284,6 +284,33 @@ fn the_replay_driver_spins_on_a_core_before_each_arrival() {
 }
 
 #[test]
+fn the_driver_does_not_spin_while_tasks_queue() {
+    // CPU-bound overload (1.5× what 2 cores serve): the queue never
+    // empties, so the driver never spins and the pool's size does not
+    // decide how much of the cores it gets (it did: 2 workers served 5%
+    // less than 32, which outnumbered the spin for the cores).
+    let spec = "poisson:rate=3000,n=1800,service=normal:1ms:100us,seed=3";
+    let costs = Costs {
+        driver: us(100),
+        ..Costs::ZERO
+    };
+    let throughput = |n: usize| {
+        let pool = ExecutorModel::Pool(PoolModel::fixed(n));
+        let out = run(spec, 2, pool, costs);
+        (out.result.throughput, out.result.cpu_time_s)
+    };
+    let (two, cpu_two) = throughput(2);
+    let (many, _) = throughput(32);
+    assert!(two >= 0.99 * many, "{two} vs {many}");
+    // Only the first arrivals, before the queue forms, cost a spin.
+    let work = 1800.0 * 1e-3;
+    assert!(
+        cpu_two < work * 1.02,
+        "{cpu_two} s of CPU for {work} s of work"
+    );
+}
+
+#[test]
 fn sleeping_and_hand_offs_cost_cpu() {
     let costs = Costs {
         sleep_cpu: us(10),

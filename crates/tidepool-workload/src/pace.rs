@@ -37,6 +37,19 @@ impl Lead {
         }
     }
 
+    /// Stop sleeping this long before an arrival, with `in_flight` accepted
+    /// tasks unfinished on an executor of `threads` threads: no lead at all
+    /// while they outnumber its threads (a backlog — the next task queues
+    /// behind others whenever it comes), so the spin takes no core the
+    /// workers want then.
+    pub fn before(&self, in_flight: u64, threads: usize) -> Duration {
+        if in_flight > threads as u64 {
+            Duration::ZERO
+        } else {
+            self.get()
+        }
+    }
+
     /// Stop sleeping this long before an arrival.
     pub fn get(&self) -> Duration {
         Duration::from_nanos((self.mean + 4.0 * self.dev).min(self.ceiling).max(0.0) as u64)
@@ -93,5 +106,14 @@ mod tests {
             l.observe(500 * US, 100 * US);
         }
         assert_eq!(l.get(), Duration::ZERO);
+    }
+
+    #[test]
+    fn no_lead_while_tasks_queue() {
+        let lead = Lead::new(100 * US);
+        assert_eq!(lead.before(0, 2), 100 * US);
+        assert_eq!(lead.before(2, 2), 100 * US, "all running, none queued");
+        assert_eq!(lead.before(3, 2), Duration::ZERO);
+        assert_eq!(lead.before(1, 0), Duration::ZERO);
     }
 }

@@ -351,6 +351,10 @@ pub fn replay_with(
         // previous task was answered (think time after the answer).
         let mut due = Due::new(trace, speed);
         let mut lead = Lead::new(opts.spin);
+        let mut accepted = 0u64;
+        // The arrival the driver last chose to spin for (asked once, so a
+        // spin does not read the executor's counts in its loop).
+        let mut spinning_for = None;
         let finished_at = |i: usize| {
             Duration::from_nanos(slots[i].finished.load(Ordering::Acquire).saturating_sub(1))
         };
@@ -374,7 +378,20 @@ pub fn replay_with(
             if now < at {
                 // pace: sleep until the lead before the arrival, then spin
                 let left = at - now;
-                let ahead = lead.get();
+                let mut ahead = lead.get();
+                if spinning_for != Some(i) {
+                    // No spin while tasks queue ([`Lead::before`]; a nap
+                    // then goes straight to the arrival): the core is the
+                    // workers' — a pool of 2 on 2 cores lost ~5% of its
+                    // throughput to the spin against a pool of 32, which
+                    // outnumbered the driver for the cores
+                    // (`docs/benchmarks.md`, "CPU-bound overload").
+                    let in_flight = accepted.saturating_sub(completed.load(Ordering::Relaxed));
+                    ahead = lead.before(in_flight, executor.counts().live_threads);
+                    if left <= ahead {
+                        spinning_for = Some(i);
+                    }
+                }
                 if left > ahead {
                     let nap = (left - ahead).min(Duration::from_millis(20));
                     if due.closed() {
@@ -415,6 +432,7 @@ pub fn replay_with(
             let submitted_ns = ns_since(epoch);
             let ok = executor.execute_job(job).is_ok();
             let accepted_ns = ns_since(epoch);
+            accepted += u64::from(ok);
             if !ok {
                 // The client gets no answer: it thinks from now on.
                 due.answered(i, epoch.elapsed());
@@ -432,7 +450,6 @@ pub fn replay_with(
             report(records.len(), false, false);
         }
         // drain: wait for every accepted task, polling so cancel still works
-        let accepted = records.iter().filter(|r| r.accepted_ns.is_some()).count() as u64;
         let drain_start = Instant::now();
         while completed.load(Ordering::Acquire) < accepted {
             if cancelled()

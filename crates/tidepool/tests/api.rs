@@ -397,6 +397,36 @@ fn plain_submit_and_execute_hand_back_what_they_refuse() {
 }
 
 #[test]
+fn under_auto_the_users_bounds_are_not_its_spawn_limit() {
+    // `auto` starts with a spawn limit of the cores (CPU-bound until it
+    // measures otherwise); the user's bounds are 1..=cores + 8 and stay
+    // theirs: a floor above the cores is accepted and held.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let max = cores + 8;
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(max)
+        .build()
+        .unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.min_threads, stats.max_threads), (1, max));
+    assert!(stats.spawn_limit <= max, "{stats:?}");
+    pool.set_min_threads(cores + 1).unwrap();
+    assert!(pool.size() > cores);
+    for _ in 0..50 {
+        // Whatever `auto` decides meanwhile stays inside the user's bounds.
+        let stats = pool.stats();
+        assert_eq!((stats.min_threads, stats.max_threads), (cores + 1, max));
+        assert!(stats.target_size > cores, "{stats:?}");
+        assert!((cores + 1..=max).contains(&stats.spawn_limit), "{stats:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(pool.set_min_threads(max + 1).is_err());
+    pool.set_max_threads(cores + 1).unwrap();
+    assert_eq!(pool.stats().spawn_limit, cores + 1);
+}
+
+#[test]
 fn limits_change_at_run_time_by_the_control_rules() {
     let pool = Pool::builder()
         .min_threads(1)

@@ -19,6 +19,10 @@ pub struct Limits {
     pub min: usize,
     /// The pool never spawns above this many workers.
     pub max: usize,
+    /// The policy's spawn limit, as it asked (`None`: it set none): on-demand
+    /// growth stops there, clamped into `min..=max`
+    /// ([`Limits::on_demand_limit`]).
+    pub spawn_limit: Option<usize>,
     /// How long an idle worker waits before it retires (see
     /// [`Sizes::expire`](super::Sizes::expire)).
     pub keep_alive: Duration,
@@ -55,6 +59,13 @@ impl Limits {
         n.clamp(self.min, self.max)
     }
 
+    /// Where on-demand growth stops: the policy's spawn limit inside
+    /// `min..=max`, or `max` without one.
+    #[inline]
+    pub fn on_demand_limit(&self) -> usize {
+        on_demand_limit(self.spawn_limit.unwrap_or(usize::MAX), self.min, self.max)
+    }
+
     /// The settings after `decision`; fields it leaves `None` keep their
     /// value, invalid bounds and a zero keep-alive are ignored.
     pub fn apply(&self, decision: &Decision) -> Limits {
@@ -64,6 +75,9 @@ impl Limits {
         if valid_bounds(min, max) {
             new.min = min;
             new.max = max;
+        }
+        if let Some(l) = decision.spawn_limit {
+            new.spawn_limit = Some(l);
         }
         if let Some(k) = decision.keep_alive.filter(|k| !k.is_zero()) {
             new.keep_alive = k.min(MAX_KEEP_ALIVE);
@@ -76,6 +90,13 @@ impl Limits {
         }
         new
     }
+}
+
+/// `spawn_limit` (`usize::MAX`: none) inside `min..=max`; never panics, even
+/// on bounds read apart while they change (`min > max` for an instant).
+#[inline]
+pub fn on_demand_limit(spawn_limit: usize, min: usize, max: usize) -> usize {
+    spawn_limit.min(max).max(min)
 }
 
 /// Apply `decision` to a pool with `limits` and `target`: its settings first,
@@ -97,6 +118,7 @@ mod tests {
         Limits {
             min: 2,
             max: 8,
+            spawn_limit: None,
             keep_alive: Duration::from_secs(1),
             grow_on_demand: false,
             worker_slice: None,
@@ -319,5 +341,46 @@ mod tests {
         };
         assert_eq!(one.clamp(0), 1);
         assert_eq!(one.clamp(7), 1);
+    }
+
+    #[test]
+    fn the_spawn_limit_moves_inside_the_bounds_and_leaves_them_alone() {
+        let l = limits();
+        assert_eq!(l.on_demand_limit(), 8, "no spawn limit: the max");
+        let d = Decision {
+            spawn_limit: Some(4),
+            ..decision()
+        };
+        let a = apply(&d, &l, 3);
+        assert_eq!((a.limits.min, a.limits.max), (2, 8));
+        assert_eq!(a.limits.spawn_limit, Some(4));
+        assert_eq!(a.limits.on_demand_limit(), 4);
+        // Outside the bounds it is clamped into them; the bounds win.
+        let low = a.limits.apply(&Decision {
+            spawn_limit: Some(1),
+            ..decision()
+        });
+        assert_eq!(low.on_demand_limit(), 2);
+        let high = a.limits.apply(&Decision {
+            spawn_limit: Some(100),
+            ..decision()
+        });
+        assert_eq!(high.on_demand_limit(), 8);
+        // The user's new bounds take effect around the limit at once.
+        let raised = Limits { min: 6, ..a.limits };
+        assert_eq!(raised.on_demand_limit(), 6);
+        // Bounds read apart mid-change do not panic.
+        assert_eq!(on_demand_limit(4, 10, 5), 10);
+        // The target stays clamped into the user's bounds only.
+        let t = apply(
+            &Decision {
+                target: Some(7),
+                spawn_limit: Some(3),
+                ..decision()
+            },
+            &l,
+            3,
+        );
+        assert_eq!(t.target, 7);
     }
 }

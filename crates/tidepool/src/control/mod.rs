@@ -28,6 +28,7 @@
 //! let mut limits = Limits {
 //!     min: 1,
 //!     max: 8,
+//!     spawn_limit: None,
 //!     keep_alive: Duration::from_secs(1),
 //!     grow_on_demand: false,
 //!     worker_slice: None,
@@ -60,7 +61,9 @@ mod schedule;
 mod sizes;
 mod starve;
 
-pub use apply::{apply, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS};
+pub use apply::{
+    apply, on_demand_limit, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS,
+};
 pub use observe::observation;
 pub use schedule::{Call, Events, Next, Scheduler, AT_MAX_INTERVAL};
 pub use sizes::Sizes;

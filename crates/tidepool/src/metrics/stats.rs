@@ -30,10 +30,13 @@ pub struct PoolStats {
     pub idle_threads: usize,
     /// The target size set by `resize` or the policy.
     pub target_size: usize,
-    /// Lower bound on the pool size.
+    /// The user's lower bound on the pool size.
     pub min_threads: usize,
-    /// Upper bound on the pool size.
+    /// The user's upper bound on the pool size.
     pub max_threads: usize,
+    /// Where on-demand growth stops now: the policy's spawn limit inside
+    /// `min_threads..=max_threads` (`max_threads` if it set none).
+    pub spawn_limit: usize,
     /// Tasks waiting in the queue.
     pub queue_len: usize,
     /// Tasks accepted into the queue.

@@ -152,9 +152,10 @@ pub struct Observation {
     pub idle: usize,
     /// The pool's current target size.
     pub target: usize,
-    /// The pool's current lower bound.
+    /// The user's lower bound (the pool's `min`, which a policy may have set).
     pub min: usize,
-    /// The pool's current upper bound.
+    /// The user's upper bound (the pool's `max`, which a policy may have
+    /// set); a policy's spawn limit is not in it.
     pub max: usize,
     /// Worker threads created during the window.
     pub threads_created: u64,
@@ -228,6 +229,11 @@ pub struct Decision {
     pub min: Option<usize>,
     /// New upper bound: the pool never spawns above it.
     pub max: Option<usize>,
+    /// New spawn limit: the policy's own limit on on-demand growth, which
+    /// it moves inside the user's `min..=max` (the pool clamps it into
+    /// them: the user's bounds always win, and setting the limit leaves
+    /// them as they are). The pool starts without one.
+    pub spawn_limit: Option<usize>,
     /// New keep-alive: how long an idle worker waits before retiring while the
     /// pool is above `min` (each retirement lowers the target by one).
     pub keep_alive: Option<Duration>,

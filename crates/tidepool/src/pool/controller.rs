@@ -123,9 +123,13 @@ impl Controller {
 /// Apply a decision's settings (see [`control::apply`]); returns the
 /// resulting target.
 fn apply(shared: &Arc<Shared>, d: &Decision) -> usize {
-    let applied = control::apply(d, &shared.limits(), shared.target());
-    shared.set_limits(&applied.limits);
-    apply_target(shared, applied.target)
+    let mut target = shared.target();
+    shared.change_limits(|limits| {
+        let applied = control::apply(d, limits, target);
+        target = applied.target;
+        Some(applied.limits)
+    });
+    apply_target(shared, target)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -375,15 +375,18 @@ impl Pool {
 
     /// Set the fewest workers (Java's `setCorePoolSize`), validated by the
     /// same rules as a policy's decision ([`Limits`](crate::control::Limits));
-    /// the target is re-clamped at once. A sizing policy may change it again.
+    /// the target is re-clamped at once. `min` and `max` are the user's
+    /// bounds: `auto` moves only its own spawn limit inside them
+    /// ([`PoolStats::spawn_limit`](crate::PoolStats::spawn_limit)), though
+    /// policies with bounds of their own (`watermark`, `hisdyn`) set them.
     ///
     /// ```
-    /// use tidepool::policy::Fixed;
-    /// // (`auto` would own `max` as its spawn limit: the cores, at first.)
-    /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(4).policy(Fixed::keep()).build()?;
-    /// pool.set_min_threads(3)?;
-    /// assert_eq!(pool.size(), 3);
-    /// assert!(pool.set_min_threads(5).is_err()); // above max
+    /// // `auto` (the default) on any number of cores.
+    /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(16).build()?;
+    /// pool.set_min_threads(12)?; // more than the cores: still the user's call
+    /// assert!(pool.size() >= 12);
+    /// assert_eq!(pool.stats().max_threads, 16);
+    /// assert!(pool.set_min_threads(17).is_err()); // above max
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_min_threads(&self, n: usize) -> Result<(), BuildError> {
@@ -445,11 +448,9 @@ impl Pool {
         error: impl FnOnce() -> BuildError,
     ) -> Result<(), BuildError> {
         let shared = &self.inner.shared;
-        let new = shared.limits().apply(&change);
-        if !took(&new) {
-            return Err(error());
-        }
-        shared.set_limits(&new);
+        shared
+            .change_limits(|limits| Some(limits.apply(&change)).filter(|new| took(new)))
+            .ok_or_else(error)?;
         apply_target(shared, shared.target());
         Ok(())
     }
@@ -650,8 +651,7 @@ pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     ) {
         return;
     }
-    let limit = shared.sizes.max.load(Relaxed);
-    if !shared.reserve_worker(limit.max(1)) {
+    if !shared.reserve_worker(shared.on_demand_limit().max(1)) {
         shared.control.at_max();
         return;
     }
@@ -696,6 +696,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         target_size: shared.target(),
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),
+        spawn_limit: shared.on_demand_limit(),
         queue_len: shared.queue.len(),
         rejected: c.rejected.load(Relaxed),
         panicked: c.panicked.load(Relaxed),

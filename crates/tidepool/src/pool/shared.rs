@@ -30,8 +30,11 @@ use crate::task::Task;
 pub(crate) struct PackedSizes {
     /// `target << 32 | live`.
     word: AtomicU64,
+    /// The user's bounds ([`Limits::min`], [`Limits::max`]).
     pub(crate) min: AtomicUsize,
     pub(crate) max: AtomicUsize,
+    /// The policy's [`Limits::spawn_limit`] (`usize::MAX`: none).
+    pub(crate) spawn_limit: AtomicUsize,
 }
 
 const LIVE_MASK: u64 = u32::MAX as u64;
@@ -52,6 +55,7 @@ impl PackedSizes {
             word: AtomicU64::new(pack(sizes)),
             min: AtomicUsize::new(min),
             max: AtomicUsize::new(max),
+            spawn_limit: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -182,6 +186,8 @@ pub(crate) struct Shared {
     /// Submitters blocked on a full queue, and where they wait.
     pub(crate) room: Room,
     pub(crate) control: ControlSignal,
+    /// Held while the limits are read, changed and stored.
+    limits_lock: Mutex<()>,
     pub(crate) started_instant: std::time::Instant,
     /// The newest `history_len` size samples (if recorded) and decisions.
     pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
@@ -213,6 +219,7 @@ impl Shared {
             sampler: Sampler::default(),
             room: Room::default(),
             control: ControlSignal::default(),
+            limits_lock: Mutex::new(()),
             started_instant: std::time::Instant::now(),
             series: config
                 .size_series
@@ -265,22 +272,41 @@ impl Shared {
         Limits {
             min: self.sizes.min.load(Relaxed),
             max: self.sizes.max.load(Relaxed),
+            spawn_limit: Some(self.sizes.spawn_limit.load(Relaxed)).filter(|&l| l != usize::MAX),
             keep_alive: self.keep_alive(),
             grow_on_demand: self.grow_on_demand.load(Relaxed),
             worker_slice: (slice != NO_SLICE).then(|| Duration::from_nanos(slice)),
         }
     }
 
-    /// Store the settings of `new` that differ from the current ones. Only
-    /// the controller writes them; storing nothing that did not change keeps
-    /// the cache lines workers read untouched.
-    pub(crate) fn set_limits(&self, new: &Limits) {
+    /// Replace the settings by `change`'s answer (`None`: keep them), as one
+    /// step: the controller applying a decision and the user calling
+    /// `Pool::set_min_threads` both read, change and store them, and
+    /// neither may store over the other's change with what it read before.
+    pub(crate) fn change_limits(
+        &self,
+        change: impl FnOnce(&Limits) -> Option<Limits>,
+    ) -> Option<Limits> {
+        let _one_at_a_time = lock(&self.limits_lock);
+        let new = change(&self.limits())?;
+        self.set_limits(&new);
+        Some(new)
+    }
+
+    /// Store the settings of `new` that differ from the current ones
+    /// (through [`Shared::change_limits`]); storing nothing that did not
+    /// change keeps the cache lines workers read untouched.
+    fn set_limits(&self, new: &Limits) {
         let old = self.limits();
         if new.min != old.min {
             self.sizes.min.store(new.min, Relaxed);
         }
         if new.max != old.max {
             self.sizes.max.store(new.max, Relaxed);
+        }
+        if new.spawn_limit != old.spawn_limit {
+            let limit = new.spawn_limit.unwrap_or(usize::MAX);
+            self.sizes.spawn_limit.store(limit, Relaxed);
         }
         if new.keep_alive != old.keep_alive {
             // `Limits::apply` saturates at `MAX_KEEP_ALIVE`, which fits.
@@ -298,6 +324,17 @@ impl Shared {
 
     pub(crate) fn elapsed(&self) -> Duration {
         self.started_instant.elapsed()
+    }
+
+    /// Where on-demand growth stops ([`Limits::on_demand_limit`]), read
+    /// without the rest of the limits.
+    pub(crate) fn on_demand_limit(&self) -> usize {
+        let s = &self.sizes;
+        crate::control::on_demand_limit(
+            s.spawn_limit.load(Relaxed),
+            s.min.load(Relaxed),
+            s.max.load(Relaxed),
+        )
     }
 
     /// Reserve a slot for one more worker if `live < limit`; false otherwise.

@@ -6,6 +6,8 @@
 //! workers, and a backlog is worked off by more of them than the ceiling
 //! (sized for cores of its own) allows.
 
+use std::time::Duration;
+
 use super::super::Observation;
 use super::{
     cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
@@ -63,8 +65,24 @@ impl Auto {
         let share = if utilization(obs).is_some_and(|u| u >= CPU_SATURATED) {
             0.0
         } else {
-            delay.as_secs_f64() / wanted.as_secs_f64()
+            others_share(cpu, wanted, obs.window, self.cores)
         };
         self.contention.update(share, obs.window);
     }
+}
+
+/// The share of the cores other processes held while the workers wanted
+/// them: of the `min(runnable, cores)` cores the workers could have used
+/// alone (`runnable`: the average number of them running or waiting for a
+/// core, `wanted / window`), those they did not get. Run delay past that —
+/// more runnable workers than cores, queueing for each other — is their
+/// own, not contention (counting it made a burst of many workers stretch
+/// its own ceiling).
+fn others_share(cpu: Duration, wanted: Duration, window: Duration, cores: usize) -> f64 {
+    let window = window.as_secs_f64();
+    let usable = (wanted.as_secs_f64() / window).min(cores as f64);
+    if usable <= 0.0 {
+        return 0.0;
+    }
+    ((usable - cpu.as_secs_f64() / window) / usable).clamp(0.0, 1.0)
 }

@@ -22,7 +22,7 @@
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
-//!    nobody idle) up to the *burst ceiling* the policy sets as `max`: the
+//!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
 //!    ceiling (stretched by contention, point 8), but at least `2 × cores`
 //!    once every tick for 75 ms found a backlog while the workers leave a
 //!    tenth of the cores unused: runnable workers past the cores then fill
@@ -64,8 +64,9 @@
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
 //! how far bursts and backlog may go (while the cores are not saturated,
 //! the ceiling on the cores stretched by contention; under a sustained
-//! backlog at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): the `max`
-//! sent to the pool, where on-demand spawning stops. *Learned cap*: the
+//! backlog at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
+//! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
+//! the pool keeps it inside the user's bounds, which `auto` never changes. *Learned cap*: the
 //! size past which growth did not raise throughput.
 //!
 //! | file | idea |
@@ -270,9 +271,25 @@ impl Auto {
         self.target
     }
 
-    /// The spawn ceiling (`max`) the policy last asked for.
+    /// The spawn limit the policy last asked for
+    /// ([`Decision::spawn_limit`]; inside the user's bounds).
     pub fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// The user's bounds as the pool enforces them now: read at every
+    /// call, as the user may change them at any time
+    /// (`Pool::set_min_threads`). `auto` moves only its spawn limit; its
+    /// target follows new bounds at once, as the pool's did.
+    fn read_bounds(&mut self, obs: &Observation) {
+        self.min = obs.min.max(1);
+        self.max = if obs.max == 0 {
+            usize::MAX
+        } else {
+            obs.max.max(self.min)
+        };
+        self.target = self.clamp(self.target);
+        self.limit = self.clamp(self.limit);
     }
 
     fn clamp(&self, n: usize) -> usize {
@@ -459,7 +476,7 @@ impl Auto {
         self.sent_limit = Some(limit);
         Decision {
             target: Some(self.target),
-            max: Some(limit),
+            spawn_limit: Some(limit),
             worker_slice: slice,
             reason: format!(
                 "auto: {why} (phi {:.2}, ceiling {ceiling})",
@@ -507,20 +524,14 @@ impl SizingPolicy for Auto {
     fn decide(&mut self, obs: &Observation) -> Decision {
         match obs.trigger {
             Trigger::Start => {
-                // Remember the user's bounds: `max` is ours from now on.
-                self.min = obs.min.max(1);
-                self.max = if obs.max == 0 {
-                    usize::MAX
-                } else {
-                    obs.max.max(self.min)
-                };
+                self.read_bounds(obs);
                 self.cores = obs.cores.max(1);
                 self.target = self.clamp(self.cores);
                 self.limit = self.spawn_limit(self.ceiling(), obs.now);
                 self.sent_limit = Some(self.limit);
                 Decision {
                     target: Some(self.target),
-                    max: Some(self.limit),
+                    spawn_limit: Some(self.limit),
                     keep_alive: Some(KEEP_ALIVE),
                     grow_on_demand: Some(true),
                     reason: "auto: one worker per core to start".into(),
@@ -528,11 +539,13 @@ impl SizingPolicy for Auto {
                 }
             }
             Trigger::Tick | Trigger::Completions | Trigger::Retired => {
+                self.read_bounds(obs);
                 self.learn(obs);
                 self.choose_slice();
                 self.tick(obs)
             }
             Trigger::Starved | Trigger::AtMax => {
+                self.read_bounds(obs);
                 self.learn(obs);
                 self.choose_slice();
                 self.starved(obs)

@@ -112,7 +112,7 @@ fn start_is_one_worker_per_core_with_on_demand_growth() {
     assert_eq!(d.target, Some(CORES));
     // Assumed CPU-bound until measured: bursts spawn nothing (the pool
     // calls at its limit until φ is known).
-    assert_eq!(d.max, Some(CORES));
+    assert_eq!(d.spawn_limit, Some(CORES));
     assert_eq!(d.grow_on_demand, Some(true));
     assert_eq!(d.keep_alive, Some(KEEP_ALIVE));
     let s = p.schedule();
@@ -128,7 +128,7 @@ fn cpu_bound_backlog_stays_at_cores() {
         let d = p.decide(&busy_tick(at, live, 1.0, 1000, 400));
         apply(&mut live, &d);
         assert!(live <= CORES, "grew to {live} at tick {at}");
-        assert!(d.max.unwrap_or(p.limit()) <= CORES);
+        assert!(d.spawn_limit.unwrap_or(p.limit()) <= CORES);
     }
     assert_eq!(live, CORES);
 }
@@ -383,7 +383,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
         "{}",
         p.cpu_fraction()
     );
-    assert!(d.max.unwrap() >= 70, "{d:?}");
+    assert!(d.spawn_limit.unwrap() >= 70, "{d:?}");
     // The same window with CPU-bound workers keeps the limit.
     let mut p = Auto::new();
     start(&mut p);
@@ -449,7 +449,7 @@ fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
     let d = p.decide(&obs);
     assert!((p.cpu_fraction() - 0.3).abs() < 1e-9);
-    assert_eq!(d.max, Some(p.ceiling()));
+    assert_eq!(d.spawn_limit, Some(p.ceiling()));
     assert!(p.ceiling() > BURST_CORES * CORES);
     assert!(!p.schedule().on_at_max, "the limit is no longer a guess");
 }
@@ -695,10 +695,13 @@ fn respects_user_bounds() {
         let d = p.decide(&obs);
         apply(&mut live, &d);
         assert!(live <= 10);
-        assert!(d.max.unwrap_or(10) <= 10);
+        assert!(d.spawn_limit.unwrap_or(10) <= 10);
     }
     for at in 31..300 {
-        let d = p.decide(&quiet_tick(at, live));
+        let mut obs = quiet_tick(at, live);
+        obs.min = 2;
+        obs.max = 10;
+        let d = p.decide(&obs);
         apply(&mut live, &d);
     }
     assert_eq!(live, 2);
@@ -830,6 +833,38 @@ fn workers_that_saturate_the_cores_read_no_contention() {
     assert_eq!(p.contention(), 0.0);
     assert_eq!(p.limit(), p.ceiling());
     assert!(live <= p.ceiling());
+}
+
+#[test]
+fn workers_queueing_for_each_other_are_not_contention() {
+    // A burst has made 24 workers of blocking tasks (φ = 0.3), 16 of them
+    // runnable on average, on 4 cores: they get 3.4 cores (85%, not
+    // saturated) and wait 12.6 core-seconds per second, almost all of it
+    // for each other. Other processes held only the
+    // 0.6 cores the workers did not get: contention 0.15, not the 0.79 of
+    // delay over wanted time, which stretched the burst ceiling to
+    // 2 × cores and kept more workers runnable still.
+    let mut p = Auto::new();
+    start(&mut p);
+    for at in 1..=30 {
+        let mut obs = contended_tick(at, 24, 0.85);
+        obs.run_delay = Some(WINDOW * 16 - obs.cpu_time.unwrap());
+        p.decide(&obs);
+    }
+    assert!((p.contention() - 0.15).abs() < 1e-6, "{}", p.contention());
+    // Fewer runnable workers than cores: all their run delay is others'.
+    let mut p = Auto::new();
+    start(&mut p);
+    for at in 1..=30 {
+        let mut obs = contended_tick(at, 3, 0.25);
+        obs.run_delay = Some(WINDOW * 3 - obs.cpu_time.unwrap());
+        p.decide(&obs);
+    }
+    assert!(
+        (p.contention() - 2.0 / 3.0).abs() < 1e-6,
+        "{}",
+        p.contention()
+    );
 }
 
 #[test]
@@ -969,4 +1004,37 @@ fn odd_samples_on_either_side_are_not_a_change_of_mix() {
         p.decide(&obs);
     }
     assert!(p.cpu_fraction() < 0.4, "{}", p.cpu_fraction());
+}
+
+#[test]
+fn the_users_bounds_are_read_at_every_call_and_never_sent() {
+    // The user's `min`/`max` may change at any time (`Pool::set_min_threads`):
+    // `auto` follows them and sends only its spawn limit, never bounds.
+    let mut p = Auto::new();
+    let d = start(&mut p);
+    assert_eq!((d.min, d.max), (None, None));
+    let mut live = d.target.unwrap();
+    for at in 1..=10 {
+        let d = p.decide(&busy_tick(at, live, 1.0, 0, 300));
+        apply(&mut live, &d);
+        assert_eq!((d.min, d.max), (None, None));
+    }
+    assert_eq!(p.limit(), CORES, "CPU-bound: the cores");
+    // The user asks for at least 6 workers on 4 cores: the target and the
+    // spawn limit rise to it at the next call.
+    let mut obs = busy_tick(11, live, 1.0, 0, 300);
+    obs.min = 6;
+    let d = p.decide(&obs);
+    apply(&mut live, &d);
+    assert_eq!(p.target(), 6);
+    assert!(p.limit() >= 6);
+    assert_eq!((d.min, d.max), (None, None));
+    // Then at most 5 (and at least 1): everything comes down inside it.
+    for at in 12..=200 {
+        let mut obs = busy_tick(at, live, 0.05, 1000, 1000);
+        obs.max = 5;
+        let d = p.decide(&obs);
+        apply(&mut live, &d);
+        assert!(p.limit() <= 5 && p.target() <= 5, "tick {at}");
+    }
 }
