@@ -42,9 +42,9 @@ pub struct Cpu {
 /// lost a fraction; saturating as the cast does).
 #[inline]
 fn ceil_u64(x: f64) -> u64 {
-    // Below 2^63 through `i64`: one instruction each way, where `u64`'s
+    // Below 2^63 (`i64::MAX as f64` is 2^63) through `i64`: one instruction each way, where `u64`'s
     // conversions are branchy sequences (the same values).
-    if x < 9.223_372_036_854_775_807e18 {
+    if x < i64::MAX as f64 {
         let t = x as i64;
         return if (t as f64) < x {
             t as u64 + 1
@@ -213,7 +213,7 @@ mod tests {
             1e15 + 0.5,
             4.5e15,
             9.2e18,
-            9.223_372_036_854_775_807e18,
+            i64::MAX as f64,
             1.7e19,
             1.8e19,
             1e300,
