@@ -42,6 +42,16 @@ pub struct Cpu {
 /// lost a fraction; saturating as the cast does).
 #[inline]
 fn ceil_u64(x: f64) -> u64 {
+    // Below 2^63 (`i64::MAX as f64` is 2^63) through `i64`: one instruction each way, where `u64`'s
+    // conversions are branchy sequences (the same values).
+    if x < i64::MAX as f64 {
+        let t = x as i64;
+        return if (t as f64) < x {
+            t as u64 + 1
+        } else {
+            t as u64
+        };
+    }
     if x >= u64::MAX as f64 {
         return u64::MAX;
     }
@@ -202,6 +212,9 @@ mod tests {
             2.999_999,
             1e15 + 0.5,
             4.5e15,
+            9.2e18,
+            i64::MAX as f64,
+            1.7e19,
             1.8e19,
             1e300,
         ] {

@@ -169,6 +169,10 @@ pub(crate) struct Sim {
     free: Vec<u32>,
     /// Parked workers, oldest at the front, the LIFO top at the back.
     idle: VecDeque<u32>,
+    /// Workers woken and not running yet, and when the last was woken
+    /// (one wake-up in flight: see `wake_one`).
+    arriving: u32,
+    arriving_since: u64,
     queue: VecDeque<Task>,
     capacity: Option<usize>,
     sizes: Sizes,
@@ -221,6 +225,11 @@ pub(crate) struct Sim {
     bin_edges: Vec<u64>,
 }
 
+/// How long a wake-up holds further wake-ups back while its worker is on
+/// its way: the pool's `ARRIVAL_GRACE_NS` (`tidepool::pool::sleep`, private
+/// there; keep the two equal).
+const ARRIVAL_GRACE_NS: u64 = 50_000;
+
 /// The replay driver's id on the cores (above any worker's).
 const DRIVER: u32 = (1 << 26) - 1;
 
@@ -266,6 +275,8 @@ impl Sim {
             workers: Vec::new(),
             free: Vec::new(),
             idle: VecDeque::new(),
+            arriving: 0,
+            arriving_since: 0,
             queue: VecDeque::new(),
             capacity: None,
             sizes: Sizes::default(),
@@ -552,12 +563,14 @@ impl Sim {
                         }
                     }
                 } else {
-                    self.run_worker(w);
+                    self.run_worker(w, false);
                 }
             }
             Event::Woken(w) => {
+                self.arriving -= 1;
+                let last = self.arriving == 0;
                 self.handed = true;
-                self.run_worker(w);
+                self.run_worker(w, last);
                 self.handed = false;
             }
             Event::Unblocked(w) => self.slice_done(w),
@@ -604,7 +617,7 @@ impl Sim {
                 self.accept();
                 self.handed = true;
                 if !self.start_task(w, task) {
-                    self.run_worker(w);
+                    self.run_worker(w, false);
                 }
                 self.handed = false;
                 return;
@@ -625,9 +638,8 @@ impl Sim {
         }
         self.accept();
         self.queue.push_back(task);
-        if let Some(w) = self.idle.pop_back() {
-            self.workers[w as usize].state = State::Waking;
-            self.calendar.push(self.now + self.wake, Event::Woken(w));
+        if !self.idle.is_empty() {
+            self.notify_work();
         } else if wants_worker(
             self.sizes.live,
             || self.limits.grow_on_demand,
@@ -687,8 +699,33 @@ impl Sim {
         self.calendar.push(self.now + self.spawn, Event::Ready(w));
     }
 
+    /// Work was queued and workers are parked: wake the top of the idle
+    /// stack, unless a wake-up younger than [`ARRIVAL_GRACE_NS`] is still on
+    /// its way (the pool's `Sleepers::notify_work`: one wake-up in flight).
+    fn notify_work(&mut self) {
+        if self.arriving > 0 && self.now - self.arriving_since < ARRIVAL_GRACE_NS {
+            return;
+        }
+        self.wake_one();
+    }
+
+    /// Wake the most recently parked worker, if any (`Sleepers::wake_one`):
+    /// it is on its way until its `Woken` event.
+    fn wake_one(&mut self) -> bool {
+        let Some(w) = self.idle.pop_back() else {
+            return false;
+        };
+        self.arriving += 1;
+        self.arriving_since = self.now;
+        self.workers[w as usize].state = State::Waking;
+        self.calendar.push(self.now + self.wake, Event::Woken(w));
+        true
+    }
+
     /// A pool worker between tasks: retire as surplus, take a task, or park.
-    fn run_worker(&mut self, w: u32) {
+    /// `hand_on`: it was the last woken worker to arrive, so once it has a
+    /// task it wakes the next if work is left (`Sleepers::hand_on`).
+    fn run_worker(&mut self, w: u32, mut hand_on: bool) {
         loop {
             if let Some(s) = self.sizes.release_surplus() {
                 self.sizes = s;
@@ -697,6 +734,12 @@ impl Sim {
             }
             match self.queue.pop_front() {
                 Some(task) => {
+                    if std::mem::take(&mut hand_on)
+                        && !self.queue.is_empty()
+                        && !self.idle.is_empty()
+                    {
+                        self.notify_work();
+                    }
                     if self.start_task(w, task) {
                         return;
                     }
@@ -818,7 +861,8 @@ impl Sim {
     /// Start the current slice of `w`'s task; false if the task completed.
     fn begin_slice(&mut self, w: u32) -> bool {
         loop {
-            let Some(run) = self.workers[w as usize].run else {
+            // By reference: the record is ~100 bytes, a slice reads 40.
+            let Some(run) = &self.workers[w as usize].run else {
                 return false;
             };
             let (mut c, b) = run.slice();
@@ -867,7 +911,7 @@ impl Sim {
     }
 
     fn compute_done(&mut self, w: u32) {
-        let Some(run) = self.workers[w as usize].run else {
+        let Some(run) = &self.workers[w as usize].run else {
             return;
         };
         let (_, b) = run.slice();
@@ -885,7 +929,7 @@ impl Sim {
         if self.per_request {
             self.leave(w);
         } else {
-            self.run_worker(w);
+            self.run_worker(w, false);
         }
     }
 
@@ -1053,9 +1097,9 @@ impl Sim {
             }
         }
         for _ in 0..self.sizes.surplus() {
-            let Some(w) = self.idle.pop_back() else { break };
-            self.workers[w as usize].state = State::Waking;
-            self.calendar.push(self.now + self.wake, Event::Woken(w));
+            if !self.wake_one() {
+                break;
+            }
         }
         target
     }

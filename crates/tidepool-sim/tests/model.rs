@@ -258,6 +258,69 @@ fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
     assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
 }
 
+/// Start times (µs) of `tasks` (sleeping 1 ms each) on 4 parked workers
+/// of 8 cores whose wake-up takes `wake`.
+fn starts_after_wake_ups(tasks: Vec<TaskSpec>, wake: Duration) -> Vec<u64> {
+    let mut config =
+        SimConfig::new(8, ExecutorModel::Pool(PoolModel::fixed(4))).with_costs(Costs {
+            wake,
+            ..Costs::ZERO
+        });
+    config.keep_records = true;
+    let out = simulate(tasks, "burst", config);
+    assert!(out.littles_law.holds());
+    let mut starts: Vec<u64> = out
+        .result
+        .records
+        .iter()
+        .map(|r| r.started_ns.unwrap() / 1000)
+        .collect();
+    starts.sort_unstable();
+    starts
+}
+
+fn sleeper(id: u64, delay: Duration) -> TaskSpec {
+    TaskSpec {
+        blocked: Duration::from_millis(1),
+        cpu: Duration::ZERO,
+        ..TaskSpec::new(id, 1, delay, Duration::ZERO)
+    }
+}
+
+#[test]
+fn a_burst_into_an_idle_pool_wakes_one_worker_at_a_time() {
+    // The pool's rule (`pool::sleep`, one wake-up in flight): 4 tasks at
+    // 1 ms; the first submit wakes a worker (10 µs), the others find it on
+    // its way and wake nobody; it takes a task and wakes the next, and so
+    // on: one start every 10 µs (a wake-up per submit started all at 1,010).
+    let burst = (1..=4)
+        .map(|i| sleeper(i, if i == 1 { us(1000) } else { Duration::ZERO }))
+        .collect();
+    assert_eq!(
+        starts_after_wake_ups(burst, us(10)),
+        vec![1010, 1020, 1030, 1040]
+    );
+}
+
+#[test]
+fn a_wake_up_older_than_the_grace_holds_nothing_back() {
+    // Wake-ups of 100 µs: tasks 1 and 2 at 1 ms (one wake-up, A), task 3
+    // at 1.06 ms finds A's wake-up 60 µs old (over the pool's 50 µs) and
+    // wakes B. A arrives at 1.1 ms (not the last on its way: no hand-on),
+    // B at 1.16 ms, takes task 2 and hands on to C (1.26 ms). An unbounded
+    // hold would give 1,100 / 1,200 / 1,300; a wake-up per submit 1,100 /
+    // 1,100 / 1,160.
+    let tasks = vec![
+        sleeper(1, us(1000)),
+        sleeper(2, Duration::ZERO),
+        sleeper(3, us(60)),
+    ];
+    assert_eq!(
+        starts_after_wake_ups(tasks, us(100)),
+        vec![1100, 1160, 1260]
+    );
+}
+
 #[test]
 fn the_replay_driver_spins_on_a_core_before_each_arrival() {
     let costs = |driver: u64| Costs {
