@@ -21,7 +21,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tidepool::control::{apply, observation, wants_worker, Events, Limits, Next, Scheduler, Sizes};
+use tidepool::control::{
+    apply, holds_wake_up, observation, wants_worker, Events, Limits, Next, Scheduler, Sizes,
+};
 use tidepool::policy::{Schedule, SizingPolicy, Trigger};
 use tidepool::PoolStats;
 use tidepool_workload::body::TaskBody;
@@ -224,11 +226,6 @@ pub(crate) struct Sim {
     threshold: Option<u64>,
     bin_edges: Vec<u64>,
 }
-
-/// How long a wake-up holds further wake-ups back while its worker is on
-/// its way: the pool's `ARRIVAL_GRACE_NS` (`tidepool::pool::sleep`, private
-/// there; keep the two equal).
-const ARRIVAL_GRACE_NS: u64 = 50_000;
 
 /// The replay driver's id on the cores (above any worker's).
 const DRIVER: u32 = (1 << 26) - 1;
@@ -700,10 +697,11 @@ impl Sim {
     }
 
     /// Work was queued and workers are parked: wake the top of the idle
-    /// stack, unless a wake-up younger than [`ARRIVAL_GRACE_NS`] is still on
-    /// its way (the pool's `Sleepers::notify_work`: one wake-up in flight).
+    /// stack, unless a wake-up younger than [`ARRIVAL_GRACE`](tidepool::control::ARRIVAL_GRACE) is still on
+    /// its way (the pool's rule, [`holds_wake_up`]: one wake-up in flight).
     fn notify_work(&mut self) {
-        if self.arriving > 0 && self.now - self.arriving_since < ARRIVAL_GRACE_NS {
+        let since = || Duration::from_nanos(self.now - self.arriving_since);
+        if holds_wake_up(self.arriving as usize, since) {
             return;
         }
         self.wake_one();

@@ -16,6 +16,7 @@
 //! | `schedule.rs` | [`Scheduler`]: the periodic tick, the events and their priority, the at-max throttle |
 //! | `observe.rs` | [`observation`]: the policy's [`Observation`](crate::policy::Observation) from the state now and the window's statistics |
 //! | `starve.rs` | [`wants_worker`]: whether a task that woke nobody tries to spawn a worker |
+//! | `wake.rs` | [`holds_wake_up`]: whether a submit skips its wake-up while a woken worker is on its way |
 //!
 //! A simulator drives them like the pool's controller does:
 //!
@@ -60,6 +61,7 @@ mod observe;
 mod schedule;
 mod sizes;
 mod starve;
+mod wake;
 
 pub use apply::{
     apply, on_demand_limit, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS,
@@ -68,3 +70,4 @@ pub use observe::observation;
 pub use schedule::{Call, Events, Next, Scheduler, AT_MAX_INTERVAL};
 pub use sizes::Sizes;
 pub use starve::wants_worker;
+pub use wake::{holds_wake_up, ARRIVAL_GRACE};

@@ -47,7 +47,8 @@
 //! still ramps up, one wake-up at a time, each paid by a worker that
 //! already runs (tokio's rule, and what `threadpool`'s mutex hand-off does).
 //!
-//! The hold is bounded: a wake-up older than `ARRIVAL_GRACE_NS` no longer
+//! The hold is bounded: a wake-up older than
+//! [`ARRIVAL_GRACE`](crate::control::ARRIVAL_GRACE) no longer
 //! holds the others back. On a loaded machine a woken worker can wait
 //! milliseconds for a core, and without the bound every task of the next
 //! burst would wait for that one thread (measured: `burst-idle` fell from
@@ -72,11 +73,6 @@ use crossbeam_utils::CachePadded;
 
 use crate::sync::{fence, lock, Arc, AtomicU64, AtomicUsize, Condvar, Mutex};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-
-/// How long a wake-up holds further wake-ups back while its worker is on
-/// its way (see the module docs): the slow end of an idle virtual CPU's
-/// wake-up on the 2-core VM of docs/benchmarks.md (30–50 µs).
-const ARRIVAL_GRACE_NS: u64 = 50_000;
 
 /// The statistics clock's ticks (the TSC where usable: read only by a
 /// submitter about to skip a wake-up). Under loom time stands still, so
@@ -179,9 +175,10 @@ impl Sleepers {
         if self.num_idle.load(SeqCst) == 0 || self.searching.load(SeqCst) > 0 {
             return false;
         }
-        if self.arriving.count.load(SeqCst) > 0
-            && nanos_since(self.arriving.since.load(Relaxed)) < ARRIVAL_GRACE_NS
-        {
+        let arriving = self.arriving.count.load(SeqCst);
+        if crate::control::holds_wake_up(arriving, || {
+            Duration::from_nanos(nanos_since(self.arriving.since.load(Relaxed)))
+        }) {
             return true;
         }
         self.wake_one()
