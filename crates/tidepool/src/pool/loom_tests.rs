@@ -55,25 +55,56 @@ fn loom_no_lost_wakeup() {
 // loom treats `SeqCst` accesses as acquire/release (only `SeqCst` fences are
 // modelled), so it reports a false deadlock for it. See docs/design.md.
 
-/// A worker that takes one unit of `work` and leaves, as a retiring worker
-/// would: parked while there is none, and, if it was woken as the last
-/// worker on its way, handing the wake-up on as it leaves (see `pool::sleep`).
-fn take_one_and_leave(sleepers: &Arc<Sleepers>, work: &Arc<AtomicUsize>) -> thread::JoinHandle<()> {
-    let (sleepers, work) = (sleepers.clone(), work.clone());
+/// A worker that takes one task and leaves, as a retiring worker would:
+/// parked while `take` finds nothing (`has_work` is its re-check), and, if
+/// it was woken as the last worker on its way, handing the wake-up on as it
+/// leaves (see `pool::sleep`).
+fn take_one_and_leave(
+    sleepers: &Arc<Sleepers>,
+    take: impl Fn() -> bool + Send + 'static,
+    has_work: impl Fn() -> bool + Send + 'static,
+) -> thread::JoinHandle<()> {
+    let sleepers = sleepers.clone();
     thread::spawn(move || {
         let me = Arc::new(Parker::default());
         let mut hand_on = false;
         loop {
-            let w = work.load(SeqCst);
-            if w > 0 && work.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok() {
+            if take() {
                 if hand_on {
-                    sleepers.hand_on(|| work.load(SeqCst) > 0);
+                    sleepers.hand_on(&has_work);
                 }
                 return;
             }
-            let woke = sleepers.park(&me, None, || work.load(SeqCst) > 0);
-            hand_on = woke == Wake::Notified { last: true };
+            hand_on = sleepers.park(&me, None, &has_work) == Wake::Notified { last: true };
         }
+    })
+}
+
+/// [`take_one_and_leave`] on a counter of queued tasks.
+fn take_one_of(sleepers: &Arc<Sleepers>, work: &Arc<AtomicUsize>) -> thread::JoinHandle<()> {
+    let (w1, w2) = (work.clone(), work.clone());
+    take_one_and_leave(
+        sleepers,
+        move || take_from(&w1),
+        move || w2.load(SeqCst) > 0,
+    )
+}
+
+/// Take one task off a counter of queued tasks, if there is one.
+fn take_from(work: &AtomicUsize) -> bool {
+    let n = work.load(SeqCst);
+    n > 0 && work.compare_exchange(n, n - 1, SeqCst, SeqCst).is_ok()
+}
+
+/// A submitter on its own thread: `push` a task, then notify.
+fn submitter(
+    sleepers: &Arc<Sleepers>,
+    push: impl FnOnce() + Send + 'static,
+) -> thread::JoinHandle<()> {
+    let sleepers = sleepers.clone();
+    thread::spawn(move || {
+        push();
+        sleepers.notify_work();
     })
 }
 
@@ -85,15 +116,12 @@ fn loom_two_workers_two_submitters() {
         let sleepers = Arc::new(Sleepers::default());
         let work = Arc::new(AtomicUsize::new(0));
 
-        let workers: Vec<_> = (0..2)
-            .map(|_| take_one_and_leave(&sleepers, &work))
-            .collect();
+        let workers: Vec<_> = (0..2).map(|_| take_one_of(&sleepers, &work)).collect();
 
         let submitter = {
-            let (sleepers, work) = (sleepers.clone(), work.clone());
-            thread::spawn(move || {
+            let work = work.clone();
+            submitter(&sleepers, move || {
                 work.fetch_add(1, SeqCst);
-                sleepers.notify_work();
             })
         };
         work.fetch_add(1, SeqCst);
@@ -113,15 +141,14 @@ fn loom_two_workers_two_submitters() {
 /// stands still, so the wake-up never grows old). Each worker takes one
 /// task and leaves, as a retiring worker would: the woken worker, the last
 /// to arrive, must hand the second task's wake-up on. (Without the
-/// `hand_on` below, loom reports the other worker deadlocked.)
+/// `hand_on` in [`take_one_and_leave`], loom reports the other worker
+/// deadlocked.)
 #[test]
 fn loom_one_wake_up_in_flight_hands_on() {
     model(|| {
         let sleepers = Arc::new(Sleepers::default());
         let work = Arc::new(AtomicUsize::new(0));
-        let workers: Vec<_> = (0..2)
-            .map(|_| take_one_and_leave(&sleepers, &work))
-            .collect();
+        let workers: Vec<_> = (0..2).map(|_| take_one_of(&sleepers, &work)).collect();
         for _ in 0..2 {
             work.fetch_add(1, SeqCst);
             sleepers.notify_work();
@@ -146,36 +173,20 @@ fn loom_sharded_queue_loses_no_wakeup() {
         let shards = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
 
         let workers: Vec<_> = (0..2)
-            .map(|home| {
-                let (sleepers, shards) = (sleepers.clone(), shards.clone());
-                thread::spawn(move || {
-                    let me = Arc::new(Parker::default());
-                    let take = |i: usize| {
-                        let s: &AtomicUsize = &shards[(home + i) % 2];
-                        let n = s.load(SeqCst);
-                        n > 0 && s.compare_exchange(n, n - 1, SeqCst, SeqCst).is_ok()
-                    };
-                    let has_work = || shards.iter().any(|s| s.load(SeqCst) > 0);
-                    let mut hand_on = false;
-                    loop {
-                        if take(0) || take(1) {
-                            if hand_on {
-                                sleepers.hand_on(has_work);
-                            }
-                            return;
-                        }
-                        hand_on =
-                            sleepers.park(&me, None, has_work) == Wake::Notified { last: true };
-                    }
-                })
+            .map(|home: usize| {
+                let (mine, all) = (shards.clone(), shards.clone());
+                take_one_and_leave(
+                    &sleepers,
+                    move || take_from(&mine[home]) || take_from(&mine[(home + 1) % 2]),
+                    move || all.iter().any(|s| s.load(SeqCst) > 0),
+                )
             })
             .collect();
 
         let submitter = {
-            let (sleepers, shards) = (sleepers.clone(), shards.clone());
-            thread::spawn(move || {
+            let shards = shards.clone();
+            submitter(&sleepers, move || {
                 shards[1].fetch_add(1, SeqCst);
-                sleepers.notify_work();
             })
         };
         shards[0].fetch_add(1, SeqCst);

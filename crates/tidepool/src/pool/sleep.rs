@@ -71,28 +71,26 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::metrics::clock::Clock;
 use crate::sync::{fence, lock, Arc, AtomicU64, AtomicUsize, Condvar, Mutex};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
-/// The statistics clock's ticks (the TSC where usable: read only by a
-/// submitter about to skip a wake-up). Under loom time stands still, so
-/// every wake-up stays young and the models check that the hand-on alone
-/// loses no task.
+/// The statistics clock's ticks (the TSC where usable), read when a worker
+/// is woken and by a submitter about to skip a wake-up. Under loom time
+/// stands still, so every wake-up stays young and the models check that the
+/// hand-on alone loses no task.
 #[inline]
 fn ticks() -> u64 {
     #[cfg(not(loom))]
-    return crate::metrics::clock::Clock::ticks();
+    return Clock::ticks();
     #[cfg(loom)]
     return 0;
 }
 
-/// Nanoseconds since `since` ([`ticks`]).
+/// Time since `since` ([`ticks`]).
 #[inline]
-fn nanos_since(since: u64) -> u64 {
-    #[cfg(not(loom))]
-    return crate::metrics::clock::Clock::nanos_between(since, ticks());
-    #[cfg(loom)]
-    return since;
+fn elapsed_since(since: u64) -> Duration {
+    Duration::from_nanos(Clock::nanos_between(since, ticks()))
 }
 
 /// One worker's private wake-up flag.
@@ -177,7 +175,7 @@ impl Sleepers {
         }
         let arriving = self.arriving.count.load(SeqCst);
         if crate::control::holds_wake_up(arriving, || {
-            Duration::from_nanos(nanos_since(self.arriving.since.load(Relaxed)))
+            elapsed_since(self.arriving.since.load(Relaxed))
         }) {
             return true;
         }
