@@ -121,6 +121,11 @@ mod probe {
         d_run_delay: u64,
         d_on_cpu: u64,
         d_slices: u64,
+        /// The body's own CPU (start to finish, thread CPU time), and the
+        /// trace's compute and sleeps of the task.
+        body_cpu: u64,
+        cpu: u64,
+        sleeps: u64,
     }
 
     /// What the wrapped jobs share with the probe.
@@ -196,16 +201,58 @@ mod probe {
                     r.d_run_delay = s.run_delay - s0.run_delay;
                     r.d_on_cpu = s.on_cpu - s0.on_cpu;
                     r.d_slices = s.slices - s0.slices;
+                    *s0 = s;
                 });
                 job();
                 me.computing.fetch_sub(1, Ordering::Relaxed);
                 WORKER.with(|w| {
                     if let Some((file, _, prev, s0)) = w.borrow_mut().as_mut() {
                         *prev = me.now();
-                        *s0 = sched(file);
+                        let s = sched(file);
+                        me.recs.lock().unwrap()[i].body_cpu = s.on_cpu - s0.on_cpu;
+                        *s0 = s;
                     }
                 });
             }))
+        }
+    }
+
+    /// CPU time so far (ns): the process, its main thread (the replay's
+    /// driver), and the pool's workers (every other live thread: the
+    /// sampler has exited when the replay returns, and its time is in the
+    /// process's).
+    struct Accounts {
+        process: u64,
+        driver: u64,
+        workers: u64,
+    }
+
+    impl Accounts {
+        fn now() -> Accounts {
+            let pid = std::process::id().to_string();
+            let (mut driver, mut workers) = (0, 0);
+            for e in std::fs::read_dir("/proc/self/task")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let tid = e.file_name().to_string_lossy().into_owned();
+                let on_cpu = std::fs::read_to_string(e.path().join("schedstat"))
+                    .ok()
+                    .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if tid == pid {
+                    driver = on_cpu;
+                } else {
+                    workers += on_cpu;
+                }
+            }
+            let process = tidepool::sys::process_cpu_time().map_or(0, |d| d.as_nanos() as u64);
+            Accounts {
+                process,
+                driver,
+                workers,
+            }
         }
     }
 
@@ -283,13 +330,34 @@ mod probe {
             }),
         };
         let load0 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        // Calibrate the busy loop now, so its CPU is not in the accounts.
+        let _ = tidepool_workload::BusyLoop::global();
+        let before = Accounts::now();
         let r = replay_with(
             &trace,
             &probe,
-            &ReplayOptions::default(),
+            &ReplayOptions {
+                keep_records: true,
+                ..ReplayOptions::default()
+            },
             ReplayHooks::default(),
         );
-        let recs = probe.shared.recs.lock().unwrap().clone();
+        let after = Accounts::now();
+        let mut recs = probe.shared.recs.lock().unwrap().clone();
+        // The replay's records are in submit order too: name each task.
+        let by_id: std::collections::HashMap<u64, &tidepool_workload::TaskSpec> =
+            trace.tasks.iter().map(|t| (t.request_id, t)).collect();
+        for (rec, tr) in recs.iter_mut().zip(&r.records) {
+            if let Some(t) = by_id.get(&tr.request_id) {
+                let body = tidepool_workload::TaskBody::of(t);
+                rec.cpu = body.cpu.as_nanos() as u64;
+                rec.sleeps = if body.blocked.is_zero() {
+                    0
+                } else {
+                    u64::from(body.slices)
+                };
+            }
+        }
         println!(
             "{} scale {} fixed:{}: {} tasks, mean wait {:.1} µs (the replay's), turnaround {:.1} µs, loadavg before: {}",
             a[1],
@@ -368,13 +436,25 @@ mod probe {
                 row(label, &rs);
             }
         }
+        let per_task = |ns: u64| ns as f64 / 1e3 / r.completed.max(1) as f64;
+        let compute = trace.stats().mean_cpu_us;
+        let workers = after.workers.saturating_sub(before.workers);
+        let driver = after.driver.saturating_sub(before.driver);
+        let process = after.process.saturating_sub(before.process);
+        println!("\nCPU per task, µs: process {:.1}; the tasks' compute (trace) {:.1}; workers {:.1} (beyond the compute {:.1}); driver {:.1}; the rest (sampler, exited threads) {:.1}",
+            per_task(process),
+            compute,
+            per_task(workers),
+            per_task(workers) - compute,
+            per_task(driver),
+            per_task(process.saturating_sub(workers + driver)));
         if let Some(path) = a.get(4) {
             let mut f = std::io::BufWriter::new(File::create(path).expect("records file"));
-            let _ = writeln!(f, "submit_ns,driver_cpu,running,computing,start_ns,worker_cpu,worker,prev_finish_ns,d_run_delay_ns,d_on_cpu_ns,d_slices,class");
+            let _ = writeln!(f, "submit_ns,driver_cpu,running,computing,start_ns,worker_cpu,worker,prev_finish_ns,d_run_delay_ns,d_on_cpu_ns,d_slices,class,body_cpu_ns,cpu_ns,sleeps");
             for r in &recs {
                 let _ = writeln!(
                     f,
-                    "{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.submit,
                     r.driver_cpu,
                     r.running,
@@ -386,7 +466,10 @@ mod probe {
                     r.d_run_delay,
                     r.d_on_cpu,
                     r.d_slices,
-                    class(r)
+                    class(r),
+                    r.body_cpu,
+                    r.cpu,
+                    r.sleeps
                 );
             }
         }

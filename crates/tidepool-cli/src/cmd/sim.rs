@@ -98,7 +98,8 @@ pub struct SimArgs {
     /// CPU a thread spends on each sleep besides sleeping, µs.
     #[arg(long, value_name = "US")]
     pub sleep_cpu: Option<f64>,
-    /// CPU of handing a task to a parked worker (both threads), µs.
+    /// CPU a worker spends parking and being woken for a task, beyond taking
+    /// it while spinning, µs.
     #[arg(long, value_name = "US")]
     pub handoff_cpu: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
