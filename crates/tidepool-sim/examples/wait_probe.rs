@@ -126,6 +126,11 @@ mod probe {
         body_cpu: u64,
         cpu: u64,
         sleeps: u64,
+        /// The body's run delay (runnable, no core) and its finish, and the
+        /// trace's blocked time.
+        body_run_delay: u64,
+        finish: u64,
+        blocked: u64,
     }
 
     /// What the wrapped jobs share with the probe.
@@ -209,7 +214,10 @@ mod probe {
                     if let Some((file, _, prev, s0)) = w.borrow_mut().as_mut() {
                         *prev = me.now();
                         let s = sched(file);
-                        me.recs.lock().unwrap()[i].body_cpu = s.on_cpu - s0.on_cpu;
+                        let mut r = me.recs.lock().unwrap();
+                        r[i].body_cpu = s.on_cpu - s0.on_cpu;
+                        r[i].body_run_delay = s.run_delay - s0.run_delay;
+                        r[i].finish = *prev;
                         *s0 = s;
                     }
                 });
@@ -356,6 +364,7 @@ mod probe {
                 } else {
                     u64::from(body.slices)
                 };
+                rec.blocked = body.blocked.as_nanos() as u64;
             }
         }
         println!(
@@ -448,13 +457,32 @@ mod probe {
             per_task(workers) - compute,
             per_task(driver),
             per_task(process.saturating_sub(workers + driver)));
+        // Where a task's processing (start to finish) goes: its CPU, the
+        // sleeps it asked for, waiting for a core, and the rest (the sleeps'
+        // lateness: timer slack and the wake-up).
+        let done: Vec<&Rec> = steady
+            .iter()
+            .copied()
+            .filter(|r| r.finish > r.start)
+            .collect();
+        let m = |f: &dyn Fn(&Rec) -> u64| mean(&done.iter().map(|r| f(r)).collect::<Vec<_>>());
+        let processing = m(&|r| r.finish - r.start);
+        let (body, blocked, delay) = (
+            m(&|r| r.body_cpu),
+            m(&|r| r.blocked),
+            m(&|r| r.body_run_delay),
+        );
+        let sleeps = done.iter().map(|r| r.sleeps).sum::<u64>() as f64 / done.len().max(1) as f64;
+        let rest = processing - body - blocked - delay;
+        println!("\nProcessing per task, µs: {processing:.1} = CPU {body:.1} + sleeps asked {blocked:.1} + waiting for a core {delay:.1} + the rest {rest:.1} ({sleeps:.2} sleeps per task: {:.1} per sleep)",
+            if sleeps > 0.0 { rest / sleeps } else { 0.0 });
         if let Some(path) = a.get(4) {
             let mut f = std::io::BufWriter::new(File::create(path).expect("records file"));
-            let _ = writeln!(f, "submit_ns,driver_cpu,running,computing,start_ns,worker_cpu,worker,prev_finish_ns,d_run_delay_ns,d_on_cpu_ns,d_slices,class,body_cpu_ns,cpu_ns,sleeps");
+            let _ = writeln!(f, "submit_ns,driver_cpu,running,computing,start_ns,worker_cpu,worker,prev_finish_ns,d_run_delay_ns,d_on_cpu_ns,d_slices,class,body_cpu_ns,cpu_ns,sleeps,body_run_delay_ns,finish_ns,blocked_ns");
             for r in &recs {
                 let _ = writeln!(
                     f,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.submit,
                     r.driver_cpu,
                     r.running,
@@ -469,7 +497,10 @@ mod probe {
                     class(r),
                     r.body_cpu,
                     r.cpu,
-                    r.sleeps
+                    r.sleeps,
+                    r.body_run_delay,
+                    r.finish,
+                    r.blocked
                 );
             }
         }
