@@ -73,16 +73,21 @@ mod probe {
                 std::process::exit(1)
             }))
         }
-        /// The whole-number fields (others read as 0), split at blanks and '/'.
+        /// [`numbers_in`] of the file's current text.
         fn numbers(&self) -> Vec<u64> {
             let mut buf = [0u8; 128];
             let n = self.0.read_at(&mut buf, 0).unwrap_or(0);
-            let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
-            text.split(|c: char| c.is_whitespace() || c == '/')
-                .filter(|f| !f.is_empty())
-                .map(|f| f.parse().unwrap_or(0))
-                .collect()
+            numbers_in(std::str::from_utf8(&buf[..n]).unwrap_or(""))
         }
+    }
+
+    /// The whole-number fields of `text` (others read as 0), split at blanks
+    /// and '/'.
+    fn numbers_in(text: &str) -> Vec<u64> {
+        text.split(|c: char| c.is_whitespace() || c == '/')
+            .filter(|f| !f.is_empty())
+            .map(|f| f.parse().unwrap_or(0))
+            .collect()
     }
 
     thread_local! {
@@ -503,6 +508,31 @@ mod probe {
                     r.blocked
                 );
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn reads_the_runnable_count_and_schedstat() {
+            // /proc/loadavg: the 4th number is the runnable threads.
+            assert_eq!(numbers_in("1.06 1.50 1.89 3/89 27842\n")[3], 3);
+            assert_eq!(numbers_in("123456 7890 12\n"), vec![123456, 7890, 12]);
+        }
+
+        #[test]
+        fn classes_a_task_by_its_workers_state_at_the_submit() {
+            let at = |prev_finish, submit| Rec {
+                prev_finish,
+                submit,
+                ..Rec::default()
+            };
+            assert_eq!(class(&at(0, 5_000_000)), "first");
+            assert_eq!(class(&at(5_000_001, 5_000_000)), "busy");
+            assert_eq!(class(&at(4_990_000, 5_000_000)), "spin");
+            assert_eq!(class(&at(4_980_000, 5_000_000)), "parked");
         }
     }
 }
