@@ -32,6 +32,7 @@ out, workloads = sys.argv[1], sys.argv[2:]
 def t(us):
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.2f} ms"
 rows, points = [], []
+within = {"tput": 0, "turnaround": 0}   # exact ratios, not the rounded table
 for w in workloads:
     real = json.load(open(f"{out}/real-{w}.json"))
     sim = json.load(open(f"{out}/sim-{w}.json"))["sweep"]
@@ -40,6 +41,8 @@ for w in workloads:
         s = by_size[r["size"]]
         dt = s["throughput"] / r["throughput"] - 1
         dm = s["mean_turnaround_us"] / r["mean_turnaround_us"] - 1
+        within["tput"] += abs(dt) <= 0.1
+        within["turnaround"] += abs(dm) <= 0.1
         rows.append(f"| {w} | {r['size']} | {r['throughput']:.0f} | {s['throughput']:.0f} | {dt:+.1%} "
                     f"| {t(r['mean_turnaround_us'])} | {t(s['mean_turnaround_us'])} | {dm:+.1%} |")
     zone = lambda z: f"[{z[0]}, {z[1]}]" if z else "-"
@@ -52,4 +55,7 @@ print()
 print("| workload | stable point real | sim | oracle real | sim | safe zone real | sim |")
 print("|---|---:|---:|---:|---:|---|---|")
 print("\n".join(points))
+print()
+print(f"Within 10%: throughput {within['tput']}/{len(rows)}, mean turnaround {within['turnaround']}/{len(rows)}; "
+      f"stable points equal {sum(p.split('|')[2] == p.split('|')[3] for p in points)}/{len(points)}")
 PY

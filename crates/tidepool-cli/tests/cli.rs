@@ -698,10 +698,18 @@ fn sim_one_worker_on_one_core(workload: &str, extra: &[&str]) -> Value {
 fn sim_runs_a_closed_loop_as_a_closed_loop() {
     // One client that thinks 1 ms and waits for a 1 ms answer sends a
     // task every 2 ms: 500/s. Read as an open loop (1 ms gaps) it would be
-    // 1,000/s.
+    // 1,000/s. (The replay's own costs aside: the hand-off's CPU and the
+    // driver's would stretch each answer by tens of µs.)
     let v = sim_one_worker_on_one_core(
         "closed:clients=1,think=const:1ms,n=400,service=const:1ms",
-        &[],
+        &[
+            "--sleep-cpu",
+            "0",
+            "--handoff-cpu",
+            "0",
+            "--driver-spin",
+            "0",
+        ],
     );
     let throughput = v["policies"][0]["throughput"].as_f64().unwrap();
     assert!((throughput - 500.0).abs() < 5.0, "{throughput}: {v}");

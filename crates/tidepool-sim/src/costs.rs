@@ -42,9 +42,10 @@ pub struct Costs {
     /// and to each of the driver's naps.
     #[serde(default)]
     pub sleep_cpu: Duration,
-    /// CPU of handing a task to a parked worker (the wake-up system call
-    /// and both switches, waker's and wakee's): charged to the task's first
-    /// compute.
+    /// CPU of handing a task to a parked worker, the worker's side: what a
+    /// worker that parks between two tasks spends beyond one that takes the
+    /// next task while spinning (its yields, the park and the wake-up, the
+    /// switches): charged to the task's first compute.
     #[serde(default)]
     pub handoff_cpu: Duration,
 }
@@ -74,12 +75,17 @@ impl Costs {
         // `--preempt` as measured when the real runs are.
         preempt: Duration::ZERO,
         driver: Duration::ZERO,
-        // Thread CPU time per 100 µs sleep and per condvar hand-off:
-        // medians of five measurements at load 8–22 (12.0–16.7 and
-        // 5.6–17.1 µs; docs/sim.md, session 3). CPU time, which the load
-        // moves far less than wall-clock delays.
+        // Thread CPU time per 100 µs sleep: median of five measurements at
+        // load 8–22 (12.0–16.7 µs; docs/sim.md, session 3). CPU time, which
+        // the load moves far less than wall-clock delays.
         sleep_cpu: Duration::from_micros(14),
-        handoff_cpu: Duration::from_micros(6),
+        // Measured in the real replay (`examples/wait_probe.rs`; docs/sim.md,
+        // session 5): a worker's CPU between two tasks when it parked, less
+        // when it took the next task spinning, with only the driver
+        // runnable at the submit: 29.4 − 9.6 and 29.2 − 10.1 µs (`cpu` at 16
+        // and 8 workers). The isolated condvar ping-pong of
+        // `Costs::measure` (6 µs, session 3) has no spin, yields or pool.
+        handoff_cpu: Duration::from_micros(20),
     };
 
     /// Time the costs here, `rounds` times each: medians of the first

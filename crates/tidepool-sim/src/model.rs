@@ -161,6 +161,8 @@ pub(crate) struct Sim {
     /// Its spin is on the cores (one thread: a spin that the sharing
     /// stretched past its arrival goes on into the next one's).
     driver_spinning: bool,
+    /// A closed loop's driver, woken by an answer, is on the cores.
+    driver_answering: bool,
     /// `preempt` or `driver` is not zero (one test on the hot path when
     /// both are).
     contended: bool,
@@ -227,8 +229,10 @@ pub(crate) struct Sim {
     bin_edges: Vec<u64>,
 }
 
-/// The replay driver's id on the cores (above any worker's).
+/// The replay driver's id on the cores (above any worker's)...
 const DRIVER: u32 = (1 << 26) - 1;
+/// ...and its id while it takes an answer in a closed loop.
+const DRIVER_ANSWER: u32 = DRIVER - 1;
 
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -262,6 +266,7 @@ impl Sim {
             driver: ns(costs.driver),
             driver_for: u64::MAX,
             driver_spinning: false,
+            driver_answering: false,
             sleep_cpu: ns(costs.sleep_cpu),
             handoff_cpu: ns(costs.handoff_cpu),
             handed: false,
@@ -423,6 +428,8 @@ impl Sim {
                 while let Some(w) = self.cpu.pop_done() {
                     if w == DRIVER {
                         self.driver_spinning = false;
+                    } else if w == DRIVER_ANSWER {
+                        self.driver_answering = false;
                     } else {
                         self.compute_done(w);
                     }
@@ -931,6 +938,19 @@ impl Sim {
         }
     }
 
+    /// An answer in a closed loop: the replay's driver waits for answers
+    /// in a timed channel receive, so one that comes while it sleeps wakes
+    /// it, and it naps again: a nap's CPU (`sleep_cpu`) on the cores. One
+    /// already awake (spinning, or taking an earlier answer) takes it in
+    /// passing. Only with the driver modelled (`Costs::driver`).
+    fn wake_driver(&mut self) {
+        if self.driver > 0 && self.sleep_cpu > 0 && !self.driver_spinning && !self.driver_answering
+        {
+            self.driver_answering = true;
+            self.cpu.start(DRIVER_ANSWER, self.sleep_cpu);
+        }
+    }
+
     /// A task finished now.
     fn complete(&mut self, run: Running) {
         let task = run.task;
@@ -945,6 +965,7 @@ impl Sim {
         self.turnaround_sum += u128::from(turnaround);
         if self.closed {
             self.answered.push(task.index);
+            self.wake_driver();
         }
         if task.steady {
             self.steady.completed += 1;

@@ -393,3 +393,35 @@ fn sleeping_and_hand_offs_cost_cpu() {
     let out = run(spec, 1, pool(), costs);
     assert!((out.result.cpu_time_s * 1e6 - 3005.0).abs() < 1e-3);
 }
+
+#[test]
+fn a_closed_loops_answer_wakes_the_sleeping_driver() {
+    // One client, all-sleep tasks of 1 ms, 10 ms of think time: the driver
+    // naps between an answer and the next arrival, so each answer wakes
+    // it (a nap's CPU, as `recv_timeout` in the replay); the spin before
+    // each arrival and the task's sleep cost theirs too.
+    let costs = Costs {
+        driver: us(1),
+        sleep_cpu: us(10),
+        ..Costs::ZERO
+    };
+    let pool = || ExecutorModel::Pool(PoolModel::fixed(1));
+    let cpu_per_task = |spec: &str| {
+        let trace = gen(spec).generate();
+        let config = SimConfig::new(2, pool())
+            .with_costs(costs)
+            .with_clients(trace.clients);
+        let out = simulate(trace.tasks, spec, config);
+        assert_eq!(out.result.completed, 10);
+        out.result.cpu_time_s * 1e6 / 10.0
+    };
+    let open = cpu_per_task("periodic:rate=100,n=10,service=const:1ms,free=100");
+    let closed = cpu_per_task("closed:clients=1,think=const:10ms,n=10,service=const:1ms,free=100");
+    // Open: each task's sleep 10, and the spin 1 and its nap 10 before
+    // every arrival but the first (at 0). Closed: the first arrival comes
+    // a think time in, so all ten have a spin, and every answer but the
+    // last (the run ends with it) wakes the driver: 10 more each.
+    assert!((open - (100.0 + 9.0 * 11.0) / 10.0).abs() < 1e-3, "{open}");
+    let expected = (100.0 + 10.0 * 11.0 + 9.0 * 10.0) / 10.0;
+    assert!((closed - expected).abs() < 1e-3, "{closed}");
+}

@@ -98,7 +98,8 @@ pub struct SimArgs {
     /// CPU a thread spends on each sleep besides sleeping, µs.
     #[arg(long, value_name = "US")]
     pub sleep_cpu: Option<f64>,
-    /// CPU of handing a task to a parked worker (both threads), µs.
+    /// CPU a worker spends parking and being woken for a task, beyond taking
+    /// it while spinning, µs.
     #[arg(long, value_name = "US")]
     pub handoff_cpu: Option<f64>,
     /// Print one JSON object on stdout instead of tables.
@@ -397,7 +398,10 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
              preempt {:.1} µs (mean), sleep CPU {:.1} µs, hand-off CPU {:.1} µs \
              (load average {})\n\
              use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
-             --sleep-cpu {:.1} --handoff-cpu {:.1}\n",
+             --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
+             (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
+             the default, 20 µs, was measured in the replay by tidepool-sim's wait_probe \
+             example; docs/sim.md, session 5)\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
