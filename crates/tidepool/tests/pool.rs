@@ -993,6 +993,20 @@ fn a_burst_into_an_idle_pool_reaches_every_worker() {
         .keep_alive(Duration::from_secs(3600))
         .build()
         .unwrap();
+    // Many short tasks first, so each worker has measured its tasks as
+    // short: a hand-on must still wake the next worker for work that looks
+    // small, since a queued task may be what a running one waits for.
+    let done = Arc::new(AtomicUsize::new(0));
+    for _ in 0..20_000 {
+        let d = done.clone();
+        pool.execute(move || {
+            d.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+    }
+    eventually("the short tasks ran", || {
+        done.load(Ordering::Relaxed) == 20_000
+    });
     let gate = Gate::default();
     let _open = OpenOnDrop(gate.clone());
     for round in 0..20 {

@@ -99,9 +99,11 @@ fn home(shards: usize) -> usize {
         }
         v
     });
-    // `MAX_SHARDS` is a multiple of every shard count used (1, 2, 4), so
-    // consecutive homes stay consecutive shards.
-    h % shards
+    // Shard counts are powers of two dividing `MAX_SHARDS`: consecutive
+    // homes stay consecutive shards, and a mask does what `%` would without
+    // a division on every push and pop.
+    debug_assert!(shards.is_power_of_two() && MAX_SHARDS.is_multiple_of(shards));
+    h & (shards - 1)
 }
 
 impl LockFreeQueue {
