@@ -214,6 +214,9 @@ pub struct Auto {
     /// The first of the consecutive ticks that found a backlog (`None`:
     /// the last tick found none).
     backlog_since: Option<Duration>,
+    /// Whether the last call found tasks queued, with nobody idle, that
+    /// the workers it saw take at least [`SUSTAINED_BACKLOG`] to start.
+    deep_queue: bool,
     probe: Option<Probe>,
     pending: Pending,
     learned_cap: Option<(usize, Duration)>,
@@ -256,6 +259,7 @@ impl Auto {
             injection: 0,
             low_for: Duration::ZERO,
             backlog_since: None,
+            deep_queue: false,
             probe: None,
             pending: Pending::default(),
             learned_cap: None,
@@ -340,6 +344,7 @@ impl Auto {
         } else {
             None
         };
+        self.deep_queue = backlog && self.deep_queue(obs);
         if backlog {
             self.feedback(obs);
             if !self.saturated {
@@ -391,6 +396,8 @@ impl Auto {
 
     fn starved(&mut self, obs: &Observation) -> Decision {
         let old = self.target;
+        // A spawn means a task found nobody idle.
+        self.deep_queue = self.deep_queue(obs);
         // φ may have just been learned from this window (the first spawns
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
@@ -433,23 +440,37 @@ impl Auto {
     /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
     /// binomial search).
     fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
-        if self.saturated {
-            ceiling
-        } else if self.sustained_backlog(now) {
+        if !self.saturated && self.sustained_backlog(now) {
             self.clamp(
                 self.contended_ceiling(ceiling)
                     .max(BURST_CORES * self.cores),
             )
         } else {
-            self.contended_ceiling(ceiling)
+            // A burst: workers past the ceiling would share the cores by
+            // time slices and lengthen its tasks (contention measured in
+            // a burst is mostly the workers' own queueing for the cores).
+            ceiling
         }
     }
 
-    /// Whether the ticks have found a backlog without a break for
-    /// [`SUSTAINED_BACKLOG`] by `now`.
+    /// Whether the backlog is sustained by `now`: the ticks have found one
+    /// without a break for [`SUSTAINED_BACKLOG`], or the queue the last
+    /// call saw takes the workers that long to start (it lasts that long
+    /// whatever comes next, so waiting for it to prove so only loses time).
     fn sustained_backlog(&self, now: Duration) -> bool {
-        self.backlog_since
-            .is_some_and(|since| now.saturating_sub(since) >= SUSTAINED_BACKLOG)
+        self.deep_queue
+            || self
+                .backlog_since
+                .is_some_and(|since| now.saturating_sub(since) >= SUSTAINED_BACKLOG)
+    }
+
+    /// Whether the tasks queued in `obs` take its workers at least
+    /// [`SUSTAINED_BACKLOG`] to start: `queue_len` tasks of the smoothed
+    /// mean service, `live` at a time.
+    fn deep_queue(&self, obs: &Observation) -> bool {
+        obs.idle == 0
+            && obs.queue_len as f64 * self.service.value
+                >= obs.live.max(1) as f64 * SUSTAINED_BACKLOG.as_secs_f64()
     }
 
     /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
@@ -541,13 +562,13 @@ impl SizingPolicy for Auto {
             Trigger::Tick | Trigger::Completions | Trigger::Retired => {
                 self.read_bounds(obs);
                 self.learn(obs);
-                self.choose_slice();
+                self.choose_slice(obs);
                 self.tick(obs)
             }
             Trigger::Starved | Trigger::AtMax => {
                 self.read_bounds(obs);
                 self.learn(obs);
-                self.choose_slice();
+                self.choose_slice(obs);
                 self.starved(obs)
             }
         }
