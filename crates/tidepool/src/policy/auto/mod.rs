@@ -23,9 +23,10 @@
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
 //!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
-//!    ceiling (stretched by contention, point 8), but at least `2 × cores`
-//!    once every tick for 75 ms found a backlog while the workers leave a
-//!    tenth of the cores unused: runnable workers past the cores then fill
+//!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
+//!    or the queue takes the workers 75 ms to start) while the workers leave
+//!    a tenth of the cores unused, the ceiling stretched by contention
+//!    (point 8) and at least `2 × cores`: runnable workers past the cores then fill
 //!    the gaps blocking and the scheduler leave, where in a short burst of
 //!    CPU-bound work they would only share the cores by time slices (and
 //!    lengthen every task of the burst). Each spawn calls the policy, which
@@ -52,19 +53,22 @@
 //!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
 //!    a woken worker starts its task sooner; above 0.85, the default again.
 //!    Only while contention is low (below 0.25; default again above 0.4):
-//!    beside other processes, short-sliced workers lost throughput.
+//!    beside other processes, short-sliced workers lost throughput. Not
+//!    while the workers use 90% of the cores: a woken worker finds no free
+//!    core to start on sooner.
 //! 8. **Contention.** While the workers leave a tenth of the cores unused,
 //!    the share of their wanted CPU time spent waiting for a core is time
 //!    other processes hold it (smoothed). A pool then wins CPU in
-//!    proportion to its runnable workers, so bursts and backlog may grow
+//!    proportion to its runnable workers, so a sustained backlog may grow
 //!    past the ceiling: to the ceiling on `cores / (1 − contention)` cores
-//!    (at most `2 × cores`).
+//!    (at most `2 × cores`). Bursts stop at the ceiling: in a burst the
+//!    reading is mostly the workers' own queueing for the cores.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (while the cores are not saturated,
-//! the ceiling on the cores stretched by contention; under a sustained
-//! backlog at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
+//! how far bursts and backlog may go (the ceiling; under a sustained
+//! backlog while the cores are not saturated, the ceiling on the cores
+//! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
 //! the pool keeps it inside the user's bounds, which `auto` never changes. *Learned cap*: the
 //! size past which growth did not raise throughput.
@@ -142,9 +146,10 @@ const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// scheduler leave (on the quiet 2-core machine a static pool of 2 served
 /// `sat10` and `overload` 8–12% slower than 4–16).
 const BURST_CORES: usize = 2;
-/// A backlog found at every tick for this long is sustained. Shorter
-/// backlogs are bursts: CPU-bound work spread over more workers than cores
-/// then only shares the cores by time slices, which lengthens every task.
+/// A backlog found at every tick for this long is sustained, and so is a
+/// queue that takes the workers this long to start. Shorter backlogs are
+/// bursts: CPU-bound work spread over more workers than cores then only
+/// shares the cores by time slices, which lengthens every task.
 const SUSTAINED_BACKLOG: Duration = Duration::from_millis(75);
 /// Largest factor by which contention (other processes holding the cores)
 /// stretches the cores the burst ceiling is sized for: CPU-bound work then
@@ -432,11 +437,11 @@ impl Auto {
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling, but while
-    /// the pool's workers leave a tenth of the cores unused, the ceiling on
-    /// the cores stretched by contention (other processes hold them, and a
-    /// pool wins CPU in proportion to its runnable workers), and under a
-    /// sustained backlog at least `2 × cores`. Never past the user's
+    /// How far bursts and backlog may take the pool: the ceiling; under a
+    /// sustained backlog while the pool's workers leave a tenth of the
+    /// cores unused, the ceiling on the cores stretched by contention
+    /// (other processes hold them, and a pool wins CPU in proportion to its
+    /// runnable workers), and at least `2 × cores`. Never past the user's
     /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
     /// binomial search).
     fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
