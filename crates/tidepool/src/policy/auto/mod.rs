@@ -291,12 +291,7 @@ impl Auto {
     /// (`Pool::set_min_threads`). `auto` moves only its spawn limit; its
     /// target follows new bounds at once, as the pool's did.
     fn read_bounds(&mut self, obs: &Observation) {
-        self.min = obs.min.max(1);
-        self.max = if obs.max == 0 {
-            usize::MAX
-        } else {
-            obs.max.max(self.min)
-        };
+        (self.min, self.max) = obs.user_bounds();
         self.target = self.clamp(self.target);
         self.limit = self.clamp(self.limit);
     }
