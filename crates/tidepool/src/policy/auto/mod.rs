@@ -331,7 +331,6 @@ impl Auto {
     }
 
     fn tick(&mut self, obs: &Observation) -> Decision {
-        self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED);
         let pressure = obs.arrivals > obs.completions
             || matches!((obs.mean_wait, obs.mean_service), (Some(w), Some(s)) if w >= s);
         let backlog = obs.queue_len > 0 && obs.idle == 0 && pressure;
@@ -345,6 +344,13 @@ impl Auto {
             None
         };
         self.deep_queue = backlog && self.deep_queue(obs);
+        // Under a sustained backlog every moment a core idles is lost
+        // throughput: the cores are saturated only once the workers want
+        // every one of them (running or waiting for one), not at 90% use —
+        // 2 workers of tasks that compute 90% of the time use 90% of 2
+        // cores and leave the rest idle while tasks wait (`sat10`).
+        self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED)
+            && !(self.sustained_backlog(obs.now) && leaves_a_core_unwanted(obs));
         if backlog {
             self.feedback(obs);
             if !self.saturated {
@@ -516,6 +522,16 @@ impl Default for Auto {
     fn default() -> Self {
         Auto::new()
     }
+}
+
+/// Whether the workers wanted fewer cores than there are over the window:
+/// CPU time plus run delay (the time runnable but waiting for a core) less
+/// than the window times the cores. `false` without run-delay data.
+fn leaves_a_core_unwanted(obs: &Observation) -> bool {
+    let (Some(cpu), Some(delay)) = (obs.cpu_time, obs.run_delay) else {
+        return false;
+    };
+    (cpu + delay).as_secs_f64() < obs.window.as_secs_f64() * obs.cores.max(1) as f64
 }
 
 /// CPU use of the pool's workers over the window, as a fraction of all cores.

@@ -1186,3 +1186,34 @@ fn workers_that_hold_every_core_get_the_default_slice() {
     obs.cpu_time = Some(Duration::from_millis(4));
     assert_eq!(p.decide(&obs).worker_slice, None);
 }
+
+#[test]
+fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
+    // 4 workers of tasks that compute 92% of the time use 92% of the 4
+    // cores — past the 90% that counts as saturated — and want no more:
+    // no run delay, so a core idles 8% of the time while 300 tasks wait.
+    // Under a sustained backlog that idle time is lost throughput, and
+    // the pool grows to the 2 × cores floor.
+    let tick = |at_ms: u64, live: usize, delay_share: f64| {
+        let mut obs = overloaded_tick(at_ms, live, 300);
+        obs.cpu_time = Some((TICK * CORES as u32).mul_f64(0.92));
+        obs.run_delay = Some((TICK * CORES as u32).mul_f64(delay_share));
+        obs
+    };
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&tick(25, live, 0.0));
+    apply(&mut live, &d);
+    assert!(live > CORES, "{d:?}");
+    assert_eq!(p.limit(), BURST_CORES * CORES);
+    // CPU-bound workers that want every core (92% running, the rest
+    // waiting for a core) are saturated: the pool stays at the cores.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at_ms in [25, 50, 75, 100, 125] {
+        let d = p.decide(&tick(at_ms, live, 0.08));
+        apply(&mut live, &d);
+    }
+    assert_eq!(live, CORES);
+    assert_eq!(p.limit(), CORES);
+}
