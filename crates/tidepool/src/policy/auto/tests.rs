@@ -1217,3 +1217,29 @@ fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
     assert_eq!(live, CORES);
     assert_eq!(p.limit(), CORES);
 }
+
+#[test]
+fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
+    // A tick right after a spawn's call covers 100 µs with no arrival and
+    // no completion in it: the deep queue is still a backlog, and the
+    // 2 × cores floor holds.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&overloaded_tick(25, live, 300));
+    apply(&mut live, &d);
+    let mut obs = overloaded_tick(25, live, 600);
+    obs.now += Duration::from_micros(100);
+    obs.window = Duration::from_micros(100);
+    (obs.arrivals, obs.completions) = (0, 0);
+    (obs.mean_wait, obs.mean_service) = (None, None);
+    obs.cpu_time = Some((obs.window * CORES as u32).mul_f64(0.88));
+    obs.busy_time = obs.window * live as u32;
+    p.decide(&obs);
+    assert!(
+        p.sustained_backlog(obs.now),
+        "live {live}, service {:?}, deep {}",
+        p.service,
+        p.deep_queue
+    );
+    assert_eq!(p.limit(), BURST_CORES * CORES);
+}
