@@ -24,9 +24,10 @@
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
 //!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
 //!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
-//!    or the queue takes the workers 75 ms to start) while the workers leave
-//!    a tenth of the cores unused, the ceiling stretched by contention
-//!    (point 8) and at least `2 × cores`: runnable workers past the cores then fill
+//!    or the queue takes the workers 75 ms to start) while the workers do
+//!    not want every core (CPU time plus run delay below the window times
+//!    the cores), the ceiling stretched by contention (point 8) and at
+//!    least `2 × cores`: runnable workers past the cores then fill
 //!    the gaps blocking and the scheduler leave, where in a short burst of
 //!    CPU-bound work they would only share the cores by time slices (and
 //!    lengthen every task of the burst). Each spawn calls the policy, which
