@@ -53,6 +53,7 @@ fn exporter_output_parses_back_to_the_pool_statistics() {
     assert_eq!(get("tidepool_threads_live"), first.live_threads as f64);
     assert_eq!(get("tidepool_threads_min"), 2.0);
     assert_eq!(get("tidepool_threads_max"), 2.0);
+    assert_eq!(get("tidepool_threads_spawn_limit"), 2.0);
     assert_eq!(get("tidepool_queue_length"), 0.0);
     assert_eq!(get("tidepool_threads_created_total"), 2.0);
     // Histograms (rendered as summaries): one sample per finished task.
@@ -101,4 +102,32 @@ fn histograms_are_bounded_per_publish() {
         samples <= 50 + buckets,
         "{samples} samples, {buckets} buckets"
     );
+}
+
+#[test]
+fn the_spawn_limit_gauge_is_the_policys_not_the_users_max() {
+    // `auto` starts with its spawn limit at the cores (its CPU-bound
+    // guess), far inside a user's max of 500.
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let pool = Pool::builder()
+        .name("lim")
+        .min_threads(1)
+        .max_threads(500)
+        .policy_spec("auto")
+        .unwrap()
+        .build()
+        .unwrap();
+    let stats = pool.stats();
+    assert!(stats.spawn_limit < 500, "{}", stats.spawn_limit);
+    metrics::with_local_recorder(&recorder, || {
+        MetricsExporter::new("lim").publish(&stats);
+    });
+    let m = parse(&handle.render());
+    assert_eq!(
+        m["tidepool_threads_spawn_limit{pool=\"lim\"}"],
+        stats.spawn_limit as f64
+    );
+    assert_eq!(m["tidepool_threads_max{pool=\"lim\"}"], 500.0);
+    pool.shutdown_now();
 }

@@ -18,7 +18,8 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 /// | metric | kind | what |
 /// |---|---|---|
 /// | `tidepool_threads_live`, `_busy`, `_idle` | gauge | worker threads now |
-/// | `tidepool_threads_target`, `_min`, `_max` | gauge | the size the policy wants, and its bounds |
+/// | `tidepool_threads_target`, `_min`, `_max` | gauge | the size the policy wants, and the user's bounds |
+/// | `tidepool_threads_spawn_limit` | gauge | where on-demand growth stops now (the policy's spawn limit, inside the bounds) |
 /// | `tidepool_queue_length` | gauge | tasks waiting |
 /// | `tidepool_cpu_utilization` | gauge | process CPU time over wall time × cores (0–1), where the OS tells |
 /// | `tidepool_tasks_submitted_total`, `_completed_total`, `_rejected_total`, `_panicked_total` | counter | tasks |
@@ -100,6 +101,7 @@ impl MetricsExporter {
             stats.target_size,
             stats.min_threads,
             stats.max_threads,
+            stats.spawn_limit,
             stats.queue_len,
         ];
         for ((name, _), value) in GAUGES.iter().zip(gauges) {
@@ -145,6 +147,10 @@ const GAUGES: &[(&str, &str)] = &[
     ),
     ("tidepool_threads_min", "Fewest worker threads allowed"),
     ("tidepool_threads_max", "Most worker threads allowed"),
+    (
+        "tidepool_threads_spawn_limit",
+        "Where on-demand growth stops now: the policy's spawn limit within the bounds",
+    ),
     ("tidepool_queue_length", "Tasks waiting in the queue"),
 ];
 

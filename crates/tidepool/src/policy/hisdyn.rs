@@ -17,6 +17,11 @@
 //! waiting time and retired ([`Trigger::Retired`]). The job waiting time,
 //! `(i·n)·t` with `t = 2` (§IV: "double the mean job arrival time"), is the
 //! keep-alive of idle threads above the lower limit.
+//!
+//! The range is the policy's, not the user's bounds: its upper limit is its
+//! spawn limit (the pool keeps it under the user's `max`), and its lower
+//! limit becomes the pool's floor clamped into the user's `min..=max` as
+//! the pool reported them at start.
 
 use std::time::Duration;
 
@@ -93,6 +98,9 @@ pub struct HisDyn {
     interarrival: HistoryMean,
     processing: HistoryMean,
     lower: usize,
+    /// The user's bounds, read at start (afterwards the pool's `min` is
+    /// the lower limit this policy set).
+    user: (usize, usize),
 }
 
 impl HisDyn {
@@ -122,6 +130,7 @@ impl HisDyn {
             interarrival: HistoryMean::default(),
             processing: HistoryMean::default(),
             lower: Self::INITIAL_MIN.min(max),
+            user: (1, usize::MAX),
         }
     }
 
@@ -162,6 +171,11 @@ impl HisDyn {
 
     /// The job waiting time `(i·n)·t`, used as the idle threads' keep-alive
     /// (at least the watermark's 1 ms: the pool ignores a zero keep-alive).
+    /// The lower limit as the pool's floor: inside the user's bounds.
+    fn floor(&self) -> usize {
+        self.lower.clamp(self.user.0, self.user.1)
+    }
+
     fn job_waiting_time(&self, interval: f64, threads: usize) -> Option<Duration> {
         Duration::try_from_secs_f64(interval * threads.max(1) as f64 * self.wait_factor)
             .ok()
@@ -192,15 +206,18 @@ impl SizingPolicy for HisDyn {
         // Every window feeds the history, whatever the trigger.
         self.record(obs);
         match obs.trigger {
-            Trigger::Start => Decision {
-                target: Some(self.lower),
-                min: Some(self.lower),
-                max: Some(self.max),
-                keep_alive: Some(Watermark::DEFAULT_KEEP_ALIVE),
-                grow_on_demand: Some(true),
-                reason: "hisdyn: watermark start, range from history later".into(),
-                ..Decision::default()
-            },
+            Trigger::Start => {
+                self.user = obs.user_bounds();
+                Decision {
+                    target: Some(self.floor()),
+                    min: Some(self.floor()),
+                    spawn_limit: Some(self.max),
+                    keep_alive: Some(Watermark::DEFAULT_KEEP_ALIVE),
+                    grow_on_demand: Some(true),
+                    reason: "hisdyn: watermark start, range from history later".into(),
+                    ..Decision::default()
+                }
+            }
             Trigger::Starved | Trigger::Retired => {
                 let Some((i, c)) = self.means() else {
                     return Decision::hold();
@@ -208,9 +225,9 @@ impl SizingPolicy for HisDyn {
                 let n = obs.live.max(1);
                 self.lower = adjust_thread_range(n, i, c, self.user_prob, self.max).min(self.max);
                 Decision {
-                    target: Some(self.lower),
-                    min: Some(self.lower),
-                    max: Some(self.max),
+                    target: Some(self.floor()),
+                    min: Some(self.floor()),
+                    spawn_limit: Some(self.max),
                     keep_alive: self.job_waiting_time(i, n),
                     reason: format!(
                         "hisdyn: i={:.3}ms c={:.3}ms n={n} -> min {}",
@@ -323,7 +340,8 @@ mod tests {
     #[test]
     fn start_is_a_watermark_pool() {
         let d = HisDyn::default().decide(&Observation::default());
-        assert_eq!((d.target, d.min, d.max), (Some(3), Some(3), Some(100)));
+        assert_eq!((d.target, d.min, d.max), (Some(3), Some(3), None));
+        assert_eq!(d.spawn_limit, Some(100));
         assert_eq!(d.grow_on_demand, Some(true));
     }
 
@@ -332,7 +350,8 @@ mod tests {
         let mut p = HisDyn::default();
         p.decide(&Observation::default());
         let d = p.decide(&history_obs(Trigger::Starved, 4));
-        assert_eq!((d.target, d.min, d.max), (Some(7), Some(7), Some(100)));
+        assert_eq!((d.target, d.min, d.max), (Some(7), Some(7), None));
+        assert_eq!(d.spawn_limit, Some(100));
         // (i·n)·t = 20 ms · 4 · 2
         assert_eq!(d.keep_alive, Some(Duration::from_millis(160)));
         assert_eq!(p.lower_limit(), 7);
@@ -381,6 +400,24 @@ mod tests {
             ..Observation::default()
         };
         assert!(p.decide(&obs).is_hold());
+    }
+
+    #[test]
+    fn the_lower_limit_stays_inside_the_users_bounds() {
+        // The user bounded the pool to 4..=6: the range manager's 7 (see
+        // `starved_sets_the_range_and_keep_alive`) becomes 6, its start of
+        // 3 becomes 4, and the user's max is never sent.
+        let mut p = HisDyn::default();
+        let start = Observation {
+            min: 4,
+            max: 6,
+            ..Observation::default()
+        };
+        let d = p.decide(&start);
+        assert_eq!((d.target, d.min, d.max), (Some(4), Some(4), None));
+        let d = p.decide(&history_obs(Trigger::Starved, 4));
+        assert_eq!((d.target, d.min, d.max), (Some(6), Some(6), None));
+        assert_eq!(p.lower_limit(), 7, "the policy's own estimate is kept");
     }
 
     #[test]

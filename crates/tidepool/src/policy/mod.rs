@@ -185,6 +185,20 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// The user's bounds as a range: `min` at least 1, `max` at least
+    /// `min`, and a `max` of 0 (none given) as `usize::MAX`. Policies that
+    /// keep their own bounds (`watermark:MIN..MAX`, `hisdyn:max=N`) clamp
+    /// them into it: the user's bounds always win.
+    pub fn user_bounds(&self) -> (usize, usize) {
+        let min = self.min.max(1);
+        let max = if self.max == 0 {
+            usize::MAX
+        } else {
+            self.max.max(min)
+        };
+        (min, max)
+    }
+
     /// Fraction of the busy workers' time that they wanted a CPU (running on
     /// one, or runnable and waiting for one), in `0.0..=1.0` (1.0 = all
     /// compute, near 0.0 = all blocked). `None` without CPU data or busy time.

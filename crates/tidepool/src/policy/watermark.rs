@@ -4,6 +4,10 @@
 //! and nobody is idle) up to `MAX`, and removes an extra thread once it is no
 //! longer needed. The policy only sets the numbers once, at start; all the
 //! dynamics are the pool's on-demand spawning and keep-alive retirement.
+//!
+//! `MIN..MAX` are the policy's watermarks, not the user's bounds: `MAX` is
+//! its spawn limit (the pool keeps it under the user's `max`), and `MIN`
+//! becomes the pool's floor clamped into the user's `min..=max`.
 
 use std::time::Duration;
 
@@ -83,10 +87,12 @@ impl SizingPolicy for Watermark {
         if obs.trigger != Trigger::Start {
             return Decision::hold();
         }
+        let (lo, hi) = obs.user_bounds();
+        let floor = self.min.clamp(lo, hi);
         Decision {
-            target: Some(self.min),
-            min: Some(self.min),
-            max: Some(self.max),
+            target: Some(floor),
+            min: Some(floor),
+            spawn_limit: Some(self.max),
             keep_alive: Some(self.keep_alive),
             grow_on_demand: Some(true),
             reason: "watermark: keep min, extra threads on demand up to max".into(),
@@ -103,7 +109,8 @@ mod tests {
     #[test]
     fn start_sets_the_watermarks_and_on_demand_growth() {
         let d = Watermark::default().decide(&Observation::default());
-        assert_eq!((d.target, d.min, d.max), (Some(3), Some(3), Some(100)));
+        assert_eq!((d.target, d.min, d.max), (Some(3), Some(3), None));
+        assert_eq!(d.spawn_limit, Some(100));
         assert_eq!(d.grow_on_demand, Some(true));
         assert_eq!(d.keep_alive, Some(Duration::from_millis(1)));
     }
@@ -112,8 +119,63 @@ mod tests {
     fn custom_range_and_keep_alive() {
         let mut p = Watermark::new(5, 7).with_keep_alive(Duration::from_millis(250));
         let d = p.decide(&Observation::default());
-        assert_eq!((d.target, d.min, d.max), (Some(5), Some(5), Some(7)));
+        assert_eq!(
+            (d.target, d.min, d.spawn_limit),
+            (Some(5), Some(5), Some(7))
+        );
         assert_eq!(d.keep_alive, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn the_users_bounds_win_over_the_watermarks() {
+        use crate::control::{apply, Limits};
+        // `watermark:3..100` in a pool the user bounded to 5..=50: the
+        // floor is the user's 5, growth stops at the user's 50, and the
+        // user's bounds stay as they were.
+        let obs = Observation {
+            min: 5,
+            max: 50,
+            ..Observation::default()
+        };
+        let d = Watermark::default().decide(&obs);
+        assert_eq!((d.target, d.min, d.max), (Some(5), Some(5), None));
+        let limits = Limits {
+            min: 5,
+            max: 50,
+            spawn_limit: None,
+            keep_alive: Duration::from_secs(1),
+            grow_on_demand: false,
+            worker_slice: None,
+        };
+        let applied = apply(&d, &limits, 1);
+        assert_eq!((applied.limits.min, applied.limits.max), (5, 50));
+        assert_eq!(applied.limits.on_demand_limit(), 50);
+        assert_eq!(applied.target, 5);
+        // Inside roomy user bounds the watermarks are the policy's.
+        let obs = Observation {
+            min: 1,
+            max: 500,
+            ..Observation::default()
+        };
+        let d = Watermark::default().decide(&obs);
+        let applied = apply(
+            &d,
+            &Limits {
+                max: 500,
+                min: 1,
+                ..limits
+            },
+            1,
+        );
+        assert_eq!((applied.limits.min, applied.limits.max), (3, 500));
+        assert_eq!(applied.limits.on_demand_limit(), 100);
+        // A user's max below the lower watermark caps the floor too.
+        let obs = Observation {
+            min: 1,
+            max: 2,
+            ..Observation::default()
+        };
+        assert_eq!(Watermark::default().decide(&obs).min, Some(2));
     }
 
     #[test]

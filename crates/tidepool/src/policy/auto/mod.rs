@@ -23,9 +23,11 @@
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
 //!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
-//!    ceiling (stretched by contention, point 8), but at least `2 × cores`
-//!    once every tick for 75 ms found a backlog while the workers leave a
-//!    tenth of the cores unused: runnable workers past the cores then fill
+//!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
+//!    or the queue takes the workers 75 ms to start) while the workers do
+//!    not want every core (CPU time plus run delay below the window times
+//!    the cores), the ceiling stretched by contention (point 8) and at
+//!    least `2 × cores`: runnable workers past the cores then fill
 //!    the gaps blocking and the scheduler leave, where in a short burst of
 //!    CPU-bound work they would only share the cores by time slices (and
 //!    lengthen every task of the burst). Each spawn calls the policy, which
@@ -52,19 +54,22 @@
 //!    0.75, the workers ask the scheduler for 100 µs slices (Linux EEVDF), so
 //!    a woken worker starts its task sooner; above 0.85, the default again.
 //!    Only while contention is low (below 0.25; default again above 0.4):
-//!    beside other processes, short-sliced workers lost throughput.
+//!    beside other processes, short-sliced workers lost throughput. Not
+//!    while the workers use 90% of the cores: a woken worker finds no free
+//!    core to start on sooner.
 //! 8. **Contention.** While the workers leave a tenth of the cores unused,
 //!    the share of their wanted CPU time spent waiting for a core is time
 //!    other processes hold it (smoothed). A pool then wins CPU in
-//!    proportion to its runnable workers, so bursts and backlog may grow
+//!    proportion to its runnable workers, so a sustained backlog may grow
 //!    past the ceiling: to the ceiling on `cores / (1 − contention)` cores
-//!    (at most `2 × cores`).
+//!    (at most `2 × cores`). Bursts stop at the ceiling: in a burst the
+//!    reading is mostly the workers' own queueing for the cores.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (while the cores are not saturated,
-//! the ceiling on the cores stretched by contention; under a sustained
-//! backlog at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
+//! how far bursts and backlog may go (the ceiling; under a sustained
+//! backlog while the cores are not saturated, the ceiling on the cores
+//! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
 //! the pool keeps it inside the user's bounds, which `auto` never changes. *Learned cap*: the
 //! size past which growth did not raise throughput.
@@ -142,9 +147,10 @@ const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// scheduler leave (on the quiet 2-core machine a static pool of 2 served
 /// `sat10` and `overload` 8–12% slower than 4–16).
 const BURST_CORES: usize = 2;
-/// A backlog found at every tick for this long is sustained. Shorter
-/// backlogs are bursts: CPU-bound work spread over more workers than cores
-/// then only shares the cores by time slices, which lengthens every task.
+/// A backlog found at every tick for this long is sustained, and so is a
+/// queue that takes the workers this long to start. Shorter backlogs are
+/// bursts: CPU-bound work spread over more workers than cores then only
+/// shares the cores by time slices, which lengthens every task.
 const SUSTAINED_BACKLOG: Duration = Duration::from_millis(75);
 /// Largest factor by which contention (other processes holding the cores)
 /// stretches the cores the burst ceiling is sized for: CPU-bound work then
@@ -214,6 +220,9 @@ pub struct Auto {
     /// The first of the consecutive ticks that found a backlog (`None`:
     /// the last tick found none).
     backlog_since: Option<Duration>,
+    /// Whether the last call found tasks queued, with nobody idle, that
+    /// the workers it saw take at least [`SUSTAINED_BACKLOG`] to start.
+    deep_queue: bool,
     probe: Option<Probe>,
     pending: Pending,
     learned_cap: Option<(usize, Duration)>,
@@ -256,6 +265,7 @@ impl Auto {
             injection: 0,
             low_for: Duration::ZERO,
             backlog_since: None,
+            deep_queue: false,
             probe: None,
             pending: Pending::default(),
             learned_cap: None,
@@ -282,12 +292,7 @@ impl Auto {
     /// (`Pool::set_min_threads`). `auto` moves only its spawn limit; its
     /// target follows new bounds at once, as the pool's did.
     fn read_bounds(&mut self, obs: &Observation) {
-        self.min = obs.min.max(1);
-        self.max = if obs.max == 0 {
-            usize::MAX
-        } else {
-            obs.max.max(self.min)
-        };
+        (self.min, self.max) = obs.user_bounds();
         self.target = self.clamp(self.target);
         self.limit = self.clamp(self.limit);
     }
@@ -327,10 +332,13 @@ impl Auto {
     }
 
     fn tick(&mut self, obs: &Observation) -> Decision {
-        self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED);
         let pressure = obs.arrivals > obs.completions
             || matches!((obs.mean_wait, obs.mean_service), (Some(w), Some(s)) if w >= s);
-        let backlog = obs.queue_len > 0 && obs.idle == 0 && pressure;
+        // A queue that takes the workers 75 ms to start is pressure in
+        // itself, whatever a (possibly tiny) window's counts say: a tick
+        // that comes just after a spawn's call sees a window of
+        // microseconds with no arrival in it.
+        let backlog = obs.queue_len > 0 && obs.idle == 0 && (pressure || self.deep_queue(obs));
         let ceiling = self.ceiling();
         let mut desired = self.demand(obs).min(ceiling);
         let mut why = "demand";
@@ -340,6 +348,14 @@ impl Auto {
         } else {
             None
         };
+        self.deep_queue = backlog && self.deep_queue(obs);
+        // Under a sustained backlog every moment a core idles is lost
+        // throughput: the cores are saturated only once the workers want
+        // every one of them (running or waiting for one), not at 90% use —
+        // 2 workers of tasks that compute 90% of the time use 90% of 2
+        // cores and leave the rest idle while tasks wait (`sat10`).
+        self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED)
+            && !(self.sustained_backlog(obs.now) && leaves_a_core_unwanted(obs));
         if backlog {
             self.feedback(obs);
             if !self.saturated {
@@ -391,6 +407,8 @@ impl Auto {
 
     fn starved(&mut self, obs: &Observation) -> Decision {
         let old = self.target;
+        // A spawn means a task found nobody idle.
+        self.deep_queue = self.deep_queue(obs);
         // φ may have just been learned from this window (the first spawns
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
@@ -425,31 +443,55 @@ impl Auto {
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling, but while
-    /// the pool's workers leave a tenth of the cores unused, the ceiling on
-    /// the cores stretched by contention (other processes hold them, and a
-    /// pool wins CPU in proportion to its runnable workers), and under a
-    /// sustained backlog at least `2 × cores`. Never past the user's
+    /// How far bursts and backlog may take the pool: the ceiling; under a
+    /// sustained backlog while the pool's workers leave a tenth of the
+    /// cores unused, the ceiling on the cores stretched by contention
+    /// (other processes hold them, and a pool wins CPU in proportion to its
+    /// runnable workers), and at least `2 × cores`. Never past the user's
     /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
     /// binomial search).
     fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
-        if self.saturated {
-            ceiling
-        } else if self.sustained_backlog(now) {
+        if !self.saturated && self.sustained_backlog(now) {
             self.clamp(
                 self.contended_ceiling(ceiling)
                     .max(BURST_CORES * self.cores),
             )
         } else {
-            self.contended_ceiling(ceiling)
+            // A burst: workers past the ceiling would share the cores by
+            // time slices and lengthen its tasks (contention measured in
+            // a burst is mostly the workers' own queueing for the cores).
+            ceiling
         }
     }
 
-    /// Whether the ticks have found a backlog without a break for
-    /// [`SUSTAINED_BACKLOG`] by `now`.
+    /// Whether the backlog is sustained by `now`: the ticks have found one
+    /// without a break for [`SUSTAINED_BACKLOG`], or the queue the last
+    /// call saw takes the workers that long to start (it lasts that long
+    /// whatever comes next, so waiting for it to prove so only loses time).
     fn sustained_backlog(&self, now: Duration) -> bool {
-        self.backlog_since
-            .is_some_and(|since| now.saturating_sub(since) >= SUSTAINED_BACKLOG)
+        self.deep_queue
+            || self
+                .backlog_since
+                .is_some_and(|since| now.saturating_sub(since) >= SUSTAINED_BACKLOG)
+    }
+
+    /// Whether the tasks queued in `obs` take its workers at least
+    /// [`SUSTAINED_BACKLOG`] to start: `queue_len` over the window's
+    /// completion rate, or — in a window too short to have one — tasks of
+    /// the smoothed mean service, `live` at a time. The rate first: the
+    /// first tasks to finish are the short ones, and at a run's start the
+    /// smoothed service read 0.6 ms for `sat10`'s 2 ms tasks.
+    fn deep_queue(&self, obs: &Observation) -> bool {
+        if obs.idle > 0 || obs.queue_len == 0 {
+            return false;
+        }
+        let queued = obs.queue_len as f64;
+        let to_start = if obs.window >= MIN_THREAD_WINDOW && obs.completions > 0 {
+            queued * obs.window.as_secs_f64() / obs.completions as f64
+        } else {
+            queued * self.service.value / obs.live.max(1) as f64
+        };
+        to_start >= SUSTAINED_BACKLOG.as_secs_f64()
     }
 
     /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
@@ -497,6 +539,16 @@ impl Default for Auto {
     }
 }
 
+/// Whether the workers wanted fewer cores than there are over the window:
+/// CPU time plus run delay (the time runnable but waiting for a core) less
+/// than the window times the cores. `false` without run-delay data.
+fn leaves_a_core_unwanted(obs: &Observation) -> bool {
+    let (Some(cpu), Some(delay)) = (obs.cpu_time, obs.run_delay) else {
+        return false;
+    };
+    (cpu + delay).as_secs_f64() < obs.window.as_secs_f64() * obs.cores.max(1) as f64
+}
+
 /// CPU use of the pool's workers over the window, as a fraction of all cores.
 fn utilization(obs: &Observation) -> Option<f64> {
     let cpu = obs.cpu_time?.as_secs_f64();
@@ -541,13 +593,13 @@ impl SizingPolicy for Auto {
             Trigger::Tick | Trigger::Completions | Trigger::Retired => {
                 self.read_bounds(obs);
                 self.learn(obs);
-                self.choose_slice();
+                self.choose_slice(obs);
                 self.tick(obs)
             }
             Trigger::Starved | Trigger::AtMax => {
                 self.read_bounds(obs);
                 self.learn(obs);
-                self.choose_slice();
+                self.choose_slice(obs);
                 self.starved(obs)
             }
         }

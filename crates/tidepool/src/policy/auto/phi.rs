@@ -248,12 +248,18 @@ impl Auto {
     /// settled; with hysteresis, so a φ near the line does not flip it.
     /// Not while other processes hold the cores (contention): a short-sliced
     /// worker that blocks and wakes often then lost throughput to them.
-    pub(super) fn choose_slice(&mut self) {
+    /// Nor while the workers hold (nearly) every core themselves (a window
+    /// of [`MIN_THREAD_WINDOW`] or more says so): a woken worker then
+    /// finds no free core to start on sooner, and the short slice only
+    /// preempts the computing workers more often.
+    pub(super) fn choose_slice(&mut self, obs: &Observation) {
         if !self.settled() {
             return;
         }
         let (phi, contention) = (self.cpu_fraction.value, self.contention.value);
-        if phi > DEFAULT_SLICE_ABOVE || contention > DEFAULT_SLICE_CONTENTION_ABOVE {
+        let saturated =
+            obs.window >= MIN_THREAD_WINDOW && utilization(obs).is_some_and(|u| u >= CPU_SATURATED);
+        if phi > DEFAULT_SLICE_ABOVE || contention > DEFAULT_SLICE_CONTENTION_ABOVE || saturated {
             self.short_slice = false;
         } else if phi < SHORT_SLICE_BELOW && contention < SHORT_SLICE_CONTENTION_BELOW {
             self.short_slice = true;

@@ -1038,3 +1038,208 @@ fn the_users_bounds_are_read_at_every_call_and_never_sent() {
         assert!(p.limit() <= 5 && p.target() <= 5, "tick {at}");
     }
 }
+
+/// A 25 ms tick of CPU-heavy work (φ = 0.9, from the sample) with `live`
+/// workers busy, `queue_len` tasks of 2 ms waiting, and arrivals ahead of
+/// completions: the suite's `sat10`. The workers use 88% of the cores.
+fn overloaded_tick(at_ms: u64, live: usize, queue_len: usize) -> Observation {
+    let window = TICK;
+    Observation {
+        trigger: Trigger::Tick,
+        now: Duration::from_millis(at_ms),
+        window,
+        arrivals: 100,
+        completions: 25,
+        mean_wait: Some(Duration::from_millis(20)),
+        mean_service: Some(Duration::from_millis(2)),
+        queue_len,
+        live,
+        busy: live,
+        idle: 0,
+        target: live,
+        min: 1,
+        max: 512,
+        busy_time: window * live as u32,
+        cpu_time: Some((window * CORES as u32).mul_f64(0.88)),
+        run_delay: Some(Duration::ZERO),
+        sampled_task_time: Duration::from_millis(10),
+        sampled_task_cpu: Duration::from_millis(9),
+        sampled_tasks: 5,
+        cores: CORES,
+        ..Observation::default()
+    }
+}
+
+#[test]
+fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_once() {
+    // φ = 0.9 sits in the dead band: the ceiling is the cores. The first
+    // tick (25 ms in) finds 300 tasks of 2 ms queued behind 4 workers:
+    // 150 ms before the last of them starts, whatever arrives next. That
+    // backlog is sustained now; waiting three more ticks to see it held
+    // the pool at the cores for the first 100 ms of `sat10`.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&overloaded_tick(25, live, 300));
+    apply(&mut live, &d);
+    assert_eq!(p.ceiling(), CORES);
+    assert_eq!(p.limit(), BURST_CORES * CORES, "{d:?}");
+    assert!(live > CORES, "{d:?}");
+    // A shallow queue (20 tasks: 10 ms of starts) is a burst until the
+    // ticks have found it for 75 ms.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut limits = vec![];
+    for at_ms in [25, 50, 75, 100] {
+        let d = p.decide(&overloaded_tick(at_ms, live, 20));
+        apply(&mut live, &d);
+        limits.push(p.limit());
+    }
+    assert_eq!(
+        limits,
+        [CORES, CORES, CORES, BURST_CORES * CORES],
+        "the shallow queue was sustained at once"
+    );
+    // A deep queue seen by a spawn counts too; a tick without a backlog
+    // ends it.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&overloaded_tick(25, live, 20));
+    apply(&mut live, &d);
+    assert_eq!(p.limit(), CORES);
+    let mut obs = starved(30, live, 300);
+    obs.mean_service = Some(Duration::from_millis(2));
+    p.decide(&obs);
+    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert!(p.sustained_backlog(Duration::from_millis(30)));
+    let mut obs = overloaded_tick(50, live, 0);
+    obs.arrivals = obs.completions;
+    p.decide(&obs);
+    assert!(!p.sustained_backlog(Duration::from_millis(50)));
+}
+
+#[test]
+fn contention_stretches_sustained_backlogs_not_bursts() {
+    // Blocking work (φ = 0.3) whose workers wait for a core as long as
+    // they compute while using half the cores: contention 0.5. In a burst
+    // (a backlog at one tick in three) the limit stays at the ceiling:
+    // workers past it share the cores by time slices, and in a burst the
+    // "contention" is mostly the workers' own queueing (`bursty` went to
+    // 27 workers on a ceiling of 18, where 8 had the best p99 turnaround).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut trace = vec![];
+    for at in 1..=30 {
+        let mut obs = contended_tick(at, live, 0.5);
+        // 5 tasks of 10 ms behind the workers: a shallow queue.
+        obs.queue_len = if at % 3 == 0 { 5 } else { 0 };
+        obs.idle = usize::from(obs.queue_len == 0);
+        let d = p.decide(&obs);
+        apply(&mut live, &d);
+        trace.push((p.limit(), p.ceiling(), live));
+    }
+    assert!((p.contention() - 0.5).abs() < 1e-9, "{}", p.contention());
+    assert!(
+        trace.iter().all(|&(limit, ceiling, _)| limit == ceiling),
+        "(limit, ceiling, live): {trace:?}"
+    );
+    let ceiling = p.ceiling();
+    // The same contention under a sustained backlog stretches the limit
+    // (`contention_lets_a_backlog_grow_past_the_ceiling`).
+    for at in 31..=35 {
+        let d = p.decide(&contended_tick(at, live, 0.5));
+        apply(&mut live, &d);
+    }
+    assert!(p.limit() > ceiling, "{} vs {ceiling}", p.limit());
+}
+
+#[test]
+fn workers_that_hold_every_core_get_the_default_slice() {
+    // Half-blocked work (φ = 0.5) asks for short slices while the cores
+    // have room; once the workers hold 95% of the cores (a backlog of
+    // half-blocked tasks: `sat50`), a woken worker has no free core to
+    // start on sooner and the short slice only preempts the others: the
+    // default again; short again when the cores have room.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut slices = vec![];
+    for (from, cpu_share) in [(1, 0.5), (6, 0.95), (11, 0.5)] {
+        for at in from..from + 5 {
+            let mut obs = busy_tick(at, live, 0.5, 0, 40);
+            obs.cpu_time = Some((WINDOW * CORES as u32).mul_f64(cpu_share));
+            obs.run_delay = Some(Duration::ZERO);
+            obs.sampled_task_time = Duration::from_millis(10);
+            obs.sampled_task_cpu = Duration::from_millis(5);
+            obs.sampled_tasks = 10;
+            let d = p.decide(&obs);
+            apply(&mut live, &d);
+            if let Some(s) = d.worker_slice {
+                slices.push((at, s));
+            }
+        }
+    }
+    assert_eq!(
+        slices,
+        [(1, SHORT_SLICE), (6, Duration::ZERO), (11, SHORT_SLICE)]
+    );
+    // A millisecond window (a spawn's call) does not turn them off.
+    let mut obs = starved(1_600, live, 3);
+    obs.cpu_time = Some(Duration::from_millis(4));
+    assert_eq!(p.decide(&obs).worker_slice, None);
+}
+
+#[test]
+fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
+    // 4 workers of tasks that compute 92% of the time use 92% of the 4
+    // cores — past the 90% that counts as saturated — and want no more:
+    // no run delay, so a core idles 8% of the time while 300 tasks wait.
+    // Under a sustained backlog that idle time is lost throughput, and
+    // the pool grows to the 2 × cores floor.
+    let tick = |at_ms: u64, live: usize, delay_share: f64| {
+        let mut obs = overloaded_tick(at_ms, live, 300);
+        obs.cpu_time = Some((TICK * CORES as u32).mul_f64(0.92));
+        obs.run_delay = Some((TICK * CORES as u32).mul_f64(delay_share));
+        obs
+    };
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&tick(25, live, 0.0));
+    apply(&mut live, &d);
+    assert!(live > CORES, "{d:?}");
+    assert_eq!(p.limit(), BURST_CORES * CORES);
+    // CPU-bound workers that want every core (92% running, the rest
+    // waiting for a core) are saturated: the pool stays at the cores.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at_ms in [25, 50, 75, 100, 125] {
+        let d = p.decide(&tick(at_ms, live, 0.08));
+        apply(&mut live, &d);
+    }
+    assert_eq!(live, CORES);
+    assert_eq!(p.limit(), CORES);
+}
+
+#[test]
+fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
+    // A tick right after a spawn's call covers 100 µs with no arrival and
+    // no completion in it: the deep queue is still a backlog, and the
+    // 2 × cores floor holds.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let d = p.decide(&overloaded_tick(25, live, 300));
+    apply(&mut live, &d);
+    let mut obs = overloaded_tick(25, live, 600);
+    obs.now += Duration::from_micros(100);
+    obs.window = Duration::from_micros(100);
+    (obs.arrivals, obs.completions) = (0, 0);
+    (obs.mean_wait, obs.mean_service) = (None, None);
+    obs.cpu_time = Some((obs.window * CORES as u32).mul_f64(0.88));
+    obs.busy_time = obs.window * live as u32;
+    p.decide(&obs);
+    assert!(
+        p.sustained_backlog(obs.now),
+        "live {live}, service {:?}, deep {}",
+        p.service,
+        p.deep_queue
+    );
+    assert_eq!(p.limit(), BURST_CORES * CORES);
+}
