@@ -895,7 +895,7 @@ impl Sim {
     fn block(&mut self, w: u32, b: u64) {
         self.workers[w as usize].state = State::Blocked;
         self.calendar
-            .push(self.now + b + self.oversleep, Event::Unblocked(w));
+            .push_unblocked(self.now + b + self.oversleep, w);
     }
 
     /// The current slice is over: true if another follows, else the task
