@@ -158,7 +158,7 @@ impl Calendar {
     }
 
     /// Take the next event.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
         let (k, from) = self.next();
         if k == NONE {

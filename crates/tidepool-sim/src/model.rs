@@ -556,6 +556,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn proceed(&mut self, e: Event) {
         match e {
             Event::Ready(w) => {
@@ -864,6 +865,7 @@ impl Sim {
     }
 
     /// Start the current slice of `w`'s task; false if the task completed.
+    #[inline(always)]
     fn begin_slice(&mut self, w: u32) -> bool {
         loop {
             // By reference: the record is ~100 bytes, a slice reads 40.
@@ -892,6 +894,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn block(&mut self, w: u32, b: u64) {
         self.workers[w as usize].state = State::Blocked;
         self.calendar
@@ -900,6 +903,7 @@ impl Sim {
 
     /// The current slice is over: true if another follows, else the task
     /// completes (bookkeeping only).
+    #[inline(always)]
     fn next_slice(&mut self, w: u32) -> bool {
         let worker = &mut self.workers[w as usize];
         let Some(run) = &mut worker.run else {
@@ -915,6 +919,7 @@ impl Sim {
         false
     }
 
+    #[inline(always)]
     fn compute_done(&mut self, w: u32) {
         let Some(run) = &self.workers[w as usize].run else {
             return;
@@ -927,6 +932,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn slice_done(&mut self, w: u32) {
         if self.next_slice(w) && self.begin_slice(w) {
             return;
