@@ -533,7 +533,7 @@ impl Sim {
 
     /// A thread becomes runnable: it goes on at once if a core is free (or
     /// the model has no `preempt`), else it waits in `pending`.
-    #[inline]
+    #[inline(always)]
     fn handle(&mut self, e: Event) {
         if self.contended
             && self.preempt > 0
@@ -1019,12 +1019,17 @@ impl Sim {
     }
 
     /// Call the policy if the scheduler has a call due now.
-    #[inline]
+    #[inline(always)]
     fn poll_policy(&mut self) {
         let Some(c) = &self.control else { return };
         if c.events == Events::default() && c.at.is_none_or(|t| self.now < t) {
             return;
         }
+        self.call_due();
+    }
+
+    /// [`poll_policy`](Self::poll_policy) found a call due: make the calls.
+    fn call_due(&mut self) {
         let now = Duration::from_nanos(self.now);
         let mut calls = 0u32;
         loop {
