@@ -401,8 +401,9 @@ impl Sim {
         let mut arrivals = Arrivals::new(tasks, clients);
         self.closed = arrivals.is_closed();
         let mut taken = 0u64;
+        // The next arrival: it moves only when a task is taken or answered.
+        let mut ta = arrivals.next_at().unwrap_or(u64::MAX);
         loop {
-            let ta = arrivals.next_at().unwrap_or(u64::MAX);
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
@@ -451,6 +452,7 @@ impl Sim {
                     });
                     taken += 1;
                 }
+                ta = arrivals.next_at().unwrap_or(u64::MAX);
             } else if tq == t {
                 if let Some((_, e)) = self.pending.pop_front() {
                     self.proceed(e);
@@ -471,9 +473,10 @@ impl Sim {
                 for i in self.answered.drain(..) {
                     arrivals.answered(i, self.now);
                 }
+                ta = arrivals.next_at().unwrap_or(u64::MAX);
             }
             self.poll_policy();
-            if arrivals.none_due() && self.in_system == 0 {
+            if ta == u64::MAX && self.in_system == 0 {
                 // Nothing left but timers of idle workers and policy ticks
                 // (in a closed loop every answer has scheduled its next task).
                 break;
