@@ -144,9 +144,14 @@ impl Cpu {
         let (v, at, rate, whole) = (self.v, self.at, self.rate(), self.whole);
         let next = self.jobs.peek().map(|Reverse(k)| {
             let left = (f64::from_bits((k >> 64) as u64) - v).max(0.0);
-            if whole && rate == 1.0 {
-                // Whole ns at full speed: `left` is its own ceiling.
-                at + left as u64
+            if rate == 1.0 {
+                if whole {
+                    // Whole ns at full speed: `left` is its own ceiling.
+                    at + left as u64
+                } else {
+                    // `left / 1.0` is `left`: no division.
+                    at + ceil_u64(left)
+                }
             } else {
                 at + ceil_u64(left / rate)
             }

@@ -93,6 +93,19 @@ impl Default for Calendar {
 }
 
 impl Calendar {
+    /// Schedule the end of worker `w`'s sleep at `at` ns: the most common
+    /// event, straight to the wheel ([`push`](Self::push) sends it there).
+    #[inline]
+    pub fn push_unblocked(&mut self, at: u64, w: u32) {
+        self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
+        let low = self.seq << (WORKER_BITS + 2) | Event::Unblocked(w).pack();
+        let key = u128::from(at) << 64 | u128::from(low);
+        self.wheel.push(key);
+        if self.fresh && key < self.head {
+            (self.head, self.from) = (key, 3);
+        }
+    }
+
     /// Schedule `event` at `at` ns.
     #[inline]
     pub fn push(&mut self, at: u64, event: Event) {
@@ -145,7 +158,7 @@ impl Calendar {
     }
 
     /// Take the next event.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(u64, Event)> {
         let (k, from) = self.next();
         if k == NONE {

@@ -401,8 +401,9 @@ impl Sim {
         let mut arrivals = Arrivals::new(tasks, clients);
         self.closed = arrivals.is_closed();
         let mut taken = 0u64;
+        // The next arrival: it moves only when a task is taken or answered.
+        let mut ta = arrivals.next_at().unwrap_or(u64::MAX);
         loop {
-            let ta = arrivals.next_at().unwrap_or(u64::MAX);
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
@@ -451,6 +452,7 @@ impl Sim {
                     });
                     taken += 1;
                 }
+                ta = arrivals.next_at().unwrap_or(u64::MAX);
             } else if tq == t {
                 if let Some((_, e)) = self.pending.pop_front() {
                     self.proceed(e);
@@ -471,9 +473,10 @@ impl Sim {
                 for i in self.answered.drain(..) {
                     arrivals.answered(i, self.now);
                 }
+                ta = arrivals.next_at().unwrap_or(u64::MAX);
             }
             self.poll_policy();
-            if arrivals.none_due() && self.in_system == 0 {
+            if ta == u64::MAX && self.in_system == 0 {
                 // Nothing left but timers of idle workers and policy ticks
                 // (in a closed loop every answer has scheduled its next task).
                 break;
@@ -533,7 +536,7 @@ impl Sim {
 
     /// A thread becomes runnable: it goes on at once if a core is free (or
     /// the model has no `preempt`), else it waits in `pending`.
-    #[inline]
+    #[inline(always)]
     fn handle(&mut self, e: Event) {
         if self.contended
             && self.preempt > 0
@@ -556,6 +559,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn proceed(&mut self, e: Event) {
         match e {
             Event::Ready(w) => {
@@ -864,6 +868,7 @@ impl Sim {
     }
 
     /// Start the current slice of `w`'s task; false if the task completed.
+    #[inline(always)]
     fn begin_slice(&mut self, w: u32) -> bool {
         loop {
             // By reference: the record is ~100 bytes, a slice reads 40.
@@ -892,14 +897,16 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn block(&mut self, w: u32, b: u64) {
         self.workers[w as usize].state = State::Blocked;
         self.calendar
-            .push(self.now + b + self.oversleep, Event::Unblocked(w));
+            .push_unblocked(self.now + b + self.oversleep, w);
     }
 
     /// The current slice is over: true if another follows, else the task
     /// completes (bookkeeping only).
+    #[inline(always)]
     fn next_slice(&mut self, w: u32) -> bool {
         let worker = &mut self.workers[w as usize];
         let Some(run) = &mut worker.run else {
@@ -915,6 +922,7 @@ impl Sim {
         false
     }
 
+    #[inline(always)]
     fn compute_done(&mut self, w: u32) {
         let Some(run) = &self.workers[w as usize].run else {
             return;
@@ -927,6 +935,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn slice_done(&mut self, w: u32) {
         if self.next_slice(w) && self.begin_slice(w) {
             return;
@@ -1013,12 +1022,17 @@ impl Sim {
     }
 
     /// Call the policy if the scheduler has a call due now.
-    #[inline]
+    #[inline(always)]
     fn poll_policy(&mut self) {
         let Some(c) = &self.control else { return };
         if c.events == Events::default() && c.at.is_none_or(|t| self.now < t) {
             return;
         }
+        self.call_due();
+    }
+
+    /// [`poll_policy`](Self::poll_policy) found a call due: make the calls.
+    fn call_due(&mut self) {
         let now = Duration::from_nanos(self.now);
         let mut calls = 0u32;
         loop {

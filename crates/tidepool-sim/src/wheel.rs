@@ -56,7 +56,7 @@ fn slot_of(key: u128) -> u64 {
 impl Wheel {
     /// Add `key`; its time must not be before the slot of the last key
     /// taken (an earlier one is taken first among its slot's keys).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, key: u128) {
         let s = slot_of(key);
         if s <= self.cur {
