@@ -50,18 +50,31 @@
 //! fails, so no thread stays blocked in the framework: each returns, runs its
 //! cleanup and exits, and the buffers it held are dropped with it.
 //!
-//! Lost wake-ups: waiters count themselves under the lock and wait on the
-//! condition variable under the same lock, so a push (notify one), the pop
-//! that completes the queue (notify all) and an abort (notify all) always find
-//! them. A push skips the notify only when every waiter already has a
-//! wake-up on its way (issued or owed), and defers it only as `running.rs`
+//! **Parking.** A thread that finds the queue empty (and the stream not
+//! ended) counts itself in `waiters` and puts its [`Parker`] on the queue's
+//! `parked` list, both under the queue's lock, then drops the lock and
+//! parks. Only a waker removes a parker from the list, under the lock, and
+//! it unparks each one it removed exactly once, after dropping the lock (so
+//! the woken thread does not find the lock held). A push wakes the oldest
+//! parked thread; the pop that completes the queue and an abort wake all of
+//! them. Since a parker stays on the list until a waker takes it, and its
+//! token is kept if the unpark comes before the park (`park.rs`), no
+//! wake-up is lost between the lock's release and the park; and since each
+//! registration gets exactly one unpark, no token is left over for a later
+//! park. The woken thread takes the lock again and looks again (the loop
+//! does not rely on why it woke). The parker is a pipe, so that the wake-up
+//! is a synchronous one (`park.rs`).
+//!
+//! Lost wake-ups: a push skips the wake-up only when every waiter already
+//! has one on its way (issued or owed), and defers it only as `running.rs`
 //! describes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::park::Parker;
 use crate::running::Running;
-use crate::sync::{lock, Condvar, Mutex};
+use crate::sync::{lock, Mutex};
 
 /// What a pop returned.
 #[derive(Debug, PartialEq, Eq)]
@@ -99,7 +112,12 @@ struct State<T> {
     counts: Vec<Count>,
     complete: usize,
     aborted: bool,
+    /// Threads in `pop` between parking and taking the lock again, woken
+    /// or not.
     waiters: usize,
+    /// The parked threads no waker has taken yet, oldest first (see the
+    /// protocol).
+    parked: VecDeque<Arc<Parker>>,
     /// Wake-ups owed to waiters (see `running.rs`).
     owed: usize,
     /// Wake-ups issued and not yet taken by a returning waiter; each one
@@ -117,7 +135,6 @@ struct State<T> {
 #[repr(align(128))]
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
-    cv: Condvar,
     /// The run's running count, for deferred wake-ups (`None`: always
     /// wake at once).
     running: Option<Arc<Running<T>>>,
@@ -140,10 +157,10 @@ impl<T> Queue<T> {
                 complete: pipes - feeding.len(),
                 aborted: false,
                 waiters: 0,
+                parked: VecDeque::new(),
                 owed: 0,
                 notified: 0,
             }),
-            cv: Condvar::new(),
             running,
         }
     }
@@ -160,7 +177,7 @@ impl<T> Queue<T> {
         }
         s.items.push_back((pipe, item));
         let len = s.items.len();
-        let (mut wake, mut owe) = (false, false);
+        let (mut wake, mut owe) = (None, false);
         // Only a waiter with no wake-up on its way needs one.
         if s.waiters > s.notified + s.owed {
             match &self.running {
@@ -169,7 +186,7 @@ impl<T> Queue<T> {
                     owe = s.owed == 1;
                 }
                 _ => {
-                    wake = true;
+                    wake = s.parked.pop_front();
                     s.notified += 1;
                     if let Some(r) = &self.running {
                         r.precount(1);
@@ -178,8 +195,8 @@ impl<T> Queue<T> {
             }
         }
         drop(s);
-        if wake {
-            self.cv.notify_one();
+        if let Some(p) = wake {
+            p.unpark();
         }
         if let (true, Some(r)) = (owe, &self.running) {
             r.owe(self.clone());
@@ -197,15 +214,9 @@ impl<T> Queue<T> {
         if let Some(r) = &self.running {
             r.precount(n);
         }
-        let all = n >= s.waiters;
+        let woken = Woken::take(&mut s.parked, n);
         drop(s);
-        if all {
-            self.cv.notify_all();
-        } else {
-            for _ in 0..n {
-                self.cv.notify_one();
-            }
-        }
+        woken.unpark();
     }
 
     /// Announce how many buffers of `pipe` will ever be popped from this
@@ -258,6 +269,7 @@ impl<T> Queue<T> {
 
     fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
+        let mut me = None;
         loop {
             if s.aborted {
                 return Pop::Aborted;
@@ -267,18 +279,22 @@ impl<T> Queue<T> {
                 let index = c.popped;
                 c.popped += 1;
                 let last = c.total == Some(c.popped);
+                let mut woken = Woken::default();
                 if last {
                     s.complete += 1;
-                    if s.complete == s.counts.len() && s.waiters > 0 {
-                        self.cv.notify_all();
+                    if s.complete == s.counts.len() {
+                        woken = Woken::take(&mut s.parked, usize::MAX);
                     }
                 }
+                let left = s.items.len();
+                drop(s);
+                woken.unpark();
                 return Pop::Item {
                     item,
                     pipe,
                     index,
                     last,
-                    left: s.items.len(),
+                    left,
                 };
             }
             if s.complete == s.counts.len() {
@@ -295,8 +311,12 @@ impl<T> Queue<T> {
                     continue;
                 }
             }
+            let me = me.get_or_insert_with(Parker::current);
             s.waiters += 1;
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.parked.push_back(me.clone());
+            drop(s);
+            me.park();
+            s = lock(&self.state);
             s.waiters -= 1;
             if self.took_wake_up(&mut s, left) {
                 // Giving the count back may pay debts: not under the lock.
@@ -320,9 +340,40 @@ impl<T> Queue<T> {
         let mut s = lock(&self.state);
         s.aborted = true;
         let items = s.items.drain(..).map(|(_, t)| t).collect();
+        let woken = Woken::take(&mut s.parked, usize::MAX);
         drop(s);
-        self.cv.notify_all();
+        woken.unpark();
         items
+    }
+}
+
+/// Parked threads taken off a queue's list under its lock, to be unparked
+/// once it is dropped (see the protocol). One thread, the common case, needs
+/// no allocation.
+#[derive(Default)]
+struct Woken {
+    one: Option<Arc<Parker>>,
+    more: Vec<Arc<Parker>>,
+}
+
+impl Woken {
+    /// The oldest `n` parked threads (all of them if fewer).
+    fn take(parked: &mut VecDeque<Arc<Parker>>, n: usize) -> Self {
+        match n.min(parked.len()) {
+            0 => Woken::default(),
+            1 => Woken {
+                one: parked.pop_front(),
+                more: Vec::new(),
+            },
+            n => Woken {
+                one: None,
+                more: parked.drain(..n).collect(),
+            },
+        }
+    }
+
+    fn unpark(self) {
+        self.one.iter().chain(&self.more).for_each(|p| p.unpark());
     }
 }
 

@@ -95,6 +95,16 @@ use crate::sync::{lock, Mutex};
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
 
+#[cfg(not(loom))]
+static NO_PAY_AHEAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// EXPERIMENT.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn set_no_pay_ahead(on: bool) {
+    NO_PAY_AHEAD.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The run's count of running stage threads and its owed wake-ups.
 pub(crate) struct Running<T> {
     running: AtomicUsize,
@@ -199,6 +209,10 @@ impl<T> Running<T> {
     /// that went idle — overlaps the caller's last buffer instead of
     /// leaving a core idle (see the protocol).
     pub(crate) fn pay_ahead(&self) {
+        #[cfg(not(loom))]
+        if NO_PAY_AHEAD.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         if self.debtors.load(SeqCst) > 0 {
             self.pay();
         }
