@@ -56,7 +56,7 @@ pub fn pipeline(a: PipelineArgs) {
     }
     let mut impls = Vec::new();
     for name in &a.imp {
-        match Impl::ALL.iter().chain(&[Impl::TidepoolFutex, Impl::TidepoolNoPa, Impl::TidepoolFutexNoPa]).find(|i| i.name() == name) {
+        match Impl::ALL.iter().find(|i| i.name() == name) {
             Some(&i) => impls.push(i),
             None => {
                 let all: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();

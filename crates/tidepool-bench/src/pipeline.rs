@@ -200,12 +200,6 @@ pub enum Impl {
     Pariter,
     /// `pipeliner`.
     Pipeliner,
-    /// EXPERIMENT: tidepool-pipeline with the futex park.
-    TidepoolFutex,
-    /// EXPERIMENT: pipe park, no pay-ahead.
-    TidepoolNoPa,
-    /// EXPERIMENT: futex park, no pay-ahead.
-    TidepoolFutexNoPa,
 }
 
 impl Impl {
@@ -224,9 +218,6 @@ impl Impl {
             Impl::Crossbeam => "crossbeam-threads",
             Impl::Pariter => "pariter",
             Impl::Pipeliner => "pipeliner",
-            Impl::TidepoolFutex => "tidepool-pipeline-futex",
-            Impl::TidepoolNoPa => "tidepool-pipeline-nopa",
-            Impl::TidepoolFutexNoPa => "tidepool-pipeline-futex-nopa",
         }
     }
 
@@ -240,20 +231,6 @@ impl Impl {
             Impl::Crossbeam => run_crossbeam(shape, items),
             Impl::Pariter => run_pariter(shape, items),
             Impl::Pipeliner => run_pipeliner(shape, items),
-            Impl::TidepoolFutex => {
-                tidepool_pipeline::set_futex_park(true);
-                let n = run_tidepool(shape, items);
-                tidepool_pipeline::set_futex_park(false);
-                n
-            }
-            Impl::TidepoolNoPa | Impl::TidepoolFutexNoPa => {
-                tidepool_pipeline::set_futex_park(self == Impl::TidepoolFutexNoPa);
-                tidepool_pipeline::set_no_pay_ahead(true);
-                let n = run_tidepool(shape, items);
-                tidepool_pipeline::set_futex_park(false);
-                tidepool_pipeline::set_no_pay_ahead(false);
-                n
-            }
         };
         assert_eq!(done, items, "{} lost items", self.name());
         let ips = items as f64 / t.elapsed().as_secs_f64();

@@ -58,9 +58,3 @@ pub use pipeline::{run_all, Pipeline};
 pub use priority::{Priority, PrioritySpec};
 pub use report::{PipelineReport, Report, StageReport};
 pub use stage::{BoxError, Context, Flow, Source, Stage};
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use park::set_futex_park;
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use running::set_no_pay_ahead;

@@ -54,18 +54,6 @@ enum How {
 }
 
 #[cfg(not(loom))]
-static FUTEX_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Threads that park for the first time from now on use the futex park
-/// (`true`) or a pipe (`false`, the default). For same-binary comparisons
-/// only (the pipeline benchmark's `tidepool-pipeline-futex`).
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub fn set_futex_park(on: bool) {
-    FUTEX_ONLY.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-#[cfg(not(loom))]
 std::thread_local!(static MINE: Arc<Parker> = Arc::new(Parker::new()));
 #[cfg(loom)]
 loom::thread_local!(static MINE: Arc<Parker> = Arc::new(Parker::futex()));
@@ -79,7 +67,7 @@ impl Parker {
     #[cfg(not(loom))]
     fn new() -> Self {
         #[cfg(target_os = "linux")]
-        if !FUTEX_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        {
             let mut fds = [0i32; 2];
             // SAFETY: pipe2 writes two descriptors into `fds`, which has room.
             if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
@@ -105,7 +93,7 @@ impl Parker {
     }
 
     /// This parker waits on a pipe (not the futex fallback).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn is_pipe(&self) -> bool {
         !matches!(self.how, How::Futex { .. })
     }

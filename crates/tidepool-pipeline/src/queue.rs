@@ -234,15 +234,8 @@ impl<T> Queue<T> {
     pub(crate) fn pop(&self) -> Pop<T> {
         let left = std::cell::Cell::new(false);
         let p = self.pop_inner(&left);
-        if let Some(r) = &self.running {
-            if left.get() {
-                r.enter();
-            } else if matches!(p, Pop::Item { left: 0, .. }) && crate::running::counted() {
-                // The caller took the last buffer: it will wait after this
-                // one. Pay owed wake-ups now, so the woken threads' wake-up
-                // latency overlaps this buffer's work (`running.rs`).
-                r.pay_ahead();
-            }
+        if let (true, Some(r)) = (left.get(), &self.running) {
+            r.enter();
         }
         p
     }
@@ -459,26 +452,24 @@ mod tests {
         assert_eq!(running.count(), 0);
     }
 
-    /// A counted thread that takes the last buffer of its input pays the
-    /// wake-ups it owes right then, before it leaves (`Running::pay_ahead`);
-    /// with buffers left it does not.
+    /// Owed wake-ups are paid when the payer leaves the count (just before
+    /// it parks: the wake-up is then a synchronous one, `running.rs`), not
+    /// when it takes its input's last buffer.
     #[test]
-    fn taking_the_last_buffer_pays_owed_wake_ups_ahead() {
+    fn taking_the_last_buffer_does_not_pay_leaving_does() {
         let running = Arc::new(Running::new(1));
         let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&out, &running);
         inp.push(0, 1).unwrap();
-        inp.push(0, 2).unwrap();
         running.enter();
         out.push(0, 5).unwrap();
         assert_eq!(lock(&out.state).owed, 1, "the wake-up is owed");
-        assert!(matches!(inp.pop(), Pop::Item { left: 1, .. }));
-        assert_eq!(lock(&out.state).owed, 1, "a buffer is left: still owed");
         assert!(matches!(inp.pop(), Pop::Item { left: 0, .. }));
-        assert_eq!(lock(&out.state).owed, 0, "the last buffer pays ahead");
-        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
+        assert_eq!(lock(&out.state).owed, 1, "the last buffer does not pay");
         running.leave();
+        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
+        assert_eq!(lock(&out.state).owed, 0);
         assert_eq!(running.count(), 0);
     }
 
