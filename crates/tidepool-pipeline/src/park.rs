@@ -27,16 +27,45 @@
 //! # Fallback
 //!
 //! Each thread makes its pipe the first time it parks and closes it when it
-//! exits (the thread-local's destructor, which runs on every exit path). If
-//! the pipe cannot be made — the process is out of file descriptors
-//! (`EMFILE`, `ENFILE`), or the OS has no pipes — the thread parks on a
-//! mutex and condition variable instead (a futex: correct, only without
-//! the hint). Under `--cfg loom` every parker is that one, with loom's
+//! exits (the thread-local's destructor, which runs on every exit path).
+//! Pipes are descriptors the user's own code may need (a stage that opens
+//! files), so at most a quarter of the process's descriptor limit, and at
+//! most [`MAX_PIPES`], are parkers' pipes at any time. A thread beyond that
+//! budget, or whose pipe cannot be made — the process is out of descriptors
+//! (`EMFILE`, `ENFILE`), or the OS has no pipes — parks on a mutex and
+//! condition variable instead (a futex: correct, only without the hint). Under `--cfg loom` every parker is that one, with loom's
 //! primitives, so the models check the same wait/notify contract.
 
 use std::sync::Arc;
 
 use crate::sync::{lock, Condvar, Mutex};
+
+/// The most parkers' pipes open at once (two descriptors each).
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) const MAX_PIPES: usize = 256;
+
+/// Parkers' pipes open now.
+#[cfg(all(target_os = "linux", not(loom)))]
+static PIPES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many pipes the process's descriptor limit leaves room for (see the
+/// module's fallback), read once.
+#[cfg(all(target_os = "linux", not(loom)))]
+fn pipe_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit into `l`.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+            return 0;
+        }
+        // Two descriptors a pipe, a quarter of the limit for all of them.
+        usize::try_from(l.rlim_cur / 8).map_or(MAX_PIPES, |n| n.min(MAX_PIPES))
+    })
+}
 
 /// One thread's place to sleep (see the module's contract).
 #[derive(Debug)]
@@ -68,17 +97,21 @@ impl Parker {
     fn new() -> Self {
         #[cfg(target_os = "linux")]
         {
-            let mut fds = [0i32; 2];
-            // SAFETY: pipe2 writes two descriptors into `fds`, which has room.
-            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
-                return Parker {
-                    how: How::Pipe {
-                        read: fds[0],
-                        write: fds[1],
-                    },
-                };
+            use std::sync::atomic::Ordering::Relaxed;
+            if PIPES.fetch_add(1, Relaxed) < pipe_budget() {
+                let mut fds = [0i32; 2];
+                // SAFETY: pipe2 writes two descriptors into `fds`, which has room.
+                if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
+                    return Parker {
+                        how: How::Pipe {
+                            read: fds[0],
+                            write: fds[1],
+                        },
+                    };
+                }
             }
-            // Out of descriptors (or no pipes): the futex park below.
+            // Over the budget, or out of descriptors: the futex park below.
+            PIPES.fetch_sub(1, Relaxed);
         }
         Self::futex()
     }
@@ -161,6 +194,7 @@ impl Drop for Parker {
                 libc::close(read);
                 libc::close(write);
             }
+            PIPES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -192,6 +226,24 @@ mod tests {
         t.join().unwrap();
     }
 
+    /// No more than the budget of pipes is ever open: threads beyond it
+    /// park on the futex fallback, and a closed pipe frees its place.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn pipes_stay_within_the_budget() {
+        let budget = pipe_budget();
+        assert!(budget > 0 && budget <= MAX_PIPES);
+        let many: Vec<Parker> = (0..budget + 3).map(|_| Parker::new()).collect();
+        let pipes = many.iter().filter(|p| p.is_pipe()).count();
+        // Other tests' threads may hold pipes too: never more than the
+        // budget in all, and the last ones made here are over it.
+        assert!(pipes <= budget);
+        assert!(!many.last().unwrap().is_pipe());
+        assert!(PIPES.load(std::sync::atomic::Ordering::Relaxed) <= budget);
+        drop(many);
+        assert!(Parker::new().is_pipe(), "closing pipes frees the budget");
+    }
+
     /// The pipe is closed when its thread exits: a thread's parker leaves no
     /// descriptor behind. (The number may be reused by then, so the test
     /// compares the file behind it, not only whether it is open.)
@@ -209,6 +261,10 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert_ne!(inode(fd), Some(was), "the exited thread's pipe is still open");
+        assert_ne!(
+            inode(fd),
+            Some(was),
+            "the exited thread's pipe is still open"
+        );
     }
 }
