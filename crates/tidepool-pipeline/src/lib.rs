@@ -38,7 +38,6 @@
 
 mod builder;
 mod error;
-mod park;
 mod pipeline;
 pub mod priority;
 mod queue;

@@ -50,31 +50,18 @@
 //! fails, so no thread stays blocked in the framework: each returns, runs its
 //! cleanup and exits, and the buffers it held are dropped with it.
 //!
-//! **Parking.** A thread that finds the queue empty (and the stream not
-//! ended) counts itself in `waiters` and puts its [`Parker`] on the queue's
-//! `parked` list, both under the queue's lock, then drops the lock and
-//! parks. Only a waker removes a parker from the list, under the lock, and
-//! it unparks each one it removed exactly once, after dropping the lock (so
-//! the woken thread does not find the lock held). A push wakes the oldest
-//! parked thread; the pop that completes the queue and an abort wake all of
-//! them. Since a parker stays on the list until a waker takes it, and its
-//! token is kept if the unpark comes before the park (`park.rs`), no
-//! wake-up is lost between the lock's release and the park; and since each
-//! registration gets exactly one unpark, no token is left over for a later
-//! park. The woken thread takes the lock again and looks again (the loop
-//! does not rely on why it woke). The parker is a pipe, so that the wake-up
-//! is a synchronous one (`park.rs`).
-//!
-//! Lost wake-ups: a push skips the wake-up only when every waiter already
-//! has one on its way (issued or owed), and defers it only as `running.rs`
+//! Lost wake-ups: waiters count themselves under the lock and wait on the
+//! condition variable under the same lock, so a push (notify one), the pop
+//! that completes the queue (notify all) and an abort (notify all) always find
+//! them. A push skips the notify only when every waiter already has a
+//! wake-up on its way (issued or owed), and defers it only as `running.rs`
 //! describes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::park::Parker;
 use crate::running::Running;
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
 #[derive(Debug, PartialEq, Eq)]
@@ -112,12 +99,7 @@ struct State<T> {
     counts: Vec<Count>,
     complete: usize,
     aborted: bool,
-    /// Threads in `pop` between parking and taking the lock again, woken
-    /// or not.
     waiters: usize,
-    /// The parked threads no waker has taken yet, oldest first (see the
-    /// protocol).
-    parked: VecDeque<Arc<Parker>>,
     /// Wake-ups owed to waiters (see `running.rs`).
     owed: usize,
     /// Wake-ups issued and not yet taken by a returning waiter; each one
@@ -135,6 +117,7 @@ struct State<T> {
 #[repr(align(128))]
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
+    cv: Condvar,
     /// The run's running count, for deferred wake-ups (`None`: always
     /// wake at once).
     running: Option<Arc<Running<T>>>,
@@ -157,10 +140,10 @@ impl<T> Queue<T> {
                 complete: pipes - feeding.len(),
                 aborted: false,
                 waiters: 0,
-                parked: VecDeque::new(),
                 owed: 0,
                 notified: 0,
             }),
+            cv: Condvar::new(),
             running,
         }
     }
@@ -177,7 +160,7 @@ impl<T> Queue<T> {
         }
         s.items.push_back((pipe, item));
         let len = s.items.len();
-        let (mut wake, mut owe) = (None, false);
+        let (mut wake, mut owe) = (false, false);
         // Only a waiter with no wake-up on its way needs one.
         if s.waiters > s.notified + s.owed {
             match &self.running {
@@ -186,7 +169,7 @@ impl<T> Queue<T> {
                     owe = s.owed == 1;
                 }
                 _ => {
-                    wake = s.parked.pop_front();
+                    wake = true;
                     s.notified += 1;
                     if let Some(r) = &self.running {
                         r.precount(1);
@@ -195,8 +178,8 @@ impl<T> Queue<T> {
             }
         }
         drop(s);
-        if let Some(p) = wake {
-            p.unpark();
+        if wake {
+            self.cv.notify_one();
         }
         if let (true, Some(r)) = (owe, &self.running) {
             r.owe(self.clone());
@@ -214,9 +197,15 @@ impl<T> Queue<T> {
         if let Some(r) = &self.running {
             r.precount(n);
         }
-        let woken = Woken::take(&mut s.parked, n);
+        let all = n >= s.waiters;
         drop(s);
-        woken.unpark();
+        if all {
+            self.cv.notify_all();
+        } else {
+            for _ in 0..n {
+                self.cv.notify_one();
+            }
+        }
     }
 
     /// Announce how many buffers of `pipe` will ever be popped from this
@@ -234,8 +223,15 @@ impl<T> Queue<T> {
     pub(crate) fn pop(&self) -> Pop<T> {
         let left = std::cell::Cell::new(false);
         let p = self.pop_inner(&left);
-        if let (true, Some(r)) = (left.get(), &self.running) {
-            r.enter();
+        if let Some(r) = &self.running {
+            if left.get() {
+                r.enter();
+            } else if matches!(p, Pop::Item { left: 0, .. }) && crate::running::counted() {
+                // The caller took the last buffer: it will wait after this
+                // one. Pay owed wake-ups now, so the woken threads' wake-up
+                // latency overlaps this buffer's work (`running.rs`).
+                r.pay_ahead();
+            }
         }
         p
     }
@@ -262,7 +258,6 @@ impl<T> Queue<T> {
 
     fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
-        let mut me = None;
         loop {
             if s.aborted {
                 return Pop::Aborted;
@@ -272,22 +267,18 @@ impl<T> Queue<T> {
                 let index = c.popped;
                 c.popped += 1;
                 let last = c.total == Some(c.popped);
-                let mut woken = Woken::default();
                 if last {
                     s.complete += 1;
-                    if s.complete == s.counts.len() {
-                        woken = Woken::take(&mut s.parked, usize::MAX);
+                    if s.complete == s.counts.len() && s.waiters > 0 {
+                        self.cv.notify_all();
                     }
                 }
-                let left = s.items.len();
-                drop(s);
-                woken.unpark();
                 return Pop::Item {
                     item,
                     pipe,
                     index,
                     last,
-                    left,
+                    left: s.items.len(),
                 };
             }
             if s.complete == s.counts.len() {
@@ -304,12 +295,8 @@ impl<T> Queue<T> {
                     continue;
                 }
             }
-            let me = me.get_or_insert_with(Parker::current);
             s.waiters += 1;
-            s.parked.push_back(me.clone());
-            drop(s);
-            me.park();
-            s = lock(&self.state);
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             s.waiters -= 1;
             if self.took_wake_up(&mut s, left) {
                 // Giving the count back may pay debts: not under the lock.
@@ -333,40 +320,9 @@ impl<T> Queue<T> {
         let mut s = lock(&self.state);
         s.aborted = true;
         let items = s.items.drain(..).map(|(_, t)| t).collect();
-        let woken = Woken::take(&mut s.parked, usize::MAX);
         drop(s);
-        woken.unpark();
+        self.cv.notify_all();
         items
-    }
-}
-
-/// Parked threads taken off a queue's list under its lock, to be unparked
-/// once it is dropped (see the protocol). One thread, the common case, needs
-/// no allocation.
-#[derive(Default)]
-struct Woken {
-    one: Option<Arc<Parker>>,
-    more: Vec<Arc<Parker>>,
-}
-
-impl Woken {
-    /// The oldest `n` parked threads (all of them if fewer).
-    fn take(parked: &mut VecDeque<Arc<Parker>>, n: usize) -> Self {
-        match n.min(parked.len()) {
-            0 => Woken::default(),
-            1 => Woken {
-                one: parked.pop_front(),
-                more: Vec::new(),
-            },
-            n => Woken {
-                one: None,
-                more: parked.drain(..n).collect(),
-            },
-        }
-    }
-
-    fn unpark(self) {
-        self.one.iter().chain(&self.more).for_each(|p| p.unpark());
     }
 }
 
@@ -452,24 +408,26 @@ mod tests {
         assert_eq!(running.count(), 0);
     }
 
-    /// Owed wake-ups are paid when the payer leaves the count (just before
-    /// it parks: the wake-up is then a synchronous one, `running.rs`), not
-    /// when it takes its input's last buffer.
+    /// A counted thread that takes the last buffer of its input pays the
+    /// wake-ups it owes right then, before it leaves (`Running::pay_ahead`);
+    /// with buffers left it does not.
     #[test]
-    fn taking_the_last_buffer_does_not_pay_leaving_does() {
+    fn taking_the_last_buffer_pays_owed_wake_ups_ahead() {
         let running = Arc::new(Running::new(1));
         let out = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let inp = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
         let consumer = waiting_consumer(&out, &running);
         inp.push(0, 1).unwrap();
+        inp.push(0, 2).unwrap();
         running.enter();
         out.push(0, 5).unwrap();
         assert_eq!(lock(&out.state).owed, 1, "the wake-up is owed");
+        assert!(matches!(inp.pop(), Pop::Item { left: 1, .. }));
+        assert_eq!(lock(&out.state).owed, 1, "a buffer is left: still owed");
         assert!(matches!(inp.pop(), Pop::Item { left: 0, .. }));
-        assert_eq!(lock(&out.state).owed, 1, "the last buffer does not pay");
-        running.leave();
+        assert_eq!(lock(&out.state).owed, 0, "the last buffer pays ahead");
         assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
-        assert_eq!(lock(&out.state).owed, 0);
+        running.leave();
         assert_eq!(running.count(), 0);
     }
 

@@ -63,17 +63,12 @@
 //! otherwise is a spurious notify, which waiters tolerate. Abort and the
 //! end-of-stream pop notify at once, never owed.
 //!
-//! **Paid on leaving, not ahead.** Debts are paid by the thread that
-//! leaves the count, just before it parks, and that is on purpose: its
-//! wake-up is a pipe write (`park.rs`), which tells the kernel the waker is
-//! about to sleep, so the woken thread is put on the CPU the payer is
-//! freeing and runs as soon as the payer parks — no idle virtual CPU to
-//! wake (tens of microseconds here), no queueing behind the thread on the
-//! other CPU. Session 3 paid ahead instead (when a thread took its input's
-//! last buffer, one buffer before it parked) to hide that latency behind
-//! the buffer's work; with synchronous wake-ups that would put the woken
-//! thread on a CPU whose thread still has a buffer to finish, and it was
-//! measured no better (`docs/benchmarks.md`, pipelines, session 5).
+//! **Paying ahead.** A counted thread that pops the last buffer of its
+//! input will wait after that buffer, so it pays every debt right then
+//! rather than when it leaves: a virtual CPU that went idle takes tens of
+//! microseconds to run a woken thread, and paid on leaving, that latency
+//! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
+//! early only ever removes debts, so the argument above is unchanged.
 //!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
@@ -194,6 +189,17 @@ impl<T> Running<T> {
         }
         fence(SeqCst);
         if self.running.load(SeqCst) < self.cores {
+            self.pay();
+        }
+    }
+
+    /// The calling thread is about to wait (it took its input's last
+    /// buffer): pay every debt now rather than when it leaves, so that a
+    /// woken thread's wake-up — tens of microseconds for a virtual CPU
+    /// that went idle — overlaps the caller's last buffer instead of
+    /// leaving a core idle (see the protocol).
+    pub(crate) fn pay_ahead(&self) {
+        if self.debtors.load(SeqCst) > 0 {
             self.pay();
         }
     }
