@@ -605,15 +605,19 @@ async fn already_handled(
         return true;
     }
     let recorded = result_recorded(&state.results, &client, &request).await;
-    eprintln!(
-        "{}: request {request} {what}: {}",
-        state.name,
-        if recorded {
-            "its result is already recorded: acked without running"
-        } else {
-            "running it"
-        }
-    );
+    // (After a restart every request queued before it is checked once: only
+    // the replays are worth a line, not the whole backlog.)
+    if recorded || delivered > 1 {
+        eprintln!(
+            "{}: request {request} {what}: {}",
+            state.name,
+            if recorded {
+                "its result is already recorded: acked without running"
+            } else {
+                "running it"
+            }
+        );
+    }
     if !recorded {
         return false;
     }
