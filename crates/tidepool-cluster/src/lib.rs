@@ -29,6 +29,7 @@ pub mod protocol;
 pub mod replay;
 pub mod server;
 pub mod status;
+mod suspect;
 pub mod tasks;
 
 pub use client::{Client, Pending, TaskResult};

@@ -20,7 +20,10 @@
 //!    publish is dropped as a duplicate by the broker if the first one was
 //!    stored. So **every request runs at least once and its result is
 //!    recorded once** (within the duplicate window, 2 h by default). A
-//!    redelivery whose result is already stored is acked without running.
+//!    redelivery whose result is already stored is acked without running, and
+//!    so is a first delivery that a restarted broker may be replaying (its
+//!    consumer state can be older than what it delivered before it stopped;
+//!    see `suspect.rs` for which first deliveries are checked).
 //! 3. **Heartbeats.** Every `ack_wait / 3` the node sends a progress ack
 //!    (`+WPI`) for each request it holds, so long tasks are not redelivered
 //!    while they run. A node that stalls (stopped, swapping, wedged) sends
@@ -55,6 +58,7 @@ use tidepool::{policy::PolicySpec, Pool, QueueFlavor};
 use tokio::sync::{mpsc, Notify};
 
 use crate::protocol::{self, *};
+use crate::suspect::Suspicion;
 use crate::tasks::{builtins, Handler, Outcome};
 
 /// How a node runs.
@@ -365,6 +369,8 @@ impl Node {
 
         // The puller, until shutdown.
         let handlers = Arc::new(self.handlers);
+        let connection = client.statistics();
+        let mut suspicion = Suspicion::new(connection.connects.load(Relaxed));
         tokio::pin!(shutdown);
         let mut backoff = Duration::from_millis(50);
         'pull: loop {
@@ -408,7 +414,9 @@ impl Node {
                         None => break,
                         Some(Ok(message)) => {
                             backoff = Duration::from_millis(50);
-                            if !already_recorded(&state, &message).await {
+                            let connects = connection.connects.load(Relaxed);
+                            bound_suspicion(&state, &mut suspicion, connects).await;
+                            if !already_handled(&state, &suspicion, connects, &message).await {
                                 start(&state, &handlers, &journal, &done_tx, message);
                             }
                         }
@@ -524,31 +532,92 @@ async fn result_recorded(results: &jetstream::stream::Stream, client: &str, requ
     found.unwrap_or(false)
 }
 
-/// A redelivered request whose result is already in the results stream (its
-/// first run recorded it, and then the ack was lost — a broker restart — or
-/// the node died before acking) is acked without running again.
-async fn already_recorded(state: &State, message: &jetstream::Message) -> bool {
+/// After the client connected again (a broker restart), read the requests
+/// stream's last sequence from the broker it is connected to now: the bound
+/// of the first deliveries that may be replays (see `crate::suspect`).
+/// Until that read succeeds every first delivery stays suspect.
+async fn bound_suspicion(state: &State, suspicion: &mut Suspicion, connects: u64) {
+    if !suspicion.needs_bound(connects) {
+        return;
+    }
+    let last = protocol::retry(Duration::from_secs(30), || async {
+        let stream = state.js.get_stream(REQUESTS).await?;
+        anyhow::Ok(stream.cached_info().state.last_sequence)
+    })
+    .await;
+    match last {
+        Ok(last) => {
+            suspicion.bound(connects, last);
+            eprintln!(
+                "{}: connected again (connection {connects}): first deliveries up to stream seq \
+                 {last} are checked against the results before they run",
+                state.name
+            );
+        }
+        Err(e) => eprintln!(
+            "{}: connected again but cannot read {REQUESTS}: {e}; every delivery is checked",
+            state.name
+        ),
+    }
+}
+
+/// Step 2's check: a delivery that may have run before (a redelivery, or a first
+/// delivery that a restarted broker may be replaying, see
+/// `crate::suspect`) is checked. If its result is already recorded (its
+/// first run recorded it, then the ack was lost or the node died), it is
+/// acked without running. A replayed first delivery of a request this node
+/// is still running is left alone: the run in progress records and acks it
+/// (if that ack is lost too, it comes back as a redelivery after `ack_wait`).
+async fn already_handled(
+    state: &State,
+    suspicion: &Suspicion,
+    connects: u64,
+    message: &jetstream::Message,
+) -> bool {
     let info = message.info().ok();
     let delivered = info.as_ref().map_or(1, |i| i.delivered);
-    if delivered <= 1 {
+    let seq = info.as_ref().map_or(0, |i| i.stream_sequence);
+    if !suspicion.suspect(connects, delivered, seq) {
         return false;
     }
-    state.redelivered.fetch_add(1, Relaxed);
+    if delivered > 1 {
+        state.redelivered.fetch_add(1, Relaxed);
+    }
     let (Some(request), Some(client)) = (header(message, H_REQUEST), header(message, H_CLIENT))
     else {
         return false;
     };
+    let what = if delivered > 1 {
+        format!("delivered again (delivery {delivered}, stream seq {seq})")
+    } else {
+        format!("delivered as a first delivery after a reconnect (stream seq {seq})")
+    };
+    let running_here = delivered == 1
+        && state.held.lock().is_ok_and(|h| {
+            h.values()
+                .any(|h| h.request == request && h.client == client)
+        });
+    if running_here {
+        eprintln!(
+            "{}: request {request} {what}: this node is running it: left to that run",
+            state.name
+        );
+        return true;
+    }
     let recorded = result_recorded(&state.results, &client, &request).await;
-    eprintln!(
-        "{}: request {request} delivered again (delivery {delivered}, stream seq {}): {}",
-        state.name,
-        info.as_ref().map_or(0, |i| i.stream_sequence),
-        if recorded {
-            "its result is already recorded: acked without running"
-        } else {
-            "running it"
-        }
-    );
+    // (After a restart every request queued before it is checked once: only
+    // the replays are worth a line, not the whole backlog.)
+    if recorded || delivered > 1 {
+        eprintln!(
+            "{}: request {request} {what}: {}",
+            state.name,
+            if recorded {
+                "its result is already recorded: acked without running"
+            } else {
+                "running it"
+            }
+        );
+    }
     if !recorded {
         return false;
     }

@@ -445,3 +445,82 @@ async fn a_hung_task_gives_its_request_back_after_max_task_time() {
     let a = audit(client.jetstream(), client.id()).await.unwrap();
     assert_eq!(a.duplicate_results, 0);
 }
+
+/// A restarted broker can deliver again, as a *first* delivery, a request
+/// it had already handed out before it stopped (its consumer state is older
+/// than what it delivered; the chaos test saw it). So after a reconnect a
+/// node checks every first delivery of a request stored before the restart
+/// against the results stream, as it checks redeliveries. Here the replay is
+/// staged exactly: a request whose result is already recorded is stored
+/// while the node is stopped (SIGSTOP, after its open pull expired), the
+/// broker restarts, the node resumes and gets it as delivery 1. It must ack
+/// it without running it (the node without the check ran it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_delivery_after_a_broker_restart_whose_result_is_recorded_does_not_run() {
+    use async_nats::jetstream::message::PublishMessage as Publish;
+    use async_nats::HeaderMap;
+    use tidepool_cluster::protocol::{H_CLIENT, H_REQUEST, REQUESTS, REQ_PREFIX, RES_PREFIX};
+
+    let mut server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(Duration::from_secs(60), 5);
+    let client = client(&server, &s).await;
+    let a = start_node(dir.path(), &server.url(), "a", &[]);
+    tidepool_cluster::status::wait_for_nodes(client.nats(), 1, LONG)
+        .await
+        .unwrap();
+    // Stop the node, and wait until its open pull (500 ms) has expired at
+    // the broker, so nothing is delivered to it before the restart.
+    a.signal(libc::SIGSTOP);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let js = client.jetstream();
+    let request = "replayed-1";
+    let mut headers = HeaderMap::new();
+    headers.insert(H_REQUEST, request);
+    js.send_publish(
+        format!("{RES_PREFIX}{}.{request}", client.id()),
+        Publish::build()
+            .headers(headers.clone())
+            .payload("recorded by its first run".into())
+            .message_id(request),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    headers.insert(H_CLIENT, client.id());
+    js.send_publish(
+        format!("{REQ_PREFIX}echo"),
+        Publish::build()
+            .headers(headers)
+            .payload("run me again".into())
+            .message_id(request),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    tokio::task::block_in_place(|| server.restart()).unwrap();
+    a.signal(libc::SIGCONT);
+    // The request leaves the work queue once the node acked it.
+    let mut queued = u64::MAX;
+    for _ in 0..1200 {
+        if let Ok(mut stream) = js.get_stream(REQUESTS).await {
+            if let Ok(info) = stream.info().await {
+                queued = info.state.messages;
+                if queued == 0 {
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log_a = log(dir.path(), "a");
+    assert_eq!(queued, 0, "the request was not acked: {log_a}");
+    let ran = read_journal(&journal(dir.path(), "a")).unwrap();
+    assert!(ran.is_empty(), "it ran again: {ran:?}: {log_a}");
+    assert!(
+        log_a.contains("after a reconnect") && log_a.contains("acked without running"),
+        "{log_a}"
+    );
+}
