@@ -1,5 +1,6 @@
 //! Which deliveries must be checked against the results stream before they
-//! run (step 5 of the node's protocol, see [`crate::node`]).
+//! run (the check of step 2 of the node's protocol, see [`crate::node`];
+//! step 5 of the protocol in `docs/cluster.md`).
 //!
 //! A redelivery (delivery count > 1) may have run before: its first run may
 //! have recorded its result and then lost its ack. A *first* delivery can be

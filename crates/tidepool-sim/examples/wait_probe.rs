@@ -397,48 +397,29 @@ mod probe {
         }
         row("all", &steady);
         println!("\nparked tasks by runnable threads at the submit (loadavg, driver included) and by CPU:");
-        println!("\n| runnable | tasks | mean wait µs | p50 | p90 | p99 | run delay µs (mean) | on-CPU between tasks µs | worker on the driver's CPU |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         let parked: Vec<&Rec> = steady
             .iter()
             .copied()
             .filter(|r| class(r) == "parked")
             .collect();
-        for k in 1..=5u64 {
-            let rs: Vec<&Rec> = parked
-                .iter()
-                .copied()
-                .filter(|r| {
-                    if k < 5 {
-                        r.running == k
-                    } else {
-                        r.running >= k
-                    }
-                })
-                .collect();
-            if !rs.is_empty() {
-                row(&format!("{}{}", k, if k == 5 { "+" } else { "" }), &rs);
+        // Parked tasks by a count at the submit, its top bucket open-ended.
+        let by_count = |head: &str, low: u64, top: u64, count: fn(&Rec) -> u64| {
+            println!("\n| {head} | tasks | mean wait µs | p50 | p90 | p99 | run delay µs (mean) | on-CPU between tasks µs | worker on the driver's CPU |");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for k in low..=top {
+                let rs: Vec<&Rec> = parked
+                    .iter()
+                    .copied()
+                    .filter(|r| count(r) == k || (k == top && count(r) > top))
+                    .collect();
+                if !rs.is_empty() {
+                    row(&format!("{k}{}", if k == top { "+" } else { "" }), &rs);
+                }
             }
-        }
+        };
+        by_count("runnable", 1, 5, |r| r.running);
         println!("\nparked tasks by the pool's tasks computing at the submit:");
-        println!("\n| computing | tasks | mean wait µs | p50 | p90 | p99 | run delay µs (mean) | on-CPU between tasks µs | worker on the driver's CPU |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for k in 0..=3u64 {
-            let rs: Vec<&Rec> = parked
-                .iter()
-                .copied()
-                .filter(|r| {
-                    if k < 3 {
-                        r.computing == k
-                    } else {
-                        r.computing >= k
-                    }
-                })
-                .collect();
-            if !rs.is_empty() {
-                row(&format!("{}{}", k, if k == 3 { "+" } else { "" }), &rs);
-            }
-        }
+        by_count("computing", 0, 3, |r| r.computing);
         for (label, same) in [("same CPU as the driver", true), ("other CPU", false)] {
             let rs: Vec<&Rec> = parked
                 .iter()

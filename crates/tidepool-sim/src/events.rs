@@ -47,6 +47,9 @@ pub struct Calendar {
     fresh: bool,
 }
 
+/// `from` when the least head is the wheel's (else it is a FIFO's index).
+const WHEEL: usize = 3;
+
 /// `head` when nothing is pending: above every key (all ones in the low 26
 /// bits would be worker 2²⁶ − 1, the replay's driver, which has no events).
 const NONE: u128 = u128::MAX;
@@ -86,7 +89,7 @@ impl Default for Calendar {
             wheel: Wheel::default(),
             seq: 0,
             head: NONE,
-            from: 3,
+            from: WHEEL,
             fresh: false,
         }
     }
@@ -97,28 +100,22 @@ impl Calendar {
     /// event, straight to the wheel ([`push`](Self::push) sends it there).
     #[inline]
     pub fn push_unblocked(&mut self, at: u64, w: u32) {
-        self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
-        let low = self.seq << (WORKER_BITS + 2) | Event::Unblocked(w).pack();
-        let key = u128::from(at) << 64 | u128::from(low);
+        let key = self.key(at, Event::Unblocked(w));
         self.wheel.push(key);
-        if self.fresh && key < self.head {
-            (self.head, self.from) = (key, 3);
-        }
+        self.note(key, WHEEL);
     }
 
     /// Schedule `event` at `at` ns.
     #[inline]
     pub fn push(&mut self, at: u64, event: Event) {
-        self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
-        let low = self.seq << (WORKER_BITS + 2) | event.pack();
-        let key = u128::from(at) << 64 | u128::from(low);
+        let key = self.key(at, event);
         let fifo = match event {
             Event::Ready(_) => Some(0),
             Event::Woken(_) => Some(1),
             Event::KeepAlive(_) => Some(2),
             Event::Unblocked(_) => None,
         };
-        let mut at = 3;
+        let mut at = WHEEL;
         match fifo {
             Some(i) if self.fifo[i].back().is_none_or(|&last| last < key) => {
                 self.fifo[i].push_back(key);
@@ -126,8 +123,22 @@ impl Calendar {
             }
             _ => self.wheel.push(key),
         }
+        self.note(key, at);
+    }
+
+    /// The key of `event` at `at` ns: the time, then the order of pushing.
+    #[inline(always)]
+    fn key(&mut self, at: u64, event: Event) -> u128 {
+        self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
+        let low = self.seq << (WORKER_BITS + 2) | event.pack();
+        u128::from(at) << 64 | u128::from(low)
+    }
+
+    /// A key was pushed to `from`: keep the known next key known.
+    #[inline(always)]
+    fn note(&mut self, key: u128, from: usize) {
         if self.fresh && key < self.head {
-            (self.head, self.from) = (key, at);
+            (self.head, self.from) = (key, from);
         }
     }
 
@@ -136,7 +147,7 @@ impl Calendar {
     #[inline]
     fn next(&mut self) -> (u128, usize) {
         if !self.fresh {
-            let mut best = (self.wheel.peek().unwrap_or(NONE), 3);
+            let mut best = (self.wheel.peek().unwrap_or(NONE), WHEEL);
             for (i, q) in self.fifo.iter().enumerate() {
                 if let Some(&k) = q.front() {
                     if k < best.0 {
@@ -165,7 +176,7 @@ impl Calendar {
             return None;
         }
         self.fresh = false;
-        if from == 3 {
+        if from == WHEEL {
             self.wheel.pop();
         } else {
             self.fifo[from].pop_front();

@@ -169,13 +169,13 @@ impl HisDyn {
         self.processing.add(obs.mean_service, obs.completions);
     }
 
-    /// The job waiting time `(i·n)·t`, used as the idle threads' keep-alive
-    /// (at least the watermark's 1 ms: the pool ignores a zero keep-alive).
     /// The lower limit as the pool's floor: inside the user's bounds.
     fn floor(&self) -> usize {
         self.lower.clamp(self.user.0, self.user.1)
     }
 
+    /// The job waiting time `(i·n)·t`, used as the idle threads' keep-alive
+    /// (at least the watermark's 1 ms: the pool ignores a zero keep-alive).
     fn job_waiting_time(&self, interval: f64, threads: usize) -> Option<Duration> {
         Duration::try_from_secs_f64(interval * threads.max(1) as f64 * self.wait_factor)
             .ok()

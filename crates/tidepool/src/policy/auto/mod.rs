@@ -338,7 +338,8 @@ impl Auto {
         // itself, whatever a (possibly tiny) window's counts say: a tick
         // that comes just after a spawn's call sees a window of
         // microseconds with no arrival in it.
-        let backlog = obs.queue_len > 0 && obs.idle == 0 && (pressure || self.deep_queue(obs));
+        let deep = self.queue_is_deep(obs);
+        let backlog = obs.queue_len > 0 && obs.idle == 0 && (pressure || deep);
         let ceiling = self.ceiling();
         let mut desired = self.demand(obs).min(ceiling);
         let mut why = "demand";
@@ -348,7 +349,7 @@ impl Auto {
         } else {
             None
         };
-        self.deep_queue = backlog && self.deep_queue(obs);
+        self.deep_queue = backlog && deep;
         // Under a sustained backlog every moment a core idles is lost
         // throughput: the cores are saturated only once the workers want
         // every one of them (running or waiting for one), not at 90% use —
@@ -408,7 +409,7 @@ impl Auto {
     fn starved(&mut self, obs: &Observation) -> Decision {
         let old = self.target;
         // A spawn means a task found nobody idle.
-        self.deep_queue = self.deep_queue(obs);
+        self.deep_queue = self.queue_is_deep(obs);
         // φ may have just been learned from this window (the first spawns
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
@@ -481,7 +482,7 @@ impl Auto {
     /// the smoothed mean service, `live` at a time. The rate first: the
     /// first tasks to finish are the short ones, and at a run's start the
     /// smoothed service read 0.6 ms for `sat10`'s 2 ms tasks.
-    fn deep_queue(&self, obs: &Observation) -> bool {
+    fn queue_is_deep(&self, obs: &Observation) -> bool {
         if obs.idle > 0 || obs.queue_len == 0 {
             return false;
         }
