@@ -187,20 +187,33 @@ impl Client {
         Ok((request, format!("{REQ_PREFIX}{task}"), publish))
     }
 
-    /// Submit one request; resolves once the broker stored it.
-    pub async fn submit(&self, task: &str, payload: impl Into<Bytes>) -> anyhow::Result<Pending> {
-        let (request, subject, publish) = self.request(task, payload.into())?;
-        let rx = self.register(&request);
-        let submitted_ns = unix_ns();
+    /// Publish one request, retrying across a broker outage (up to
+    /// `SUBMIT_PATIENCE`) until the broker stored it; the message id makes a
+    /// copy that did arrive before a no-op.
+    async fn publish_until_stored(
+        &self,
+        request: &str,
+        subject: &str,
+        publish: &PublishMessage,
+    ) -> anyhow::Result<()> {
         protocol::retry(SUBMIT_PATIENCE, || async {
             self.js
-                .send_publish(subject.clone(), publish.clone())
+                .send_publish(subject.to_string(), publish.clone())
                 .await?
                 .await?;
             anyhow::Ok(())
         })
         .await
-        .map_err(|e| anyhow::anyhow!("cannot submit {request}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot submit {request}: {e}"))
+    }
+
+    /// Submit one request; resolves once the broker stored it.
+    pub async fn submit(&self, task: &str, payload: impl Into<Bytes>) -> anyhow::Result<Pending> {
+        let (request, subject, publish) = self.request(task, payload.into())?;
+        let rx = self.register(&request);
+        let submitted_ns = unix_ns();
+        self.publish_until_stored(&request, &subject, &publish)
+            .await?;
         Ok(Pending {
             request,
             submitted_ns,
@@ -236,17 +249,9 @@ impl Client {
                     None => false,
                 };
                 if !stored {
-                    // Re-publish alone until stored; the message id makes a
-                    // request that did arrive the first time a no-op.
-                    protocol::retry(SUBMIT_PATIENCE, || async {
-                        self.js
-                            .send_publish(subject.clone(), publish.clone())
-                            .await?
-                            .await?;
-                        anyhow::Ok(())
-                    })
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot submit {request}: {e}"))?;
+                    // Not stored in the pipelined pass: again, alone.
+                    self.publish_until_stored(&request, &subject, &publish)
+                        .await?;
                 }
                 out.push(Pending {
                     request,
