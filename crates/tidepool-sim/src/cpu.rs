@@ -179,7 +179,7 @@ impl Cpu {
     /// unrelated to the parts' ends; after [`advance`](Self::advance)).
     #[inline]
     pub fn left(&self, k: usize) -> u64 {
-        self.jobs.iter().nth(k).map_or(0, |Reverse(key)| {
+        self.jobs.as_slice().get(k).map_or(0, |Reverse(key)| {
             ceil_u64((f64::from_bits((key >> 64) as u64) - self.v).max(0.0))
         })
     }
