@@ -735,6 +735,13 @@ fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
         err.contains("--preempt 2000000 must be between 0 and 1000000"),
         "{err}"
     );
+    let bad = tidepool(&["sim", "-w", TINY, "--slice", "2000000"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--slice 2000000 must be between 0 and 1000000"),
+        "{err}"
+    );
 }
 
 #[test]

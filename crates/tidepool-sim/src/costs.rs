@@ -28,6 +28,16 @@ pub struct Costs {
     /// sharing). The mean wake-up latency with every core busy.
     #[serde(default)]
     pub preempt: Duration,
+    /// The scheduler's slice (EEVDF's `base_slice_ns`, Linux 6.6+): a
+    /// thread that becomes runnable while every core computes lands on one
+    /// of the cores (evenly) and waits there for the compute part running
+    /// on it to end — RUN_TO_PARITY protects the running thread from
+    /// wake-up preemption for its slice — or for any core to free (the
+    /// idle core pulls it), at most this long. Zero: it shares the cores at
+    /// once (processor sharing, the validation's model). With `preempt`
+    /// also set, `preempt` applies.
+    #[serde(default)]
+    pub slice: Duration,
     /// How long before each arrival the replay's driver spins on a core
     /// (`ReplayOptions::spin`: it sleeps until then, then spins to the
     /// arrival's instant to submit on time): a compute part of no task that
@@ -57,6 +67,7 @@ impl Costs {
         wake: Duration::ZERO,
         oversleep: Duration::ZERO,
         preempt: Duration::ZERO,
+        slice: Duration::ZERO,
         driver: Duration::ZERO,
         sleep_cpu: Duration::ZERO,
         handoff_cpu: Duration::ZERO,
@@ -74,6 +85,9 @@ impl Costs {
         // of ms with the machine's load (docs/sim.md, session 3); give
         // `--preempt` as measured when the real runs are.
         preempt: Duration::ZERO,
+        // `sysctl_sched_base_slice` in /sys/kernel/debug/sched/debug on this
+        // machine (Linux 6.18, 2 CPUs: 0.7 ms × (1 + ilog2 2)); docs/sim.md.
+        slice: Duration::from_micros(1_400),
         driver: Duration::ZERO,
         // Thread CPU time per 100 µs sleep: median of five measurements at
         // load 8–22 (12.0–16.7 µs; docs/sim.md, session 3). CPU time, which
@@ -98,6 +112,7 @@ impl Costs {
             wake: median((0..rounds).map(|_| wake_once()).collect()),
             oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
             preempt: preempt_mean(rounds),
+            slice: base_slice().unwrap_or(Costs::CALIBRATED.slice),
             driver: Duration::ZERO,
             sleep_cpu: sleep_cpu(rounds * 4),
             handoff_cpu: handoff_cpu(rounds * 40),
@@ -170,6 +185,30 @@ fn preempt_mean(rounds: usize) -> Duration {
         let _ = s.join();
     }
     total / u32::try_from(rounds).unwrap_or(u32::MAX)
+}
+
+/// The scheduler's base slice, as the kernel reports it: debugfs's
+/// `sched/base_slice_ns`, or the `sysctl_sched_base_slice` line (ms) of
+/// `sched/debug` (readable where the former is not, as on this machine);
+/// `None` where neither is (not Linux, no debugfs, not root).
+fn base_slice() -> Option<Duration> {
+    let dir = std::path::Path::new("/sys/kernel/debug/sched");
+    if let Ok(s) = std::fs::read_to_string(dir.join("base_slice_ns")) {
+        if let Ok(ns) = s.trim().parse::<u64>() {
+            return Some(Duration::from_nanos(ns));
+        }
+    }
+    parse_base_slice(&std::fs::read_to_string(dir.join("debug")).ok()?)
+}
+
+/// The `.sysctl_sched_base_slice : 1.400000` line (milliseconds) of
+/// `/sys/kernel/debug/sched/debug`.
+fn parse_base_slice(debug: &str) -> Option<Duration> {
+    let line = debug
+        .lines()
+        .find(|l| l.trim_start().starts_with(".sysctl_sched_base_slice"))?;
+    let ms: f64 = line.split(':').nth(1)?.trim().parse().ok()?;
+    (ms.is_finite() && ms > 0.0 && ms < 1e3).then(|| Duration::from_secs_f64(ms / 1e3))
 }
 
 fn thread_cpu() -> Duration {
@@ -245,11 +284,23 @@ mod tests {
             c.wake,
             c.oversleep,
             c.preempt,
+            c.slice,
             c.sleep_cpu,
             c.handoff_cpu,
         ] {
             assert!(d < Duration::from_secs(1), "{c:?}");
         }
         assert!(c.spawn > Duration::ZERO && c.wake > Duration::ZERO, "{c:?}");
+    }
+
+    #[test]
+    fn the_base_slice_is_read_from_the_schedulers_debug_file() {
+        let debug = "Sched Debug Version: v0.11, 6.18.44\n\nsysctl_sched\n  \
+                     .sysctl_sched_base_slice                 : 1.400000\n  \
+                     .sysctl_sched_features                   : 99674079\n";
+        assert_eq!(parse_base_slice(debug), Some(Duration::from_micros(1_400)));
+        assert_eq!(parse_base_slice("nothing here"), None);
+        assert_eq!(parse_base_slice(".sysctl_sched_base_slice : -1"), None);
+        assert_eq!(parse_base_slice(".sysctl_sched_base_slice : x"), None);
     }
 }

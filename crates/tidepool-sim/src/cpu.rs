@@ -174,6 +174,16 @@ impl Cpu {
         }
     }
 
+    /// Compute left, in ns at full speed, of the `k`-th running part
+    /// (`k < running()`, in the heap's storage order: a fixed order
+    /// unrelated to the parts' ends; after [`advance`](Self::advance)).
+    #[inline]
+    pub fn left(&self, k: usize) -> u64 {
+        self.jobs.as_slice().get(k).map_or(0, |Reverse(key)| {
+            ceil_u64((f64::from_bits((key >> 64) as u64) - self.v).max(0.0))
+        })
+    }
+
     /// Compute parts running (sharing the cores).
     #[inline]
     pub fn running(&self) -> usize {
@@ -263,6 +273,18 @@ mod tests {
         cpu.start(7, 3_000);
         cpu.start(8, 1_000);
         assert_eq!(drain(&mut cpu), vec![(8, 2_000), (7, 4_000)]);
+    }
+
+    #[test]
+    fn what_is_left_of_each_part_follows_the_clock() {
+        let mut cpu = Cpu::new(2);
+        cpu.start(0, 1_000);
+        cpu.start(1, 3_000);
+        cpu.advance(400);
+        let mut left: Vec<u64> = (0..cpu.running()).map(|k| cpu.left(k)).collect();
+        left.sort();
+        assert_eq!(left, vec![600, 2_600]);
+        assert_eq!(cpu.left(5), 0);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use crate::wheel::Wheel;
 
 /// Something that happens to worker `w` at a given time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Event {
     /// A spawned worker is ready to take work.
     Ready(u32),

@@ -11,7 +11,7 @@
 //! | `arrivals` | open-loop arrivals, or a closed loop of clients that think between answers |
 //! | [`bench`](mod@bench) | the speed benchmark's scenarios (`tidepool sim --bench`) |
 //! | [`config`] | the machine, the executor (a pool and its policy, or a thread per request), what to measure |
-//! | [`costs`] | thread start, wake-up, oversleep and preemption delays, the CPU of sleeps, hand-offs and the replay's driver; measured on this machine |
+//! | [`costs`] | thread start, wake-up, oversleep and preemption delays, the scheduler's slice, the CPU of sleeps, hand-offs and the replay's driver; measured on this machine |
 //! | `cpu` | the cores: processor sharing with a virtual clock |
 //! | `events` | the event calendar, ordered by (time, insertion) |
 //! | [`load`] | a workload's offered load scaled `k`-fold by shifted copies (a closed loop: `k` times the clients) |

@@ -15,10 +15,12 @@
 //!
 //! Besides the tasks, the cores run what the replay spends (`Costs`): the
 //! driver's spin before each arrival, each sleep's and each hand-off's CPU;
-//! and with `preempt` a thread made runnable while every core computes
-//! waits (`pending`) for a core to free or for the preemption.
+//! and with `slice` (or `preempt`) a thread made runnable while every core
+//! computes waits (`pending`) for a core to free or, at the latest, for the
+//! end of the compute part on the core it lands on (or the preemption).
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use tidepool::control::{
@@ -140,12 +142,18 @@ pub(crate) struct Sim {
     spawn: u64,
     wake: u64,
     oversleep: u64,
-    /// `Costs::preempt` (0: no thread waits for a core, see `pending`).
+    /// `Costs::preempt` and `Costs::slice` (both 0: no thread waits for a
+    /// core, see `pending`).
     preempt: u64,
-    /// Threads that became runnable while every core computed, oldest
-    /// first, with when the scheduler preempts for them at the latest (a
-    /// constant delay: in time order). One runs as soon as a core frees.
-    pending: VecDeque<(u64, Event)>,
+    slice: u64,
+    /// Threads that became runnable while every core computed, by when they
+    /// run at the latest (then the order they came in). The earliest runs
+    /// as soon as a core frees.
+    pending: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    pending_seq: u64,
+    /// Picks the core a thread that waits for one lands on (splitmix64: the
+    /// same run gives the same picks).
+    lands: u64,
     /// ∫ pending threads dt: run delay besides the cores' sharing.
     pending_ns: u128,
     /// `Costs::driver`: the replay driver spins this long before each
@@ -163,9 +171,11 @@ pub(crate) struct Sim {
     driver_spinning: bool,
     /// A closed loop's driver, woken by an answer, is on the cores.
     driver_answering: bool,
-    /// `preempt` or `driver` is not zero (one test on the hot path when
-    /// both are).
+    /// `preempt`, `slice` or `driver` is not zero (one test on the hot
+    /// path when all are).
     contended: bool,
+    /// `preempt` or `slice` is not zero: threads may wait for a core.
+    core_wait: bool,
     per_request: bool,
     cpu: Cpu,
     calendar: Calendar,
@@ -261,7 +271,10 @@ impl Sim {
             wake: ns(costs.wake),
             oversleep: ns(costs.oversleep),
             preempt: ns(costs.preempt),
-            pending: VecDeque::new(),
+            slice: ns(costs.slice),
+            pending: BinaryHeap::new(),
+            pending_seq: 0,
+            lands: 0x5EED,
             pending_ns: 0,
             driver: ns(costs.driver),
             driver_for: u64::MAX,
@@ -270,7 +283,10 @@ impl Sim {
             sleep_cpu: ns(costs.sleep_cpu),
             handoff_cpu: ns(costs.handoff_cpu),
             handed: false,
-            contended: costs.preempt > Duration::ZERO || costs.driver > Duration::ZERO,
+            contended: costs.preempt > Duration::ZERO
+                || costs.slice > Duration::ZERO
+                || costs.driver > Duration::ZERO,
+            core_wait: costs.preempt > Duration::ZERO || costs.slice > Duration::ZERO,
             per_request: false,
             cpu: Cpu::new(cores),
             calendar: Calendar::default(),
@@ -411,7 +427,10 @@ impl Sim {
             // Threads waiting for a core, and the driver's next spin.
             let (mut tq, mut td) = (u64::MAX, u64::MAX);
             if self.contended {
-                tq = self.pending.front().map_or(u64::MAX, |&(t, _)| t);
+                tq = self
+                    .pending
+                    .peek()
+                    .map_or(u64::MAX, |Reverse((t, _, _))| *t);
                 // As the replay: no spin while tasks queue past the idle
                 // workers (the next one queues whenever it comes).
                 let backlog = self.queue.len() > self.idle.len();
@@ -454,7 +473,7 @@ impl Sim {
                 }
                 ta = arrivals.next_at().unwrap_or(u64::MAX);
             } else if tq == t {
-                if let Some((_, e)) = self.pending.pop_front() {
+                if let Some(Reverse((_, _, e))) = self.pending.pop() {
                     self.proceed(e);
                 }
             } else if td == t {
@@ -534,26 +553,62 @@ impl Sim {
         }
     }
 
-    /// A thread becomes runnable: it goes on at once if a core is free (or
-    /// the model has no `preempt`), else it waits in `pending`.
+    /// A thread becomes runnable. With `preempt`, if every core computes it
+    /// waits in `pending` for a core to free, at most `preempt`. With
+    /// `slice`, as measured on this machine (docs/sim.md, session 6): it
+    /// lands on one of the cores, evenly, whether or not another is idle
+    /// (`wait_probe`: 44–68% of hand-offs are woken on the driver's CPU);
+    /// if a compute part runs there it waits for that part to end, at most
+    /// a slice (EEVDF's RUN_TO_PARITY keeps the running thread from
+    /// wake-up preemption for its slice), and no idle core pulls it
+    /// sooner. Otherwise (or with neither cost) it goes on at once.
     #[inline(always)]
     fn handle(&mut self, e: Event) {
-        if self.contended
-            && self.preempt > 0
-            && !matches!(e, Event::KeepAlive(_))
-            && self.cpu.running() >= self.cores
-        {
-            self.pending.push_back((self.now + self.preempt, e));
-            return;
+        if self.contended && self.core_wait && !matches!(e, Event::KeepAlive(_)) {
+            let running = self.cpu.running();
+            let wait = if self.preempt > 0 {
+                if running >= self.cores {
+                    self.preempt
+                } else {
+                    0
+                }
+            } else {
+                let k = self.land() % running.max(self.cores) as u64;
+                if (k as usize) < running {
+                    self.cpu.left(k as usize).min(self.slice)
+                } else {
+                    0
+                }
+            };
+            if wait > 0 {
+                self.pending_seq += 1;
+                self.pending
+                    .push(Reverse((self.now + wait, self.pending_seq, e)));
+                return;
+            }
         }
         self.proceed(e);
     }
 
-    /// Run the oldest pending threads while a core is free.
+    /// The next pick of [`handle`](Self::handle)'s core (splitmix64).
+    #[inline]
+    fn land(&mut self) -> u64 {
+        self.lands = self.lands.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.lands;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// With `preempt`, run pending threads, the earliest due first, while a
+    /// core is free (with `slice` a thread waits for its own core's part).
     #[inline]
     fn release_pending(&mut self) {
+        if self.preempt == 0 {
+            return;
+        }
         while !self.pending.is_empty() && self.cpu.running() < self.cores {
-            if let Some((_, e)) = self.pending.pop_front() {
+            if let Some(Reverse((_, _, e))) = self.pending.pop() {
                 self.proceed(e);
             }
         }
@@ -618,7 +673,7 @@ impl Sim {
             self.spawn_worker(Some(task));
             return;
         }
-        if self.wake == 0 && (self.preempt == 0 || self.cpu.running() < self.cores) {
+        if self.wake == 0 && (!self.core_wait || self.cpu.running() < self.cores) {
             // An idle worker takes the task at once: it never waits in the
             // queue (so a queue with no room still admits it).
             if let Some(w) = self.idle.pop_back() {

@@ -258,6 +258,80 @@ fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
     assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
 }
 
+#[test]
+fn a_thread_woken_on_a_computing_core_waits_for_its_part_or_the_slice() {
+    // One core, as above: with `slice` the woken worker lands on the only
+    // core and waits for task 1's part (0.9 ms left) or the slice.
+    let tasks = vec![
+        TaskSpec::new(1, 1, Duration::ZERO, Duration::from_millis(1)),
+        TaskSpec::new(2, 1, us(100), Duration::from_millis(1)),
+    ];
+    let records = |slice: Duration| {
+        let mut config =
+            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
+                slice,
+                ..Costs::ZERO
+            });
+        config.keep_records = true;
+        let out = simulate(tasks.clone(), "two", config);
+        assert!(out.littles_law.holds());
+        out.result
+            .records
+            .iter()
+            .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
+            .collect::<Vec<_>>()
+    };
+    // No slice: processor sharing.
+    assert_eq!(records(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
+    // The part ends within the slice: task 2 runs when it does.
+    assert_eq!(records(us(1400)), vec![(0, 1000), (1000, 2000)]);
+    // The slice ends first: task 2 runs after it, then both share.
+    assert_eq!(records(us(500)), vec![(0, 1400), (600, 2000)]);
+}
+
+#[test]
+fn a_woken_thread_lands_on_either_core_and_no_idle_core_pulls_it() {
+    // Two cores, 200 pairs 10 ms apart: task A computes 1 ms, task B
+    // (1 ms) arrives 0.1 ms later and wakes a worker while one core is
+    // idle. With `slice` it lands on A's core half the time (seeded) and
+    // then waits for A's end although the other core is idle; without,
+    // it never waits.
+    let tasks: Vec<TaskSpec> = (0..400u64)
+        .map(|i| {
+            let delay = if i % 2 == 0 { us(9_900) } else { us(100) };
+            TaskSpec::new(
+                i + 1,
+                1,
+                if i == 0 { Duration::ZERO } else { delay },
+                Duration::from_millis(1),
+            )
+        })
+        .collect();
+    let late = |slice: Duration| {
+        let mut config =
+            SimConfig::new(2, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
+                slice,
+                // A wake-up event (with none an idle worker takes the task at once).
+                wake: us(10),
+                ..Costs::ZERO
+            });
+        config.keep_records = true;
+        let out = simulate(tasks.clone(), "pairs", config);
+        assert!(out.littles_law.holds());
+        out.result
+            .records
+            .iter()
+            .filter(|r| r.started_ns.unwrap() > r.submitted_ns + 500_000)
+            .count()
+    };
+    assert_eq!(late(Duration::ZERO), 0);
+    let n = late(us(1400));
+    assert!(
+        (60..=140).contains(&n),
+        "{n} of 200 waited for the busy core"
+    );
+}
+
 /// Start times (µs) of `tasks` (sleeping 1 ms each) on 4 parked workers
 /// of 8 cores whose wake-up takes `wake`.
 fn starts_after_wake_ups(tasks: Vec<TaskSpec>, wake: Duration) -> Vec<u64> {

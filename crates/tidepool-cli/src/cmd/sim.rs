@@ -91,6 +91,12 @@ pub struct SimArgs {
     /// core computes, µs (0: processor sharing from the first moment).
     #[arg(long, value_name = "US")]
     pub preempt: Option<f64>,
+    /// The scheduler's slice, µs: a thread that becomes runnable while every
+    /// core computes waits for the compute part on the core it lands on to
+    /// end, at most this long (default: this machine's EEVDF base slice,
+    /// 1400; 0: processor sharing from the first moment).
+    #[arg(long, value_name = "US")]
+    pub slice: Option<f64>,
     /// How long the replay's driver spins on a core before each arrival, µs
     /// (default: the replay's, 100; 0: arrivals cost no CPU).
     #[arg(long, value_name = "US")]
@@ -274,6 +280,7 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         wake: us(a.wake_cost, "wake-cost", d.wake)?,
         oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
         preempt: us(a.preempt, "preempt", d.preempt)?,
+        slice: us(a.slice, "slice", d.slice)?,
         // The replay's own spin: what the real runs pay per arrival.
         driver: us(a.driver_spin, "driver-spin", ReplayOptions::default().spin)?,
         sleep_cpu: us(a.sleep_cpu, "sleep-cpu", d.sleep_cpu)?,
@@ -395,10 +402,10 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
     } else {
         print(&format!(
             "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians), \
-             preempt {:.1} µs (mean), sleep CPU {:.1} µs, hand-off CPU {:.1} µs \
-             (load average {})\n\
+             preempt {:.1} µs (mean), slice {:.0} µs (the kernel's base slice), \
+             sleep CPU {:.1} µs, hand-off CPU {:.1} µs (load average {})\n\
              use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
-             --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
+             --slice {:.0} --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
              (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
              the default, 20 µs, was measured in the replay by tidepool-sim's wait_probe \
              example; docs/sim.md, session 5)\n",
@@ -406,6 +413,7 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
             c.preempt.as_secs_f64() * 1e6,
+            c.slice.as_secs_f64() * 1e6,
             c.sleep_cpu.as_secs_f64() * 1e6,
             c.handoff_cpu.as_secs_f64() * 1e6,
             load.map_or("?".into(), |l| format!("{:.2}", l[0])),
@@ -413,6 +421,7 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
             c.preempt.as_secs_f64() * 1e6,
+            c.slice.as_secs_f64() * 1e6,
             c.sleep_cpu.as_secs_f64() * 1e6,
             c.handoff_cpu.as_secs_f64() * 1e6,
         ));
