@@ -32,11 +32,10 @@ fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 /// deadlock), every buffer is back in the free pool at the end. With
 /// `cores`, every thread is counted as a run's stage thread is (it enters
 /// at its start and leaves at its end) and wake-ups are deferred while
-/// `cores` of them run; with a `batch` over 1, a push also holds back its
-/// wake-up until that many buffers wait or the pusher is about to wait.
-fn recycle(rounds: u64, buffers: usize, cores: Option<usize>, batch: usize) {
+/// `cores` of them run.
+fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
     model(move || {
-        let running = cores.map(|c| Arc::new(Running::batched(c, batch)));
+        let running = cores.map(|c| Arc::new(Running::new(c)));
         let queue = || Arc::new(Queue::new(1, &[0], buffers, running.clone()));
         let free = queue();
         for i in 0..buffers {
@@ -128,39 +127,24 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>, batch: usize) {
 
 #[test]
 fn loom_recycling_with_as_many_buffers_as_rounds() {
-    recycle(2, 2, None, 0);
+    recycle(2, 2, None);
 }
 
 #[test]
 fn loom_recycling_with_one_buffer() {
-    recycle(2, 1, None, 0);
+    recycle(2, 1, None);
 }
 
 /// Four counted threads on one core: every push into a queue with a
 /// waiter is deferred; only leaving threads pay.
 #[test]
 fn loom_deferred_recycling_on_one_core() {
-    recycle(2, 2, Some(1), 0);
+    recycle(2, 2, Some(1));
 }
 
 #[test]
 fn loom_deferred_recycling_with_one_buffer_on_two_cores() {
-    recycle(2, 1, Some(2), 0);
-}
-
-/// Batched wake-ups on two cores (experiment): with a batch larger than
-/// the pool no push ever wakes a waiter with a free core, so every wake-up
-/// comes from a pusher that is about to wait (it takes its input's last
-/// buffer, or leaves the count); with a batch of 2 and two buffers, a
-/// full batch pays at the push.
-#[test]
-fn loom_batched_wake_ups_on_two_cores() {
-    recycle(2, 2, Some(2), 3);
-}
-
-#[test]
-fn loom_batched_wake_ups_paid_when_the_batch_fills() {
-    recycle(2, 2, Some(2), 2);
+    recycle(2, 1, Some(2));
 }
 
 /// The race the `SeqCst` pair settles: on two cores, `p` pushes into the

@@ -414,14 +414,7 @@ fn compile<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> (Vec<Node<B>>, Run
         shared_feeds: HashMap::new(),
         make: None,
         depths,
-        running: Arc::new(Running::batched(
-            tidepool::sys::cores(),
-            // Experiment (pipe7): batched wake-ups, A/B only.
-            std::env::var("TIDEPOOL_PIPE_BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        )),
+        running: Arc::new(Running::new(tidepool::sys::cores())),
     };
     for (p, pl) in pipelines.iter().enumerate() {
         for g in &pl.spec.groups {

@@ -160,15 +160,11 @@ impl<T> Queue<T> {
         }
         s.items.push_back((pipe, item));
         let len = s.items.len();
-        let (mut wake, mut owe, mut batched, mut full) = (false, false, false, false);
+        let (mut wake, mut owe) = (false, false);
         // Only a waiter with no wake-up on its way needs one.
         if s.waiters > s.notified + s.owed {
-            // Decided once: a batched debt skips `owe`'s re-check, so a
-            // deferring push must never be taken for a batched one.
-            let why = self.running.as_ref().map(|r| (r.defer(), r.batch_defer(len)));
             match &self.running {
-                Some(_) if matches!(why, Some((true, _)) | Some((_, true))) => {
-                    batched = matches!(why, Some((false, true)));
+                Some(r) if r.defer() => {
                     s.owed += 1;
                     owe = s.owed == 1;
                 }
@@ -180,20 +176,13 @@ impl<T> Queue<T> {
                     }
                 }
             }
-        } else if s.owed > 0 {
-            // A batch is full: pay this queue's debt now, unless the cores
-            // are busy (then the debt is a deferred one, paid as before).
-            full = matches!(&self.running, Some(r) if r.batch_full(len) && !r.defer());
         }
         drop(s);
         if wake {
             self.cv.notify_one();
         }
         if let (true, Some(r)) = (owe, &self.running) {
-            r.owe(self.clone(), batched);
-        }
-        if full {
-            self.pay();
+            r.owe(self.clone());
         }
         Ok(len)
     }

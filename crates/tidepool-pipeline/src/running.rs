@@ -99,9 +99,6 @@ pub(crate) const SAMPLE: u32 = 16;
 pub(crate) struct Running<T> {
     running: AtomicUsize,
     cores: usize,
-    /// Batched wake-ups: a counted thread's push wakes a parked consumer
-    /// only once this many buffers wait (0: off; see the protocol).
-    batch: usize,
     debtors: AtomicUsize,
     list: Mutex<Vec<Arc<Queue<T>>>>,
 }
@@ -119,15 +116,9 @@ pub(crate) fn counted() -> bool {
 impl<T> Running<T> {
     /// No thread counted yet; defer only while `cores` of them run.
     pub(crate) fn new(cores: usize) -> Self {
-        Self::batched(cores, 0)
-    }
-
-    /// Like [`Running::new`], with batched wake-ups at `batch` buffers.
-    pub(crate) fn batched(cores: usize, batch: usize) -> Self {
         Running {
             running: AtomicUsize::new(0),
             cores: cores.max(1),
-            batch,
             debtors: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
         }
@@ -188,30 +179,16 @@ impl<T> Running<T> {
         counted() && self.running.load(SeqCst) >= self.cores
     }
 
-    /// Should a push by the calling thread that leaves `len` buffers in the
-    /// queue hold back its wake-up until the thread is about to wait or
-    /// block (batched wake-ups)?
-    pub(crate) fn batch_defer(&self, len: usize) -> bool {
-        self.batch > 1 && len < self.batch && counted()
-    }
-
-    /// The queue now holds `len` buffers: enough to pay its batched debt?
-    pub(crate) fn batch_full(&self, len: usize) -> bool {
-        self.batch > 1 && len >= self.batch
-    }
-
     /// `q`'s owed count went from zero to one: register it, and pay at once
-    /// if a core has freed since the push decided to defer — unless the
-    /// debt is a batched one (`batched`), which the pushing thread itself
-    /// pays when it leaves or takes its input's last buffer.
-    pub(crate) fn owe(&self, q: Arc<Queue<T>>, batched: bool) {
+    /// if a core has freed since the push decided to defer.
+    pub(crate) fn owe(&self, q: Arc<Queue<T>>) {
         {
             let mut l = lock(&self.list);
             l.push(q);
             self.debtors.fetch_add(1, SeqCst);
         }
         fence(SeqCst);
-        if !batched && self.running.load(SeqCst) < self.cores {
+        if self.running.load(SeqCst) < self.cores {
             self.pay();
         }
     }
