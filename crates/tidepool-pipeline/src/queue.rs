@@ -55,7 +55,8 @@
 //! that completes the queue (notify all) and an abort (notify all) always find
 //! them. A push skips the notify only when every waiter already has a
 //! wake-up on its way (issued or owed), and defers it only as `running.rs`
-//! describes.
+//! describes. A waiter also wakes by itself after [`crate::running::STALL`]
+//! and takes an owed wake-up if buffers wait (the stall bound, `running.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -296,8 +297,18 @@ impl<T> Queue<T> {
                 }
             }
             s.waiters += 1;
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            // Timed: the stall bound of `running.rs` (loom never times out,
+            // so its models check the protocol without this net).
+            let (g, waited) = self
+                .cv
+                .wait_timeout(s, crate::running::STALL)
+                .unwrap_or_else(|e| e.into_inner());
+            s = g;
             s.waiters -= 1;
+            if waited.timed_out() && s.notified == 0 && s.owed > 0 && !s.items.is_empty() {
+                // An owed wake-up stalled: this waiter takes it itself.
+                s.owed -= 1;
+            }
             if self.took_wake_up(&mut s, left) {
                 // Giving the count back may pay debts: not under the lock.
                 drop(s);

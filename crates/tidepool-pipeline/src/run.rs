@@ -697,6 +697,7 @@ impl<B: Send + 'static> Node<B> {
         depth: &mut DepthSeries,
         ended: &mut bool,
         blocking: &mut Blocking,
+        mark: &mut Instant,
     ) {
         let pipe = self.pipes[0];
         if let Some(src) = source {
@@ -713,8 +714,11 @@ impl<B: Send + 'static> Node<B> {
                     *ended = true;
                     return;
                 };
-                st.wait_output += t.elapsed();
-                depth.record(run.start.elapsed().as_secs_f64(), left);
+                // One clock read ends the wait, stamps the depth and starts
+                // the fill (clock reads were ~5 per stage and item).
+                let now = Instant::now();
+                st.wait_output += now - t;
+                depth.record((now - run.start).as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
                     &self.stage_names[0],
@@ -724,9 +728,9 @@ impl<B: Send + 'static> Node<B> {
                     false,
                     0,
                 );
-                let t = Instant::now();
                 let flow = user(run, blocking, || guarded(|| src.fill(&mut env.buf, &cx)));
-                st.busy[0] += t.elapsed();
+                *mark = Instant::now();
+                st.busy[0] += *mark - now;
                 let flow = match flow {
                     Ok(f) => f,
                     Err(c) => {
@@ -765,8 +769,11 @@ impl<B: Send + 'static> Node<B> {
                     last,
                     left,
                 } => {
-                    st.wait_input += t.elapsed();
-                    depth.record(run.start.elapsed().as_secs_f64(), left);
+                    // One clock read ends the wait, stamps the depth and
+                    // starts the first user call's busy time.
+                    *mark = Instant::now();
+                    st.wait_input += *mark - t;
+                    depth.record((*mark - run.start).as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
                         pipe,
@@ -812,6 +819,8 @@ impl<B: Send + 'static> Node<B> {
             .iter()
             .map(|_| Blocking::default())
             .collect();
+        // When the last timed step ended: the start of the next user call.
+        let mut mark = Instant::now();
         loop {
             self.take(
                 run,
@@ -821,6 +830,7 @@ impl<B: Send + 'static> Node<B> {
                 depth,
                 &mut ended,
                 &mut blocking[0],
+                &mut mark,
             );
             if batch.is_empty() {
                 return;
@@ -835,11 +845,12 @@ impl<B: Send + 'static> Node<B> {
                         h.env.empty != Empty::No,
                         replica,
                     );
-                    let t = Instant::now();
                     let r = user(run, &mut blocking[first_stage + i], || {
                         guarded(|| stage.process(&mut h.env.buf, &cx))
                     });
-                    st.busy[first_stage + i] += t.elapsed();
+                    let now = Instant::now();
+                    st.busy[first_stage + i] += now - mark;
+                    mark = now;
                     if let Err(c) = r {
                         let e = self.err(
                             run,

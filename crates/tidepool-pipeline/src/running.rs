@@ -70,6 +70,22 @@
 //! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
+//! **The stall bound.** The argument above needs every counted thread to
+//! wait, block or end eventually *while the owed consumer sleeps*; user
+//! code that busy-waits for a later stage's progress (through a side
+//! channel: a flag, a spin on an atomic — `tests/spinwait.rs`) breaks it:
+//! with `cores` such threads running, the wake-up the later stage needs is
+//! owed, and nobody ever leaves to pay it (a hang, found in session 6).
+//! Such code is legal and works with plain threads, so the framework bounds
+//! it: a waiter waits at most [`STALL`] at a time, and one that times out
+//! while its queue holds buffers and owes a wake-up takes that wake-up
+//! itself (under the queue's lock: `owed` down by one, as a payment would
+//! have done, and the thread counts itself again as any returning counted
+//! waiter does). An owed wake-up therefore costs at most `STALL` of
+//! latency, never a hang; on the normal path nothing changes (a timed
+//! futex wait costs the same as an untimed one, and a parked thread wakes
+//! by itself at most 1/`STALL` times a second).
+//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
@@ -91,6 +107,10 @@ use std::sync::Arc;
 
 use crate::queue::Queue;
 use crate::sync::{lock, Mutex};
+
+/// The longest a waiter sleeps before it looks for a stalled owed wake-up
+/// itself (the stall bound in the protocol).
+pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
