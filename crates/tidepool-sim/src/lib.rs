@@ -40,6 +40,7 @@ mod cpu;
 mod events;
 pub mod load;
 mod model;
+mod runqueues;
 pub mod outcome;
 pub mod validate;
 mod wheel;
