@@ -184,23 +184,6 @@ impl Cpu {
         })
     }
 
-    /// The time the clock was last advanced to, ns.
-    #[inline]
-    pub fn at(&self) -> u64 {
-        self.at
-    }
-
-    /// Take one running part off these cores (the last in the heap's
-    /// storage order): its worker and the compute it has left, ns.
-    pub fn take_one(&mut self) -> Option<(u32, u64)> {
-        let mut jobs = std::mem::take(&mut self.jobs).into_vec();
-        let Reverse(k) = jobs.pop()?;
-        self.jobs = BinaryHeap::from(jobs);
-        self.next = None;
-        let left = ceil_u64((f64::from_bits((k >> 64) as u64) - self.v).max(0.0));
-        Some(((k as u64 & ((1 << 26) - 1)) as u32, left))
-    }
-
     /// Compute parts running (sharing the cores).
     #[inline]
     pub fn running(&self) -> usize {

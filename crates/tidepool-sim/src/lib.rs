@@ -40,7 +40,6 @@ mod cpu;
 mod events;
 pub mod load;
 mod model;
-mod runqueues;
 pub mod outcome;
 pub mod validate;
 mod wheel;

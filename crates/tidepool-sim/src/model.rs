@@ -37,7 +37,6 @@ use tidepool_workload::{DecisionEntry, TaskSpec};
 use crate::arrivals::Arrivals;
 use crate::config::{ExecutorModel, SimConfig};
 use crate::cpu::Cpu;
-use crate::runqueues::RunQueues;
 use crate::events::{Calendar, Event};
 use crate::outcome::{Bin, LittlesLaw, SimOutcome, Steady};
 
@@ -179,8 +178,6 @@ pub(crate) struct Sim {
     core_wait: bool,
     per_request: bool,
     cpu: Cpu,
-    /// Per-core run queues instead of `cpu` (with `slice`, experiment).
-    rq: Option<RunQueues>,
     calendar: Calendar,
     workers: Vec<Worker>,
     free: Vec<u32>,
@@ -292,8 +289,6 @@ impl Sim {
             core_wait: costs.preempt > Duration::ZERO || costs.slice > Duration::ZERO,
             per_request: false,
             cpu: Cpu::new(cores),
-            rq: (costs.slice > Duration::ZERO && std::env::var_os("TIDEPOOL_SIM_RQ").is_some())
-                .then(|| RunQueues::new(cores, std::env::var("TIDEPOOL_SIM_TICK").ok().and_then(|v| v.parse().ok()).unwrap_or(4_000_000))),
             calendar: Calendar::default(),
             workers: Vec::new(),
             free: Vec::new(),
@@ -425,7 +420,7 @@ impl Sim {
         // The next arrival: it moves only when a task is taken or answered.
         let mut ta = arrivals.next_at().unwrap_or(u64::MAX);
         loop {
-            let tc = self.cpu_next_done().unwrap_or(u64::MAX);
+            let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
             let tp = self.control.as_ref().and_then(|c| c.at).unwrap_or(u64::MAX);
             let mut t = ta.min(tc).min(te).min(tp);
@@ -450,7 +445,7 @@ impl Sim {
             self.advance(t);
             self.events_handled += 1;
             if tc == t {
-                while let Some(w) = self.cpu_pop_done() {
+                while let Some(w) = self.cpu.pop_done() {
                     if w == DRIVER {
                         self.driver_spinning = false;
                     } else if w == DRIVER_ANSWER {
@@ -487,7 +482,7 @@ impl Sim {
                 if !self.driver_spinning {
                     self.driver_spinning = true;
                     // It spins to the arrival after a nap.
-                    self.cpu_start(DRIVER, ta - t + self.sleep_cpu);
+                    self.cpu.start(DRIVER, ta - t + self.sleep_cpu);
                 }
             }
             if self.contended {
@@ -511,54 +506,6 @@ impl Sim {
         self.finish(workload, taken)
     }
 
-    #[inline(always)]
-    fn cpu_next_done(&mut self) -> Option<u64> {
-        match &mut self.rq {
-            Some(rq) => rq.next_done(),
-            None => self.cpu.next_done(),
-        }
-    }
-
-    #[inline(always)]
-    fn cpu_pop_done(&mut self) -> Option<u32> {
-        match &mut self.rq {
-            Some(rq) => rq.pop_done(),
-            None => self.cpu.pop_done(),
-        }
-    }
-
-    #[inline(always)]
-    fn cpu_start(&mut self, w: u32, work: u64) {
-        match &mut self.rq {
-            Some(rq) => rq.start(w, work),
-            None => self.cpu.start(w, work),
-        }
-    }
-
-    #[inline(always)]
-    fn cpu_running(&self) -> usize {
-        match &self.rq {
-            Some(rq) => rq.running(),
-            None => self.cpu.running(),
-        }
-    }
-
-    #[inline(always)]
-    fn cpu_advance(&mut self, t: u64) {
-        match &mut self.rq {
-            Some(rq) => rq.advance(t),
-            None => self.cpu.advance(t),
-        }
-    }
-
-    fn cpu_busy_ns(&self) -> f64 {
-        self.rq.as_ref().map_or(self.cpu.busy_ns(), RunQueues::busy_ns)
-    }
-
-    fn cpu_delay_ns(&self) -> f64 {
-        self.rq.as_ref().map_or(self.cpu.delay_ns(), RunQueues::delay_ns)
-    }
-
     /// Let time run to `t`: integrals, samples, the cores.
     #[inline(always)]
     fn advance(&mut self, t: u64) {
@@ -575,7 +522,7 @@ impl Sim {
         if t > self.next_sample {
             self.flush_samples(t);
         }
-        self.cpu_advance(t);
+        self.cpu.advance(t);
         self.now = t;
     }
 
@@ -618,19 +565,12 @@ impl Sim {
     #[inline(always)]
     fn handle(&mut self, e: Event) {
         if self.contended && self.core_wait && !matches!(e, Event::KeepAlive(_)) {
-            let running = self.cpu_running();
+            let running = self.cpu.running();
             let wait = if self.preempt > 0 {
                 if running >= self.cores {
                     self.preempt
                 } else {
                     0
-                }
-            } else if let Some(rq) = &mut self.rq {
-                match e {
-                    Event::Ready(w) | Event::Woken(w) | Event::Unblocked(w) => {
-                        rq.land(w).min(self.slice)
-                    }
-                    Event::KeepAlive(_) => 0,
                 }
             } else {
                 let k = self.land() % running.max(self.cores) as u64;
@@ -667,7 +607,7 @@ impl Sim {
         if self.preempt == 0 {
             return;
         }
-        while !self.pending.is_empty() && self.cpu_running() < self.cores {
+        while !self.pending.is_empty() && self.cpu.running() < self.cores {
             if let Some(Reverse((_, _, e))) = self.pending.pop() {
                 self.proceed(e);
             }
@@ -733,7 +673,7 @@ impl Sim {
             self.spawn_worker(Some(task));
             return;
         }
-        if self.wake == 0 && (!self.core_wait || self.cpu_running() < self.cores) {
+        if self.wake == 0 && (!self.core_wait || self.cpu.running() < self.cores) {
             // An idle worker takes the task at once: it never waits in the
             // queue (so a queue with no room still admits it).
             if let Some(w) = self.idle.pop_back() {
@@ -999,7 +939,7 @@ impl Sim {
             }
             if c > 0 {
                 self.workers[w as usize].state = State::Computing;
-                self.cpu_start(w, c);
+                self.cpu.start(w, c);
                 return true;
             }
             if b > 0 {
@@ -1071,7 +1011,7 @@ impl Sim {
         if self.driver > 0 && self.sleep_cpu > 0 && !self.driver_spinning && !self.driver_answering
         {
             self.driver_answering = true;
-            self.cpu_start(DRIVER_ANSWER, self.sleep_cpu);
+            self.cpu.start(DRIVER_ANSWER, self.sleep_cpu);
         }
     }
 
@@ -1200,8 +1140,8 @@ impl Sim {
         gauges.queue_len = self.queue.len();
         gauges.cores = self.cores;
         let (busy, delay) = (
-            self.cpu_busy_ns(),
-            self.cpu_delay_ns() + self.pending_ns as f64,
+            self.cpu.busy_ns(),
+            self.cpu.delay_ns() + self.pending_ns as f64,
         );
         let Some(c) = &mut self.control else { return };
         let mut window = std::mem::take(&mut c.window);
@@ -1265,7 +1205,7 @@ impl Sim {
         self.wait.record_n(self.wait_run.0, self.wait_run.1);
         let wait = self.wait.summary();
         let turnaround = self.turnaround.summary();
-        let cpu_s = self.cpu_busy_ns() / 1e9;
+        let cpu_s = self.cpu.busy_ns() / 1e9;
         let result = tidepool_workload::RunResult {
             executor: String::new(),
             workload: workload.to_string(),
