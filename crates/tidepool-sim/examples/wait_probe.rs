@@ -1,5 +1,5 @@
 //! Where a task's wait (submit → start) goes in the *real* replay: the
-//! measurement behind `docs/sim.md`, "Session 5: the hand-off's wait,
+//! measurement behind `docs/notebook/sim.md`, "Session 5: the hand-off's wait,
 //! measured in the replay".
 //!
 //! ```text

@@ -82,7 +82,7 @@ impl Costs {
         wake: Duration::from_micros(18),
         oversleep: Duration::from_micros(89),
         // Not in the default: its mean swings from hundreds of µs to tens
-        // of ms with the machine's load (docs/sim.md, session 3); give
+        // of ms with the machine's load (docs/notebook/sim.md, session 3); give
         // `--preempt` as measured when the real runs are.
         preempt: Duration::ZERO,
         // `sysctl_sched_base_slice` in /sys/kernel/debug/sched/debug on this
@@ -90,7 +90,7 @@ impl Costs {
         slice: Duration::from_micros(1_400),
         driver: Duration::ZERO,
         // Thread CPU time per 100 µs sleep: median of five measurements at
-        // load 8–22 (12.0–16.7 µs; docs/sim.md, session 3). CPU time, which
+        // load 8–22 (12.0–16.7 µs; docs/notebook/sim.md, session 3). CPU time, which
         // the load moves far less than wall-clock delays.
         sleep_cpu: Duration::from_micros(14),
         // Measured in the real replay (`examples/wait_probe.rs`; docs/sim.md,

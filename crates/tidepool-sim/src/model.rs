@@ -555,7 +555,7 @@ impl Sim {
 
     /// A thread becomes runnable. With `preempt`, if every core computes it
     /// waits in `pending` for a core to free, at most `preempt`. With
-    /// `slice`, as measured on this machine (docs/sim.md, session 6): it
+    /// `slice`, as measured on this machine (docs/notebook/sim.md, session 6): it
     /// lands on one of the cores, evenly, whether or not another is idle
     /// (`wait_probe`: 44–68% of hand-offs are woken on the driver's CPU);
     /// if a compute part runs there it waits for that part to end, at most

@@ -408,7 +408,7 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
              --slice {:.0} --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
              (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
              the default, 20 µs, was measured in the replay by tidepool-sim's wait_probe \
-             example; docs/sim.md, session 5)\n",
+             example; docs/notebook/sim.md, session 5)\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
