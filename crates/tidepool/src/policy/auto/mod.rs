@@ -8,7 +8,9 @@
 //!    also bounded below by the workers busy through the window, so the
 //!    first spawns already measure it; a change of the task mix (per-task
 //!    samples of 4 tasks in a row beyond a factor of 2 from φ, on one side)
-//!    restarts the estimate from them. Keeping the cores busy takes
+//!    restarts the estimate from them; when it raised φ, the target comes
+//!    down to the burst ceiling at once (no shrink hysteresis: the surplus
+//!    workers would run, not idle). Keeping the cores busy takes
 //!    `cores / φ` workers on average; the *ceiling* is the fewest workers
 //!    that, all busy and each runnable with probability φ, keep every core
 //!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
@@ -22,8 +24,11 @@
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
-//!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
-//!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
+//!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit:
+//!    while no backlog is sustained, the fewest workers that keep every core
+//!    busy 90% of the time (the pool keeps up, and workers past that only
+//!    share the cores by time slices, stretching every running task; the
+//!    demand size stops there too); saturated, the ceiling; under a *sustained backlog* (every tick for 75 ms found one,
 //!    or the queue takes the workers 75 ms to start) while the workers do
 //!    not want every core (CPU time plus run delay below the window times
 //!    the cores), the ceiling stretched by contention (point 8) and at
@@ -67,7 +72,8 @@
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (the ceiling; under a sustained
+//! how far bursts and backlog may go (the cores busy 90% of the time
+//! without a sustained backlog; the ceiling when saturated; under a sustained
 //! backlog while the cores are not saturated, the ceiling on the cores
 //! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
@@ -112,7 +118,7 @@ const CORES_BUSY_PROBABILITY: f64 = 0.99;
 /// stretches every running task, where a task queued a moment waits only
 /// its own turn. On `shift` and `bursty` (tasks computing 30–40% of the
 /// time, 1.2–1.6 cores offered) static pools of 8 gave a lower p99
-/// turnaround than 12 or 16 (`docs/benchmarks.md`, session 7).
+/// turnaround than 12 or 16 (`docs/benchmarks.md`, "branch `eval7`").
 const BURST_CORES_BUSY_PROBABILITY: f64 = 0.9;
 /// Smallest φ believed (the ceiling is then about 100 × cores at most).
 const MIN_CPU_FRACTION: f64 = 0.02;
@@ -463,7 +469,9 @@ impl Auto {
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling; under a
+    /// How far bursts and backlog may take the pool: without a sustained
+    /// backlog, the workers that keep the cores busy 90% of the time
+    /// ([`BURST_CORES_BUSY_PROBABILITY`]); saturated, the ceiling; under a
     /// sustained backlog while the pool's workers leave a tenth of the
     /// cores unused, the ceiling on the cores stretched by contention
     /// (other processes hold them, and a pool wins CPU in proportion to its
