@@ -28,7 +28,8 @@
 //!    while no backlog is sustained, the fewest workers that keep every core
 //!    busy 90% of the time (the pool keeps up, and workers past that only
 //!    share the cores by time slices, stretching every running task; the
-//!    demand size stops there too); saturated, the ceiling; under a *sustained backlog* (every tick for 75 ms found one,
+//!    demand size stops there too); under a saturated sustained backlog, the
+//!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
 //!    or the queue takes the workers 75 ms to start) while the workers do
 //!    not want every core (CPU time plus run delay below the window times
 //!    the cores), the ceiling stretched by contention (point 8) and at
@@ -73,7 +74,7 @@
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
 //! how far bursts and backlog may go (the cores busy 90% of the time
-//! without a sustained backlog; the ceiling when saturated; under a sustained
+//! without a sustained backlog; the ceiling under a saturated one; under a sustained
 //! backlog while the cores are not saturated, the ceiling on the cores
 //! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
@@ -471,7 +472,8 @@ impl Auto {
 
     /// How far bursts and backlog may take the pool: without a sustained
     /// backlog, the workers that keep the cores busy 90% of the time
-    /// ([`BURST_CORES_BUSY_PROBABILITY`]); saturated, the ceiling; under a
+    /// ([`BURST_CORES_BUSY_PROBABILITY`]); under a saturated sustained
+    /// backlog, the ceiling; under a
     /// sustained backlog while the pool's workers leave a tenth of the
     /// cores unused, the ceiling on the cores stretched by contention
     /// (other processes hold them, and a pool wins CPU in proportion to its
