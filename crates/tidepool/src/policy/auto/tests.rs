@@ -1335,3 +1335,43 @@ fn a_change_of_mix_that_raises_phi_takes_the_target_down_at_once() {
     }
     assert!(p.target() >= kept);
 }
+
+#[test]
+fn after_a_change_of_mix_the_target_follows_phi_up_for_a_smoothing_time() {
+    // The first samples after a change straddle it: φ restarts at 0.2,
+    // then the tasks' 0.35 (within the factor of 2 that marks a change)
+    // comes in by smoothing. For half a second after the restart the
+    // ticks keep taking the target down to the falling burst ceiling
+    // (one `shift` run restarted at 0.21 and kept 17 workers at φ 0.39,
+    // p99 turnaround 88 ms against 31 ms when the restart read 0.39).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for tick in 1..=8u64 {
+        let d = p.decide(&sampled_tick(tick * 25, live.max(2), 0.05));
+        apply(&mut live, &d);
+    }
+    for i in 0..8u64 {
+        let d = p.decide(&starved(200 + i, live, 100));
+        apply(&mut live, &d);
+    }
+    let high = p.target();
+    for tick in 9..=10u64 {
+        p.decide(&sampled_tick(tick * 25, high, 0.05));
+    }
+    p.decide(&sampled_tick(11 * 25, high, 0.2));
+    p.decide(&sampled_tick(12 * 25, high, 0.2));
+    assert!(
+        (p.cpu_fraction() - 0.2).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    let first_cut = p.target();
+    assert!(first_cut < high, "{first_cut} vs {high}");
+    for tick in 13..=22u64 {
+        p.decide(&sampled_tick(tick * 25, p.target(), 0.35));
+    }
+    assert!(p.cpu_fraction() > 0.3, "{}", p.cpu_fraction());
+    let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY);
+    assert!(burst < first_cut, "{burst} vs {first_cut}");
+    assert!(p.target() <= burst, "{} vs {burst}", p.target());
+}
