@@ -243,9 +243,8 @@ pub struct Auto {
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
     sent_limit: Option<usize>,
-    /// When a change of the task mix last raised φ (`None`: not within
-    /// [`SMOOTHING`] of now).
-    mix_rose_at: Option<Duration>,
+    /// Whether a change of the task mix raised φ since the last tick.
+    mix_rose: bool,
     /// Whether the workers should ask for the short scheduler slice.
     short_slice: bool,
     /// What the pool was last told about the slice.
@@ -289,7 +288,7 @@ impl Auto {
             learned_cap: None,
             cap_memory: CAP_MEMORY,
             sent_limit: None,
-            mix_rose_at: None,
+            mix_rose: false,
             short_slice: false,
             sent_short_slice: false,
         }
@@ -504,17 +503,9 @@ impl Auto {
     /// past it are not idle spares for the next burst but runnable ones
     /// that share the cores by time slices and stretch every running task
     /// (on `shift` the pool kept the 17 workers of its I/O-bound first half
-    /// for the whole CPU-heavier second half). For a smoothing time after
-    /// the change, as φ may go on rising: the first samples of a change
-    /// can straddle it (on `shift` one restart read 0.21, and φ reached
-    /// 0.39 by smoothing, within the factor that marks a change). Returns
-    /// whether it moved.
+    /// for the whole CPU-heavier second half). Returns whether it moved.
     fn follow_mix_change(&mut self, ceiling: usize, now: Duration) -> bool {
-        let Some(at) = self.mix_rose_at else {
-            return false;
-        };
-        if now.saturating_sub(at) > SMOOTHING {
-            self.mix_rose_at = None;
+        if !std::mem::take(&mut self.mix_rose) {
             return false;
         }
         let limit = self.burst_ceiling(ceiling, now);

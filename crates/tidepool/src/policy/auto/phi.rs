@@ -117,11 +117,9 @@ impl Auto {
                 self.wanted_sum = shifted.time.as_secs_f64();
                 let before = self.cpu_fraction.value;
                 self.update_phi();
-                // More compute per task: the ticks take the target down
-                // to the new ceiling (`Auto::follow_mix_change`).
-                if self.cpu_fraction.value > before {
-                    self.mix_rose_at = Some(obs.now);
-                }
+                // More compute per task: the next tick takes the target
+                // down to the new ceiling (`Auto::follow_mix_change`).
+                self.mix_rose |= self.cpu_fraction.value > before;
             } else {
                 self.compute_sum = self.compute_sum * keep + cpu;
                 self.wanted_sum = self.wanted_sum * keep + wanted;
