@@ -8,7 +8,9 @@
 //!    also bounded below by the workers busy through the window, so the
 //!    first spawns already measure it; a change of the task mix (per-task
 //!    samples of 4 tasks in a row beyond a factor of 2 from φ, on one side)
-//!    restarts the estimate from them. Keeping the cores busy takes
+//!    restarts the estimate from them; when it raised φ, the target comes
+//!    down to the burst ceiling at once (no shrink hysteresis: the surplus
+//!    workers would run, not idle). Keeping the cores busy takes
 //!    `cores / φ` workers on average; the *ceiling* is the fewest workers
 //!    that, all busy and each runnable with probability φ, keep every core
 //!    busy 99% of the time (a binomial count; a blocked-to-compute ratio
@@ -22,7 +24,11 @@
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
 //!    does not wait), capped by the ceiling.
 //! 3. **Bursts are met by spawning.** The pool spawns on demand (a task waits,
-//!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit: the
+//!    nobody idle) up to the *burst ceiling* the policy sets as its spawn limit:
+//!    while no backlog is sustained, the fewest workers that keep every core
+//!    busy 90% of the time (the pool keeps up, and workers past that only
+//!    share the cores by time slices, stretching every running task; the
+//!    demand size stops there too); under a saturated sustained backlog, the
 //!    ceiling; under a *sustained backlog* (every tick for 75 ms found one,
 //!    or the queue takes the workers 75 ms to start) while the workers do
 //!    not want every core (CPU time plus run delay below the window times
@@ -67,7 +73,8 @@
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
-//! how far bursts and backlog may go (the ceiling; under a sustained
+//! how far bursts and backlog may go (the cores busy 90% of the time
+//! without a sustained backlog; the ceiling under a saturated one; under a sustained
 //! backlog while the cores are not saturated, the ceiling on the cores
 //! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
@@ -106,6 +113,14 @@ const WAIT_PROBABILITY: f64 = 0.01;
 /// Probability with which the ceiling's busy workers must keep every core
 /// busy (at most 1% of the time fewer runnable workers than cores).
 const CORES_BUSY_PROBABILITY: f64 = 0.99;
+/// The same probability for the *burst* ceiling, where bursts stop while
+/// the backlog is not sustained: there the pool keeps up, and each worker
+/// past the cores' need shares them by time slices with the others and
+/// stretches every running task, where a task queued a moment waits only
+/// its own turn. On `shift` and `bursty` (tasks computing 30–40% of the
+/// time, 1.2–1.6 cores offered) static pools of 8 gave a lower p99
+/// turnaround than 12 or 16 (`docs/benchmarks.md`, "branch `eval7`").
+const BURST_CORES_BUSY_PROBABILITY: f64 = 0.9;
 /// Smallest φ believed (the ceiling is then about 100 × cores at most).
 const MIN_CPU_FRACTION: f64 = 0.02;
 /// CPU use of the pool's workers (of all cores) from which the CPU counts
@@ -228,6 +243,8 @@ pub struct Auto {
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
     sent_limit: Option<usize>,
+    /// Whether a change of the task mix raised φ since the last tick.
+    mix_rose: bool,
     /// Whether the workers should ask for the short scheduler slice.
     short_slice: bool,
     /// What the pool was last told about the slice.
@@ -271,6 +288,7 @@ impl Auto {
             learned_cap: None,
             cap_memory: CAP_MEMORY,
             sent_limit: None,
+            mix_rose: false,
             short_slice: false,
             sent_short_slice: false,
         }
@@ -341,7 +359,6 @@ impl Auto {
         let deep = self.queue_is_deep(obs);
         let backlog = obs.queue_len > 0 && obs.idle == 0 && (pressure || deep);
         let ceiling = self.ceiling();
-        let mut desired = self.demand(obs).min(ceiling);
         let mut why = "demand";
 
         self.backlog_since = if backlog {
@@ -357,6 +374,16 @@ impl Auto {
         // cores and leave the rest idle while tasks wait (`sat10`).
         self.saturated = utilization(obs).is_some_and(|u| u >= CPU_SATURATED)
             && !(self.sustained_backlog(obs.now) && leaves_a_core_unwanted(obs));
+        // Demand stops where bursts do: past the burst ceiling, workers
+        // of a pool that keeps up only share the cores.
+        let mut desired = self
+            .demand(obs)
+            .min(ceiling)
+            .min(self.burst_ceiling(ceiling, obs.now));
+        let old = self.target;
+        if self.follow_mix_change(ceiling, obs.now) {
+            why = "the mix changed: surplus past the ceiling";
+        }
         if backlog {
             self.feedback(obs);
             if !self.saturated {
@@ -388,7 +415,6 @@ impl Auto {
         }
         let desired = self.clamp(desired);
 
-        let old = self.target;
         if desired >= self.target {
             self.low_for = Duration::ZERO;
             self.target = desired;
@@ -444,7 +470,10 @@ impl Auto {
         self.emit(old, ceiling, "starved: adopt and inject")
     }
 
-    /// How far bursts and backlog may take the pool: the ceiling; under a
+    /// How far bursts and backlog may take the pool: without a sustained
+    /// backlog, the workers that keep the cores busy 90% of the time
+    /// ([`BURST_CORES_BUSY_PROBABILITY`]); under a saturated sustained
+    /// backlog, the ceiling; under a
     /// sustained backlog while the pool's workers leave a tenth of the
     /// cores unused, the ceiling on the cores stretched by contention
     /// (other processes hold them, and a pool wins CPU in proportion to its
@@ -452,17 +481,40 @@ impl Auto {
     /// `max`. `ceiling` is [`Auto::ceiling`], computed once per call (a
     /// binomial search).
     fn burst_ceiling(&self, ceiling: usize, now: Duration) -> usize {
-        if !self.saturated && self.sustained_backlog(now) {
+        if !self.sustained_backlog(now) {
+            // A burst: workers past the cores' need would share them by
+            // time slices and lengthen its tasks (contention measured in
+            // a burst is mostly the workers' own queueing for the cores).
+            self.ceiling_at(BURST_CORES_BUSY_PROBABILITY).min(ceiling)
+        } else if !self.saturated {
             self.clamp(
                 self.contended_ceiling(ceiling)
                     .max(BURST_CORES * self.cores),
             )
         } else {
-            // A burst: workers past the ceiling would share the cores by
-            // time slices and lengthen its tasks (contention measured in
-            // a burst is mostly the workers' own queueing for the cores).
+            // Saturated: every core is wanted, and more workers would only
+            // share them.
             ceiling
         }
+    }
+
+    /// After a change of the task mix raised φ, the target comes down to
+    /// the burst ceiling at once, not after the shrink hysteresis: workers
+    /// past it are not idle spares for the next burst but runnable ones
+    /// that share the cores by time slices and stretch every running task
+    /// (on `shift` the pool kept the 17 workers of its I/O-bound first half
+    /// for the whole CPU-heavier second half). Returns whether it moved.
+    fn follow_mix_change(&mut self, ceiling: usize, now: Duration) -> bool {
+        if !std::mem::take(&mut self.mix_rose) {
+            return false;
+        }
+        let limit = self.burst_ceiling(ceiling, now);
+        if self.target <= limit {
+            return false;
+        }
+        self.target = self.clamp(limit);
+        self.low_for = Duration::ZERO;
+        true
     }
 
     /// Whether the backlog is sustained by `now`: the ticks have found one

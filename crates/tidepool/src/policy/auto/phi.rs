@@ -60,13 +60,14 @@ impl Auto {
     /// the user's bounds. About `cores / φ` plus a margin that grows as φ
     /// falls; exactly `cores` for CPU-bound work.
     pub fn ceiling(&self) -> usize {
+        self.ceiling_at(CORES_BUSY_PROBABILITY)
+    }
+
+    /// The fewest workers that, all busy, keep every core busy with
+    /// probability `p`, within the user's bounds.
+    pub(super) fn ceiling_at(&self, p: f64) -> usize {
         let limit = self.max.min(SEARCH_MAX);
-        self.clamp(cores_busy_workers(
-            self.cores,
-            self.runnable(),
-            CORES_BUSY_PROBABILITY,
-            limit,
-        ))
+        self.clamp(cores_busy_workers(self.cores, self.runnable(), p, limit))
     }
 
     /// The probability that a busy worker is runnable, from φ past the
@@ -114,6 +115,11 @@ impl Auto {
                 // The mix changed: the history describes other tasks.
                 self.compute_sum = shifted.cpu.as_secs_f64();
                 self.wanted_sum = shifted.time.as_secs_f64();
+                let before = self.cpu_fraction.value;
+                self.update_phi();
+                // More compute per task: the next tick takes the target
+                // down to the new ceiling (`Auto::follow_mix_change`).
+                self.mix_rose |= self.cpu_fraction.value > before;
             } else {
                 self.compute_sum = self.compute_sum * keep + cpu;
                 self.wanted_sum = self.wanted_sum * keep + wanted;

@@ -337,14 +337,16 @@ fn starvation_adopts_and_escalates_within_the_queue() {
         p.decide(&obs);
     }
     assert_eq!(p.ceiling(), 95);
-    // The pool may spawn on demand up to the ceiling.
-    assert_eq!(p.limit(), 95);
+    // The pool may spawn on demand up to the burst ceiling (the cores
+    // busy 90% of the time, not 99%: no backlog lasts here).
+    assert_eq!(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY), 64);
+    assert_eq!(p.limit(), 64);
     // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3; 4th: +7.
     assert_eq!(p.decide(&starved(550, 5, 50)).target, Some(5));
     assert_eq!(p.decide(&starved(551, 6, 50)).target, Some(7));
     assert_eq!(p.decide(&starved(552, 8, 50)).target, Some(11));
     assert_eq!(p.decide(&starved(553, 12, 50)).target, Some(19));
-    assert_eq!(p.limit(), 95, "spawns do not move the spawn limit");
+    assert_eq!(p.limit(), 64, "spawns do not move the spawn limit");
     // Never more extra workers than tasks waiting (+15 wanted, 2 waiting).
     assert_eq!(p.decide(&starved(554, 20, 2)).target, Some(22));
     // A calm tick resets the escalation and keeps the workers.
@@ -383,7 +385,11 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
         "{}",
         p.cpu_fraction()
     );
-    assert!(d.spawn_limit.unwrap() >= 70, "{d:?}");
+    assert_eq!(
+        d.spawn_limit,
+        Some(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY))
+    );
+    assert!(d.spawn_limit.unwrap() >= 45, "{d:?}");
     // The same window with CPU-bound workers keeps the limit.
     let mut p = Auto::new();
     start(&mut p);
@@ -449,8 +455,11 @@ fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
     let d = p.decide(&obs);
     assert!((p.cpu_fraction() - 0.3).abs() < 1e-9);
-    assert_eq!(d.spawn_limit, Some(p.ceiling()));
-    assert!(p.ceiling() > BURST_CORES * CORES);
+    assert_eq!(
+        d.spawn_limit,
+        Some(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY))
+    );
+    assert!(d.spawn_limit.unwrap() > BURST_CORES * CORES);
     assert!(!p.schedule().on_at_max, "the limit is no longer a guess");
 }
 
@@ -1135,12 +1144,13 @@ fn contention_stretches_sustained_backlogs_not_bursts() {
         obs.idle = usize::from(obs.queue_len == 0);
         let d = p.decide(&obs);
         apply(&mut live, &d);
-        trace.push((p.limit(), p.ceiling(), live));
+        let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY).max(p.target());
+        trace.push((p.limit(), burst, live));
     }
     assert!((p.contention() - 0.5).abs() < 1e-9, "{}", p.contention());
     assert!(
-        trace.iter().all(|&(limit, ceiling, _)| limit == ceiling),
-        "(limit, ceiling, live): {trace:?}"
+        trace.iter().all(|&(limit, burst, _)| limit == burst),
+        "(limit, burst ceiling, live): {trace:?}"
     );
     let ceiling = p.ceiling();
     // The same contention under a sustained backlog stretches the limit
@@ -1242,4 +1252,86 @@ fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
         p.deep_queue
     );
     assert_eq!(p.limit(), BURST_CORES * CORES);
+}
+
+#[test]
+fn bursts_stop_where_the_cores_are_busy_nine_times_in_ten() {
+    // Blocking work (φ = 0.3) in short bursts: the pool keeps up between
+    // them, so the spawn limit is the fewest workers that keep the cores
+    // busy 90% of the time, not 99%: past it, workers share the cores by
+    // time slices and stretch every running task (`bursty`: 18 workers on
+    // the 99% ceiling, where 8 had the best p99 turnaround).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..=30 {
+        let mut obs = busy_tick(at, live, 0.3, 0, 10 * live as u64);
+        // A task queued at one tick in three: a burst, never sustained.
+        obs.queue_len = if at % 3 == 0 { 5 } else { 0 };
+        obs.idle = usize::from(obs.queue_len == 0);
+        let d = p.decide(&obs);
+        apply(&mut live, &d);
+    }
+    let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY);
+    assert!(burst < p.ceiling(), "{burst} vs {}", p.ceiling());
+    assert_eq!(p.limit().max(p.target()), burst.max(p.target()));
+    assert!(p.limit() < p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+    // A spawn in the next burst stops there too.
+    let d = p.decide(&starved(3_100, live, 50));
+    apply(&mut live, &d);
+    assert!(live <= burst, "{live} vs {burst}");
+}
+
+#[test]
+fn a_saturated_sustained_backlog_keeps_the_full_ceiling() {
+    // Under a backlog that lasts, the cores' throughput is what counts:
+    // bursts' tighter limit does not apply (`sat50` lost 4% throughput
+    // at 6 workers where the full ceiling gives 9).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..=20 {
+        let d = p.decide(&busy_tick(at, live, 0.3, 200, 10 * live as u64));
+        apply(&mut live, &d);
+    }
+    assert!(p.limit() >= p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+}
+
+#[test]
+fn a_change_of_mix_that_raises_phi_takes_the_target_down_at_once() {
+    // I/O-bound tasks (φ = 0.05) took the pool to tens of workers; then
+    // the tasks compute 40% of their time. Workers past the new burst
+    // ceiling are not spares but runnable workers sharing the cores: the
+    // target follows the ceiling down at the tick that sees the change,
+    // not after the 2 s shrink hysteresis (`shift` kept 17 workers
+    // through its whole CPU-heavier half, where 8 had the best p99).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for tick in 1..=8u64 {
+        let d = p.decide(&sampled_tick(tick * 25, live.max(2), 0.05));
+        apply(&mut live, &d);
+    }
+    for i in 0..8u64 {
+        let d = p.decide(&starved(200 + i, live, 100));
+        apply(&mut live, &d);
+    }
+    let high = p.target();
+    for tick in 9..=12u64 {
+        p.decide(&sampled_tick(tick * 25, high, 0.05));
+    }
+    assert_eq!(p.target(), high);
+    p.decide(&sampled_tick(13 * 25, high, 0.4));
+    p.decide(&sampled_tick(14 * 25, high, 0.4));
+    assert!(
+        (p.cpu_fraction() - 0.4).abs() < 1e-9,
+        "{}",
+        p.cpu_fraction()
+    );
+    let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY);
+    assert!(high > burst, "{high} vs {burst}");
+    assert!(p.target() <= burst, "{} vs {burst}", p.target());
+    // A mix that turns more blocking keeps its workers (the hysteresis).
+    let kept = p.target();
+    for tick in 15..=18u64 {
+        p.decide(&sampled_tick(tick * 25, kept, 0.05));
+    }
+    assert!(p.target() >= kept);
 }
