@@ -132,7 +132,7 @@ const SAMPLED_TASK_TIME: Duration = Duration::from_micros(500);
 /// Scheduler slice the workers ask for while the tasks mostly block (EEVDF
 /// custom slices, Linux 6.12+): workers that run briefly and then sleep are
 /// the latency-sensitive case the slice request is for, and a woken worker
-/// starts its task sooner (`docs/benchmarks.md`, "Short scheduler slices").
+/// starts its task sooner (`docs/notebook/policies.md`, "Short scheduler slices").
 const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// φ below which the workers ask for [`SHORT_SLICE`]...
 const SHORT_SLICE_BELOW: f64 = 0.75;
@@ -142,7 +142,7 @@ const DEFAULT_SLICE_ABOVE: f64 = 0.85;
 const SHORT_SLICE_CONTENTION_BELOW: f64 = 0.25;
 /// ...and above which the workers go back to the default slice: sharing
 /// the cores with other processes, short-sliced workers lost up to half
-/// their throughput (`docs/benchmarks.md`, "Short slices under contention").
+/// their throughput (`docs/notebook/policies.md`, "Short slices under contention").
 const DEFAULT_SLICE_CONTENTION_ABOVE: f64 = 0.4;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
