@@ -67,7 +67,7 @@
 //! input will wait after that buffer, so it pays every debt right then
 //! rather than when it leaves: a virtual CPU that went idle takes tens of
 //! microseconds to run a woken thread, and paid on leaving, that latency
-//! left the core idle (`docs/benchmarks.md`, pipelines, session 3). Paying
+//! left the core idle (`docs/notebook/pipelines.md`, session 3). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
 //! **The stall bound.** The argument above needs every counted thread to
