@@ -50,7 +50,7 @@ pub const FULL_REPEATS: u32 = 5;
 
 const EXAMPLES: &str = "\
 Examples:
-  tidepool demo                               # about 4 minutes, report in tidepool-report/
+  tidepool demo                               # 2–4 minutes, report in tidepool-report/
   tidepool demo --out /tmp/report --scale 0.1 # quicker, noisier
   tidepool demo --policies auto,xu-bode,tpr   # other policies
   tidepool demo --repeats 3                   # medians over 3 runs
@@ -103,7 +103,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         .unwrap_or(if a.full { FULL_SCALE } else { DEMO_SCALE });
     if !(scale.is_finite() && scale > 0.0 && scale <= 2.0) {
         return Err(usage(format!(
-            "--scale {} must be in (0, 2] (0.15 takes about 4 minutes)",
+            "--scale {} must be in (0, 2] (0.15 takes 2–4 minutes)",
             tidepool_workload::limits::shown_f64(scale)
         )));
     }
