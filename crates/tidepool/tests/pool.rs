@@ -794,8 +794,12 @@ fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
 
     // The first timed slow task switches back to timing each one; tasks
     // already submitted keep the choice made when they were submitted.
+    // 64 of them, so that one is timed whatever the sampler's phase: each
+    // was submitted either while every task is timed, or among 64
+    // consecutive sampled submissions, one of which is timed (with 50, none
+    // was in one run in five or so that ended the waves while sampling).
     let slow = || std::thread::sleep(Duration::from_micros(200));
-    for _ in 0..50 {
+    for _ in 0..64 {
         pool.execute(slow).unwrap();
     }
     pool.wait_idle();
