@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tidepool::policy::PolicySpec;
 use tidepool_sim::{simulate, Costs, ExecutorModel, PoolModel, SimConfig, SimOutcome};
-use tidepool_workload::{GenSpec, TaskSpec};
+use tidepool_workload::{GenSpec, TaskRecord, TaskSpec};
 
 fn gen(s: &str) -> GenSpec {
     s.parse().unwrap()
@@ -22,6 +22,25 @@ fn run(spec: &str, cores: usize, executor: ExecutorModel, costs: Costs) -> SimOu
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
+}
+
+/// Every task's record of `tasks` on a fixed pool of `workers` over `cores`,
+/// Little's law checked.
+fn records(tasks: Vec<TaskSpec>, cores: usize, workers: usize, costs: Costs) -> Vec<TaskRecord> {
+    let mut config =
+        SimConfig::new(cores, ExecutorModel::Pool(PoolModel::fixed(workers))).with_costs(costs);
+    config.keep_records = true;
+    let out = simulate(tasks, "tasks", config);
+    assert!(out.littles_law.holds());
+    out.result.records
+}
+
+/// (start, finish) of each record, in µs.
+fn spans_us(records: &[TaskRecord]) -> Vec<(u64, u64)> {
+    records
+        .iter()
+        .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
+        .collect()
 }
 
 #[test]
@@ -234,28 +253,24 @@ fn a_thread_made_runnable_on_busy_cores_waits_for_a_core_or_the_preemption() {
             TaskSpec::new(2, 1, us(100), Duration::from_millis(1)),
         ]
     };
-    let records = |preempt: Duration| {
-        let mut config =
-            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
+    let spans = |preempt: Duration| {
+        spans_us(&records(
+            tasks(),
+            1,
+            2,
+            Costs {
                 preempt,
                 ..Costs::ZERO
-            });
-        config.keep_records = true;
-        let out = simulate(tasks(), "two", config);
-        assert!(out.littles_law.holds());
-        out.result
-            .records
-            .iter()
-            .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
-            .collect::<Vec<_>>()
+            },
+        ))
     };
     // No preemption cost: processor sharing from 0.1 ms (both at half
     // speed: task 1 ends at 1.9 ms, task 2 alone at 2 ms).
-    assert_eq!(records(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
+    assert_eq!(spans(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
     // Preempted for after 0.5 ms: task 2 starts at 0.6 ms, then both share.
-    assert_eq!(records(us(500)), vec![(0, 1400), (600, 2000)]);
+    assert_eq!(spans(us(500)), vec![(0, 1400), (600, 2000)]);
     // A core frees (task 1 ends) before the preemption: task 2 runs then.
-    assert_eq!(records(us(2000)), vec![(0, 1000), (1000, 2000)]);
+    assert_eq!(spans(us(2000)), vec![(0, 1000), (1000, 2000)]);
 }
 
 #[test]
@@ -266,27 +281,23 @@ fn a_thread_woken_on_a_computing_core_waits_for_its_part_or_the_slice() {
         TaskSpec::new(1, 1, Duration::ZERO, Duration::from_millis(1)),
         TaskSpec::new(2, 1, us(100), Duration::from_millis(1)),
     ];
-    let records = |slice: Duration| {
-        let mut config =
-            SimConfig::new(1, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
+    let spans = |slice: Duration| {
+        spans_us(&records(
+            tasks.clone(),
+            1,
+            2,
+            Costs {
                 slice,
                 ..Costs::ZERO
-            });
-        config.keep_records = true;
-        let out = simulate(tasks.clone(), "two", config);
-        assert!(out.littles_law.holds());
-        out.result
-            .records
-            .iter()
-            .map(|r| (r.started_ns.unwrap() / 1000, r.finished_ns.unwrap() / 1000))
-            .collect::<Vec<_>>()
+            },
+        ))
     };
     // No slice: processor sharing.
-    assert_eq!(records(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
+    assert_eq!(spans(Duration::ZERO), vec![(0, 1900), (100, 2000)]);
     // The part ends within the slice: task 2 runs when it does.
-    assert_eq!(records(us(1400)), vec![(0, 1000), (1000, 2000)]);
+    assert_eq!(spans(us(1400)), vec![(0, 1000), (1000, 2000)]);
     // The slice ends first: task 2 runs after it, then both share.
-    assert_eq!(records(us(500)), vec![(0, 1400), (600, 2000)]);
+    assert_eq!(spans(us(500)), vec![(0, 1400), (600, 2000)]);
 }
 
 #[test]
@@ -308,18 +319,13 @@ fn a_woken_thread_lands_on_either_core_and_no_idle_core_pulls_it() {
         })
         .collect();
     let late = |slice: Duration| {
-        let mut config =
-            SimConfig::new(2, ExecutorModel::Pool(PoolModel::fixed(2))).with_costs(Costs {
-                slice,
-                // A wake-up event (with none an idle worker takes the task at once).
-                wake: us(10),
-                ..Costs::ZERO
-            });
-        config.keep_records = true;
-        let out = simulate(tasks.clone(), "pairs", config);
-        assert!(out.littles_law.holds());
-        out.result
-            .records
+        let costs = Costs {
+            slice,
+            // A wake-up event (with none an idle worker takes the task at once).
+            wake: us(10),
+            ..Costs::ZERO
+        };
+        records(tasks.clone(), 2, 2, costs)
             .iter()
             .filter(|r| r.started_ns.unwrap() > r.submitted_ns + 500_000)
             .count()
@@ -335,17 +341,11 @@ fn a_woken_thread_lands_on_either_core_and_no_idle_core_pulls_it() {
 /// Start times (µs) of `tasks` (sleeping 1 ms each) on 4 parked workers
 /// of 8 cores whose wake-up takes `wake`.
 fn starts_after_wake_ups(tasks: Vec<TaskSpec>, wake: Duration) -> Vec<u64> {
-    let mut config =
-        SimConfig::new(8, ExecutorModel::Pool(PoolModel::fixed(4))).with_costs(Costs {
-            wake,
-            ..Costs::ZERO
-        });
-    config.keep_records = true;
-    let out = simulate(tasks, "burst", config);
-    assert!(out.littles_law.holds());
-    let mut starts: Vec<u64> = out
-        .result
-        .records
+    let costs = Costs {
+        wake,
+        ..Costs::ZERO
+    };
+    let mut starts: Vec<u64> = records(tasks, 8, 4, costs)
         .iter()
         .map(|r| r.started_ns.unwrap() / 1000)
         .collect();
