@@ -17,7 +17,7 @@ pub use self::crossbeam::CrossbeamPool;
 pub use self::rayon::RayonSubject;
 pub use self::rusty_pool::RustyPoolSubject;
 pub use self::threadpool::ThreadpoolSubject;
-pub use self::tidepool::TidepoolSubject;
+pub use self::tidepool::{TidepoolSubject, SHORT_SLICE};
 pub use self::tokio_blocking::TokioBlockingSubject;
 
 /// One implementation under test.
@@ -37,6 +37,11 @@ pub enum Impl {
     TidepoolHybrid,
     /// tidepool on the lock-free queue (named explicitly).
     TidepoolLockFree,
+    /// tidepool whose workers ask the scheduler for a short slice
+    /// ([`SHORT_SLICE`], `Builder::worker_slice`); opt-in (`--only`), not in
+    /// the default set: it shows what EEVDF's wake-up preemption does to a
+    /// lone task and to a burst (`docs/notebook/dispatch.md`, session 7).
+    TidepoolSlice,
     /// The `threadpool` crate.
     Threadpool,
     /// The `rusty_pool` crate.
@@ -51,7 +56,7 @@ pub enum Impl {
 
 impl Impl {
     /// Every implementation, in report order.
-    pub const ALL: [Impl; 12] = [
+    pub const ALL: [Impl; 13] = [
         Impl::Tidepool,
         Impl::TidepoolNoStats,
         Impl::TidepoolStats,
@@ -59,6 +64,7 @@ impl Impl {
         Impl::TidepoolSpin,
         Impl::TidepoolHybrid,
         Impl::TidepoolLockFree,
+        Impl::TidepoolSlice,
         Impl::Threadpool,
         Impl::RustyPool,
         Impl::Crossbeam,
@@ -67,11 +73,12 @@ impl Impl {
     ];
 
     /// The implementations run when none is selected: every one except the
-    /// variants that duplicate the default configuration.
+    /// variants that duplicate the default configuration and the opt-in
+    /// short-slice experiment.
     pub fn defaults() -> Vec<Impl> {
         Impl::ALL
             .into_iter()
-            .filter(|i| !TidepoolSubject::duplicates_default(*i))
+            .filter(|i| !TidepoolSubject::duplicates_default(*i) && *i != Impl::TidepoolSlice)
             .collect()
     }
 
@@ -85,6 +92,7 @@ impl Impl {
             Impl::TidepoolSpin => "tidepool-spin",
             Impl::TidepoolHybrid => "tidepool-hybrid",
             Impl::TidepoolLockFree => "tidepool-lockfree",
+            Impl::TidepoolSlice => "tidepool-slice",
             Impl::Threadpool => "threadpool",
             Impl::RustyPool => "rusty_pool",
             Impl::Crossbeam => "crossbeam",
@@ -108,7 +116,8 @@ impl Impl {
             | Impl::TidepoolMutex
             | Impl::TidepoolSpin
             | Impl::TidepoolHybrid
-            | Impl::TidepoolLockFree => v.visit(&TidepoolSubject::new(self, threads)),
+            | Impl::TidepoolLockFree
+            | Impl::TidepoolSlice => v.visit(&TidepoolSubject::new(self, threads)),
             Impl::Threadpool => v.visit(&ThreadpoolSubject::new(threads)),
             Impl::RustyPool => v.visit(&RustyPoolSubject::new(threads)),
             Impl::Crossbeam => v.visit(&CrossbeamPool::new(threads)),
@@ -149,6 +158,8 @@ mod tests {
         }
         assert!("nope".parse::<Impl>().is_err());
         assert!(Impl::defaults().contains(&Impl::Tidepool));
+        assert!(!Impl::defaults().contains(&Impl::TidepoolSlice));
+        assert!(Impl::TidepoolSlice.is_tidepool());
         assert!(!Impl::Rayon.is_tidepool());
     }
 }

@@ -1,9 +1,16 @@
 //! tidepool's `Pool`, in its default configuration and per queue flavour.
 
+use std::time::Duration;
+
 use tidepool::{Pool, QueueFlavor};
 
 use super::Impl;
 use crate::subject::Subject;
+
+/// The slice `tidepool-slice`'s workers ask for: well under the default
+/// (0.75 ms × (1 + log2 of the CPU count)), so a woken worker's slice is the
+/// shorter one and EEVDF lets it preempt the thread that woke it.
+pub const SHORT_SLICE: Duration = Duration::from_micros(300);
 
 /// A fixed-size `tidepool::Pool` configured for one of the tidepool [`Impl`]s.
 pub struct TidepoolSubject(Pool);
@@ -20,6 +27,7 @@ impl TidepoolSubject {
             Impl::TidepoolSpin => b.queue(QueueFlavor::Spin),
             Impl::TidepoolHybrid => b.queue(QueueFlavor::HYBRID),
             Impl::TidepoolLockFree => b.queue(QueueFlavor::LockFree),
+            Impl::TidepoolSlice => b.worker_slice(SHORT_SLICE),
             _ => b,
         };
         TidepoolSubject(b.build().expect("build tidepool pool"))
