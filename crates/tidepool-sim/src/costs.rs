@@ -73,14 +73,21 @@ impl Costs {
         handoff_cpu: Duration::ZERO,
     };
 
-    /// Measured on the project's 2-core machine by `tidepool sim
-    /// --measure-costs` (docs/sim.md): the delays at load average 48, the
-    /// CPU costs at 8–22; no preemption (its mean follows the load) and no
-    /// driver (not a cost of the pool): the default.
+    /// Measured on the project's 2-core machine (docs/sim.md): spawn and
+    /// wake by `tidepool sim --measure-costs` at load average 48; the
+    /// oversleep, the sleeps' and the hand-offs' CPU in the real replay on
+    /// the quiet machine (`examples/wait_probe.rs`, sessions 5 and 6); no
+    /// preemption (its mean follows the load) and no driver (not a cost of
+    /// the pool): the default.
     pub const CALIBRATED: Costs = Costs {
         spawn: Duration::from_micros(42),
         wake: Duration::from_micros(18),
-        oversleep: Duration::from_micros(89),
+        // The replay's own sleeps on the quiet machine (`wait_probe`,
+        // docs/records/sim-agreement-s{5,6}-quiet/probe-*.txt: processing
+        // less CPU, the sleeps asked and the wait for a core, per sleep):
+        // median 61 µs of 10 runs (57.6–64.0). Session 1's 89 µs was an
+        // isolated 100 µs sleep at load 48.
+        oversleep: Duration::from_micros(61),
         // Not in the default: its mean swings from hundreds of µs to tens
         // of ms with the machine's load (docs/notebook/sim.md, session 3); give
         // `--preempt` as measured when the real runs are.
@@ -89,17 +96,23 @@ impl Costs {
         // machine (Linux 6.18, 2 CPUs: 0.7 ms × (1 + ilog2 2)); docs/sim.md.
         slice: Duration::from_micros(1_400),
         driver: Duration::ZERO,
-        // Thread CPU time per 100 µs sleep: median of five measurements at
-        // load 8–22 (12.0–16.7 µs; docs/notebook/sim.md, session 3). CPU time, which
-        // the load moves far less than wall-clock delays.
-        sleep_cpu: Duration::from_micros(14),
-        // Measured in the real replay (`examples/wait_probe.rs`; docs/sim.md,
-        // session 5): a worker's CPU between two tasks when it parked, less
-        // when it took the next task spinning, with only the driver
-        // runnable at the submit: 29.4 − 9.6 and 29.2 − 10.1 µs (`cpu` at 16
-        // and 8 workers). The isolated condvar ping-pong of
-        // `Costs::measure` (6 µs, session 3) has no spin, yields or pool.
-        handoff_cpu: Duration::from_micros(20),
+        // Thread CPU time per sleep of a task body in the real replay on
+        // the quiet machine (`wait_probe`, the same 10 runs): a task's CPU
+        // from start to finish, less its compute and the busy loop's excess
+        // CPU in the same session's `cpu` runs (1.7–3.4%), per sleep: median
+        // 25 µs (18.7–35.7; docs/notebook/sim.md, session 8). Session 3's
+        // 14 µs timed an isolated 100 µs sleep at load 8–22.
+        sleep_cpu: Duration::from_micros(25),
+        // Measured in the real replay (`examples/wait_probe.rs`): a worker's
+        // CPU between two tasks when it parked (its spin, yields, park and
+        // wake-up), median 29 µs of the 14 quiet runs of sessions 5 and 6
+        // (22.3–34.1; docs/notebook/sim.md, session 8). The model charges a
+        // worker nothing between tasks otherwise, so the spin before the
+        // park (~10 µs, what one that takes the next task spinning pays)
+        // is in it; session 5 left it out (20 µs). The isolated condvar
+        // ping-pong of `Costs::measure` (6 µs, session 3) has no spin,
+        // yields or pool.
+        handoff_cpu: Duration::from_micros(29),
     };
 
     /// Time the costs here, `rounds` times each: medians of the first

@@ -162,11 +162,9 @@ pub(crate) struct Sim {
     /// The arrival the driver's current or last spin is for.
     driver_for: u64,
     /// When the driver, woken for `driver_for` onto a core whose part it
-    /// waits for (the landing rule of `handle`), gets that core
-    /// (`u64::MAX`: it is not waiting).
+    /// waits for (the slice's landing rule, as every woken thread), gets
+    /// that core (`u64::MAX`: it is not waiting).
     driver_due: u64,
-    /// The driver's wake-up follows the landing rule (experiment switch).
-    driver_lands: bool,
     /// `Costs::sleep_cpu` and `Costs::handoff_cpu`.
     sleep_cpu: u64,
     handoff_cpu: u64,
@@ -285,7 +283,6 @@ impl Sim {
             driver: ns(costs.driver),
             driver_for: u64::MAX,
             driver_due: u64::MAX,
-            driver_lands: std::env::var_os("TIDEPOOL_SIM_DRIVER_LANDS").is_some(),
             driver_spinning: false,
             driver_answering: false,
             sleep_cpu: ns(costs.sleep_cpu),
@@ -491,10 +488,15 @@ impl Sim {
                     self.driver_due = u64::MAX;
                     self.spin_driver();
                 } else {
-                    // The driver wakes and spins to the arrival.
+                    // The driver wakes to spin to the arrival. It is a
+                    // thread like the workers: with the slice's rule it
+                    // lands on a core and waits there for the running part
+                    // (at most a slice), then spins what is left (session 8,
+                    // docs/notebook/sim.md; before, it shared the cores at
+                    // once and stretched the parts it woke among).
                     self.driver_for = ta;
                     if self.driver_due == u64::MAX {
-                        let wait = if self.driver_lands && self.preempt == 0 {
+                        let wait = if self.preempt == 0 {
                             self.landing_wait()
                         } else {
                             0
