@@ -32,8 +32,9 @@ pub struct Costs {
     /// thread that becomes runnable while every core computes lands on one
     /// of the cores (evenly) and waits there for the compute part running
     /// on it to end — RUN_TO_PARITY protects the running thread from
-    /// wake-up preemption for its slice — or for any core to free (the
-    /// idle core pulls it), at most this long. Zero: it shares the cores at
+    /// wake-up preemption for its slice — at most this long, and no idle
+    /// core pulls it sooner; the replay's driver, woken to spin, too.
+    /// Zero: it shares the cores at
     /// once (processor sharing, the validation's model). With `preempt`
     /// also set, `preempt` applies.
     #[serde(default)]
@@ -41,9 +42,10 @@ pub struct Costs {
     /// How long before each arrival the replay's driver spins on a core
     /// (`ReplayOptions::spin`: it sleeps until then, then spins to the
     /// arrival's instant to submit on time): a compute part of no task that
-    /// takes a core from the workers. Zero (the default): arrivals cost no
-    /// CPU; `tidepool sim` charges the replay's spin, as the real runs it
-    /// is compared with pay it.
+    /// takes a core from the workers (with `slice`, a spin that lands
+    /// behind a running part is cut short by its wait). Zero (the
+    /// default): arrivals cost no CPU; `tidepool sim` charges the replay's
+    /// spin, as the real runs it is compared with pay it.
     #[serde(default)]
     pub driver: Duration,
     /// CPU a thread spends on each sleep besides sleeping (the system call,
@@ -53,9 +55,9 @@ pub struct Costs {
     #[serde(default)]
     pub sleep_cpu: Duration,
     /// CPU of handing a task to a parked worker, the worker's side: what a
-    /// worker that parks between two tasks spends beyond one that takes the
-    /// next task while spinning (its yields, the park and the wake-up, the
-    /// switches): charged to the task's first compute.
+    /// worker that parks between two tasks spends between them (its spin,
+    /// yields, the park and the wake-up, the switches): charged to the
+    /// task's first compute.
     #[serde(default)]
     pub handoff_cpu: Duration,
 }
