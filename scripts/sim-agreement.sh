@@ -10,6 +10,9 @@
 #   WORKLOADS="cpu io" scripts/sim-agreement.sh     # a subset
 #   SIM_ONLY=1 scripts/sim-agreement.sh DIR         # the simulated side again, against DIR's real sweeps
 #   SIM_ARGS="--preempt 300" scripts/sim-agreement.sh   # extra options of tidepool sim
+#   REAL_FROM="docs/records/sim-agreement-s4-quiet docs/records/sim-agreement-s6-quiet" \
+#     scripts/sim-agreement.sh /tmp/x     # the simulated side once into /tmp/x, scored against each
+#                                         # folder's real sweeps (they are read, never written)
 set -euo pipefail
 out=${1:-sim-agreement}
 scale=${2:-0.5}
@@ -17,6 +20,7 @@ workloads=${WORKLOADS:-cpu io mixed steps bursty azure closed}
 sizes=1,2,4,8,16,32
 tidepool=${TIDEPOOL:-target/release/tidepool}
 mkdir -p "$out"
+[ -z "${REAL_FROM:-}" ] || SIM_ONLY=1
 for w in $workloads; do
   if [ -z "${SIM_ONLY:-}" ]; then
     echo "load average $(cut -d' ' -f1-3 /proc/loadavg) before $w" | tee -a "$out/loadavg.txt" >&2
@@ -26,15 +30,17 @@ for w in $workloads; do
   "$tidepool" sim -w "$w" --scale "$scale" --sizes "$sizes" --cores 2 --policies auto ${SIM_ARGS:-} --json -q > "$out/sim-$w.json"
 done
 [ -n "${SIM_ONLY:-}" ] || echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end" | tee -a "$out/loadavg.txt" >&2
-python3 - "$out" $workloads <<'PY'
+for real in ${REAL_FROM:-$out}; do
+[ -z "${REAL_FROM:-}" ] || echo "## against $real"
+python3 - "$out" "$real" $workloads <<'PY'
 import json, sys
-out, workloads = sys.argv[1], sys.argv[2:]
+out, real_dir, workloads = sys.argv[1], sys.argv[2], sys.argv[3:]
 def t(us):
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.2f} ms"
 rows, points = [], []
 within = {"tput": 0, "turnaround": 0}   # exact ratios, not the rounded table
 for w in workloads:
-    real = json.load(open(f"{out}/real-{w}.json"))
+    real = json.load(open(f"{real_dir}/real-{w}.json"))
     sim = json.load(open(f"{out}/sim-{w}.json"))["sweep"]
     by_size = {r["size"]: r for r in sim["rows"]}
     for r in real["rows"]:
@@ -59,3 +65,4 @@ print()
 print(f"Within 10%: throughput {within['tput']}/{len(rows)}, mean turnaround {within['turnaround']}/{len(rows)}; "
       f"stable points equal {sum(p.split('|')[2] == p.split('|')[3] for p in points)}/{len(points)}")
 PY
+done

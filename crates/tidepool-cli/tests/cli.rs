@@ -717,17 +717,21 @@ fn sim_runs_a_closed_loop_as_a_closed_loop() {
 
 #[test]
 fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
-    // One core: a 950 µs task shares its last 50 µs with the driver's spin
-    // before the next arrival (the replay's 100 µs by default).
+    // One core: without the slice's rule (`--slice 0`) a 950 µs task shares
+    // its last 50 µs with the driver's spin before the next arrival (the
+    // replay's 100 µs by default); with it (the default) the woken driver
+    // waits for the task's part and spins what is left, and the task is
+    // not stretched.
     let run = |extra: &[&str]| {
         let mut args = vec!["--sleep-cpu", "0", "--handoff-cpu", "0"];
         args.extend_from_slice(extra);
         let v = sim_one_worker_on_one_core("periodic:rate=1000,n=200,service=const:950us", &args);
         v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
     };
-    assert_eq!(run(&["--driver-spin", "0"]), 950.0);
-    let spun = run(&[]);
+    assert_eq!(run(&["--driver-spin", "0", "--slice", "0"]), 950.0);
+    let spun = run(&["--slice", "0"]);
     assert!(spun > 990.0, "{spun}");
+    assert_eq!(run(&[]), 950.0);
     let bad = tidepool(&["sim", "-w", TINY, "--preempt", "2000000"]);
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);

@@ -32,8 +32,9 @@ pub struct Costs {
     /// thread that becomes runnable while every core computes lands on one
     /// of the cores (evenly) and waits there for the compute part running
     /// on it to end — RUN_TO_PARITY protects the running thread from
-    /// wake-up preemption for its slice — or for any core to free (the
-    /// idle core pulls it), at most this long. Zero: it shares the cores at
+    /// wake-up preemption for its slice — at most this long, and no idle
+    /// core pulls it sooner; the replay's driver, woken to spin, too.
+    /// Zero: it shares the cores at
     /// once (processor sharing, the validation's model). With `preempt`
     /// also set, `preempt` applies.
     #[serde(default)]
@@ -41,9 +42,10 @@ pub struct Costs {
     /// How long before each arrival the replay's driver spins on a core
     /// (`ReplayOptions::spin`: it sleeps until then, then spins to the
     /// arrival's instant to submit on time): a compute part of no task that
-    /// takes a core from the workers. Zero (the default): arrivals cost no
-    /// CPU; `tidepool sim` charges the replay's spin, as the real runs it
-    /// is compared with pay it.
+    /// takes a core from the workers (with `slice`, a spin that lands
+    /// behind a running part is cut short by its wait). Zero (the
+    /// default): arrivals cost no CPU; `tidepool sim` charges the replay's
+    /// spin, as the real runs it is compared with pay it.
     #[serde(default)]
     pub driver: Duration,
     /// CPU a thread spends on each sleep besides sleeping (the system call,
@@ -53,9 +55,9 @@ pub struct Costs {
     #[serde(default)]
     pub sleep_cpu: Duration,
     /// CPU of handing a task to a parked worker, the worker's side: what a
-    /// worker that parks between two tasks spends beyond one that takes the
-    /// next task while spinning (its yields, the park and the wake-up, the
-    /// switches): charged to the task's first compute.
+    /// worker that parks between two tasks spends between them (its spin,
+    /// yields, the park and the wake-up, the switches): charged to the
+    /// task's first compute.
     #[serde(default)]
     pub handoff_cpu: Duration,
 }
@@ -73,14 +75,21 @@ impl Costs {
         handoff_cpu: Duration::ZERO,
     };
 
-    /// Measured on the project's 2-core machine by `tidepool sim
-    /// --measure-costs` (docs/sim.md): the delays at load average 48, the
-    /// CPU costs at 8–22; no preemption (its mean follows the load) and no
-    /// driver (not a cost of the pool): the default.
+    /// Measured on the project's 2-core machine (docs/sim.md): spawn and
+    /// wake by `tidepool sim --measure-costs` at load average 48; the
+    /// oversleep, the sleeps' and the hand-offs' CPU in the real replay on
+    /// the quiet machine (`examples/wait_probe.rs`, sessions 5 and 6); no
+    /// preemption (its mean follows the load) and no driver (not a cost of
+    /// the pool): the default.
     pub const CALIBRATED: Costs = Costs {
         spawn: Duration::from_micros(42),
         wake: Duration::from_micros(18),
-        oversleep: Duration::from_micros(89),
+        // The replay's own sleeps on the quiet machine (`wait_probe`,
+        // docs/records/sim-agreement-s{5,6}-quiet/probe-*.txt: processing
+        // less CPU, the sleeps asked and the wait for a core, per sleep):
+        // median 61 µs of 10 runs (57.6–64.0). Session 1's 89 µs was an
+        // isolated 100 µs sleep at load 48.
+        oversleep: Duration::from_micros(61),
         // Not in the default: its mean swings from hundreds of µs to tens
         // of ms with the machine's load (docs/notebook/sim.md, session 3); give
         // `--preempt` as measured when the real runs are.
@@ -89,17 +98,23 @@ impl Costs {
         // machine (Linux 6.18, 2 CPUs: 0.7 ms × (1 + ilog2 2)); docs/sim.md.
         slice: Duration::from_micros(1_400),
         driver: Duration::ZERO,
-        // Thread CPU time per 100 µs sleep: median of five measurements at
-        // load 8–22 (12.0–16.7 µs; docs/notebook/sim.md, session 3). CPU time, which
-        // the load moves far less than wall-clock delays.
-        sleep_cpu: Duration::from_micros(14),
-        // Measured in the real replay (`examples/wait_probe.rs`; docs/sim.md,
-        // session 5): a worker's CPU between two tasks when it parked, less
-        // when it took the next task spinning, with only the driver
-        // runnable at the submit: 29.4 − 9.6 and 29.2 − 10.1 µs (`cpu` at 16
-        // and 8 workers). The isolated condvar ping-pong of
-        // `Costs::measure` (6 µs, session 3) has no spin, yields or pool.
-        handoff_cpu: Duration::from_micros(20),
+        // Thread CPU time per sleep of a task body in the real replay on
+        // the quiet machine (`wait_probe`, the same 10 runs): a task's CPU
+        // from start to finish, less its compute and the busy loop's excess
+        // CPU in the same session's `cpu` runs (1.7–3.4%), per sleep: median
+        // 25 µs (18.7–35.7; docs/notebook/sim.md, session 8). Session 3's
+        // 14 µs timed an isolated 100 µs sleep at load 8–22.
+        sleep_cpu: Duration::from_micros(25),
+        // Measured in the real replay (`examples/wait_probe.rs`): a worker's
+        // CPU between two tasks when it parked (its spin, yields, park and
+        // wake-up), median 29 µs of the 14 quiet runs of sessions 5 and 6
+        // (22.3–34.1; docs/notebook/sim.md, session 8). The model charges a
+        // worker nothing between tasks otherwise, so the spin before the
+        // park (~10 µs, what one that takes the next task spinning pays)
+        // is in it; session 5 left it out (20 µs). The isolated condvar
+        // ping-pong of `Costs::measure` (6 µs, session 3) has no spin,
+        // yields or pool.
+        handoff_cpu: Duration::from_micros(29),
     };
 
     /// Time the costs here, `rounds` times each: medians of the first

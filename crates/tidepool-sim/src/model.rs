@@ -161,6 +161,10 @@ pub(crate) struct Sim {
     driver: u64,
     /// The arrival the driver's current or last spin is for.
     driver_for: u64,
+    /// When the driver, woken for `driver_for` onto a core whose part it
+    /// waits for (the slice's landing rule, as every woken thread), gets
+    /// that core (`u64::MAX`: it is not waiting).
+    driver_due: u64,
     /// `Costs::sleep_cpu` and `Costs::handoff_cpu`.
     sleep_cpu: u64,
     handoff_cpu: u64,
@@ -278,6 +282,7 @@ impl Sim {
             pending_ns: 0,
             driver: ns(costs.driver),
             driver_for: u64::MAX,
+            driver_due: u64::MAX,
             driver_spinning: false,
             driver_answering: false,
             sleep_cpu: ns(costs.sleep_cpu),
@@ -437,6 +442,7 @@ impl Sim {
                 if self.driver > 0 && ta != u64::MAX && self.driver_for != ta && !backlog {
                     td = ta.saturating_sub(self.driver).max(self.now);
                 }
+                td = td.min(self.driver_due);
                 t = t.min(tq).min(td);
             }
             if t == u64::MAX {
@@ -477,12 +483,30 @@ impl Sim {
                     self.proceed(e);
                 }
             } else if td == t {
-                // The driver wakes and spins to the arrival.
-                self.driver_for = ta;
-                if !self.driver_spinning {
-                    self.driver_spinning = true;
-                    // It spins to the arrival after a nap.
-                    self.cpu.start(DRIVER, ta - t + self.sleep_cpu);
+                if self.driver_due == t {
+                    // The driver gets the core it landed on.
+                    self.driver_due = u64::MAX;
+                    self.spin_driver();
+                } else {
+                    // The driver wakes to spin to the arrival. It is a
+                    // thread like the workers: with the slice's rule it
+                    // lands on a core and waits there for the running part
+                    // (at most a slice), then spins what is left (session 8,
+                    // docs/notebook/sim.md; before, it shared the cores at
+                    // once and stretched the parts it woke among).
+                    self.driver_for = ta;
+                    if self.driver_due == u64::MAX {
+                        let wait = if self.preempt == 0 {
+                            self.landing_wait()
+                        } else {
+                            0
+                        };
+                        if wait > 0 {
+                            self.driver_due = t + wait;
+                        } else {
+                            self.spin_driver();
+                        }
+                    }
                 }
             }
             if self.contended {
@@ -573,12 +597,7 @@ impl Sim {
                     0
                 }
             } else {
-                let k = self.land() % running.max(self.cores) as u64;
-                if (k as usize) < running {
-                    self.cpu.left(k as usize).min(self.slice)
-                } else {
-                    0
-                }
+                self.landing_wait()
             };
             if wait > 0 {
                 self.pending_seq += 1;
@@ -588,6 +607,30 @@ impl Sim {
             }
         }
         self.proceed(e);
+    }
+
+    /// How long a thread made runnable now waits for the core it lands on
+    /// (the slice's rule of [`handle`](Self::handle)).
+    #[inline]
+    fn landing_wait(&mut self) -> u64 {
+        let running = self.cpu.running();
+        let k = self.land() % running.max(self.cores) as u64;
+        if (k as usize) < running {
+            self.cpu.left(k as usize).min(self.slice)
+        } else {
+            0
+        }
+    }
+
+    /// The driver's spin to the arrival it woke for, after a nap's CPU
+    /// (none left if it got its core late: the arrival stays on time,
+    /// as the model's driver is never late).
+    fn spin_driver(&mut self) {
+        if !self.driver_spinning {
+            self.driver_spinning = true;
+            let spin = self.driver_for.saturating_sub(self.now);
+            self.cpu.start(DRIVER, spin + self.sleep_cpu);
+        }
     }
 
     /// The next pick of [`handle`](Self::handle)'s core (splitmix64).

@@ -421,6 +421,33 @@ fn the_replay_driver_spins_on_a_core_before_each_arrival() {
 }
 
 #[test]
+fn the_driver_woken_on_a_computing_core_waits_for_its_part_then_spins_what_is_left() {
+    // One core, as in the test above, with the slice's rule: the driver
+    // wakes 100 µs before each arrival while the 950 µs task has 50 µs
+    // left, lands on the only core and waits for it (it used to share the
+    // core at once and stretch the task), then spins the last 50 µs.
+    let spec = "periodic:rate=1000,n=100,service=const:950us";
+    let costs = Costs {
+        driver: us(100),
+        slice: us(1400),
+        ..Costs::ZERO
+    };
+    let out = run(spec, 1, ExecutorModel::Pool(PoolModel::fixed(1)), costs);
+    assert_eq!(out.result.turnaround.mean_us, 950.0);
+    let cpu_ms = out.result.cpu_time_s * 1e3;
+    assert!((cpu_ms - (95.0 + 99.0 * 0.05)).abs() < 0.01, "{cpu_ms}");
+    // 90 µs left when it wakes: it spins the last 10 µs.
+    let spec = "periodic:rate=500,n=50,service=const:1990us";
+    let out = run(spec, 1, ExecutorModel::Pool(PoolModel::fixed(1)), costs);
+    assert_eq!(out.result.turnaround.mean_us, 1990.0);
+    let cpu_ms = out.result.cpu_time_s * 1e3;
+    assert!(
+        (cpu_ms - (50.0 * 1.99 + 49.0 * 0.01)).abs() < 0.001,
+        "{cpu_ms}"
+    );
+}
+
+#[test]
 fn the_driver_does_not_spin_while_tasks_queue() {
     // CPU-bound overload (1.5× what 2 cores serve): the queue never
     // empties, so the driver never spins and the pool's size does not

@@ -407,8 +407,9 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
              use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
              --slice {:.0} --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
              (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
-             the default, 20 µs, was measured in the replay by tidepool-sim's wait_probe \
-             example; docs/notebook/sim.md, session 5)\n",
+             the defaults of oversleep, sleep CPU and hand-off CPU, 61, 25 and 29 µs, were \
+             measured in the replay by tidepool-sim's wait_probe example; \
+             docs/notebook/sim.md, session 8)\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
