@@ -214,7 +214,11 @@ pub(crate) struct Sim {
     last_finish: u64,
     in_system_ns: u128,
     queue_ns: u128,
+    /// ∫ live threads dt up to `threads_at`; the count has not changed
+    /// since (it changes far less often than time moves: see
+    /// [`threads_ns`](Self::threads_ns)).
     threads_ns: u128,
+    threads_at: u64,
     turnaround_sum: u128,
     wait_sum: u128,
     wait: LatencyAccumulator,
@@ -326,6 +330,7 @@ impl Sim {
             in_system_ns: 0,
             queue_ns: 0,
             threads_ns: 0,
+            threads_at: 0,
             turnaround_sum: 0,
             wait_sum: 0,
             wait: LatencyAccumulator::default(),
@@ -374,7 +379,7 @@ impl Sim {
                 for _ in 0..p.initial {
                     match sim.sizes.reserve(p.initial) {
                         Some(s) => {
-                            sim.sizes = s;
+                            sim.set_sizes(s);
                             sim.spawn_worker(None);
                         }
                         None => break,
@@ -521,7 +526,6 @@ impl Sim {
             self.pending_ns += dt * self.pending.len() as u128;
         }
         self.queue_ns += dt * u128::from(self.waiting);
-        self.threads_ns += dt * self.live() as u128;
         if t > self.next_sample {
             self.flush_samples(t);
         }
@@ -545,6 +549,29 @@ impl Sim {
         self.samples
             .last_at(self.next_sample + (k - 1) * self.sample_interval);
         self.next_sample += k * self.sample_interval;
+    }
+
+    /// ∫ live threads dt up to now.
+    #[inline]
+    fn threads_ns(&self) -> u128 {
+        self.threads_ns + u128::from(self.now - self.threads_at) * self.live() as u128
+    }
+
+    /// Bring [`threads_ns`](Self::threads_ns) up to now: before the count
+    /// of live threads changes.
+    #[inline]
+    fn sync_threads(&mut self) {
+        self.threads_ns = self.threads_ns();
+        self.threads_at = self.now;
+    }
+
+    /// New sizes (the count of live threads may change).
+    #[inline]
+    fn set_sizes(&mut self, s: Sizes) {
+        if s.live != self.sizes.live {
+            self.sync_threads();
+        }
+        self.sizes = s;
     }
 
     #[inline]
@@ -651,7 +678,7 @@ impl Sim {
         // `warmup..steady_end`; in a closed loop, clients drift apart and a
         // task's index no longer says when it arrives.
         if task.index == self.warmup {
-            self.steady_from = Some((self.now, self.threads_ns));
+            self.steady_from = Some((self.now, self.threads_ns()));
             self.in_steady = true;
         }
         if task.index == self.steady_end {
@@ -660,7 +687,7 @@ impl Sim {
         let steady = self.in_steady;
         task.steady = steady;
         if steady {
-            self.steady_to = (self.now, self.threads_ns);
+            self.steady_to = (self.now, self.threads_ns());
         }
         if steady {
             self.steady.submitted += 1;
@@ -670,6 +697,7 @@ impl Sim {
         }
         if self.per_request {
             self.accept();
+            self.sync_threads();
             self.threads += 1;
             self.spawn_worker(Some(task));
             return;
@@ -712,7 +740,7 @@ impl Sim {
         ) {
             match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
                 Some(s) => {
-                    self.sizes = s.raise_target_to_live().unwrap_or(s);
+                    self.set_sizes(s.raise_target_to_live().unwrap_or(s));
                     self.spawn_worker(None);
                     if let Some(c) = &mut self.control {
                         if let Some(s) = &c.scheduler {
@@ -793,7 +821,7 @@ impl Sim {
     fn run_worker(&mut self, w: u32, mut hand_on: bool) {
         loop {
             if let Some(s) = self.sizes.release_surplus() {
-                self.sizes = s;
+                self.set_sizes(s);
                 self.retire(w, false);
                 return;
             }
@@ -855,7 +883,7 @@ impl Sim {
         }
         match self.sizes.expire(self.limits.min) {
             Some(s) => {
-                self.sizes = s;
+                self.set_sizes(s);
                 self.retire(w, true);
             }
             None => self.park(w, now.saturating_add(ns(self.limits.keep_alive))),
@@ -879,6 +907,7 @@ impl Sim {
     fn leave(&mut self, w: u32) {
         self.workers[w as usize].state = State::Gone;
         self.free.push(w);
+        self.sync_threads();
         self.threads -= 1;
     }
 
@@ -1175,11 +1204,11 @@ impl Sim {
     /// A new target: spawn up to it, wake idle workers so the surplus retires.
     fn apply_target(&mut self, n: usize) -> usize {
         let target = self.limits.clamp(n);
-        self.sizes = self.sizes.with_target(target);
+        self.set_sizes(self.sizes.with_target(target));
         while self.sizes.live < target {
             match self.sizes.reserve(target) {
                 Some(s) => {
-                    self.sizes = s;
+                    self.set_sizes(s);
                     self.spawn_worker(None);
                 }
                 None => break,
