@@ -936,11 +936,18 @@ impl Sim {
                 c.window.wait.record(wait);
             }
         }
-        let slices = TaskBody::new(
-            Duration::from_nanos(task.cpu),
-            Duration::from_nanos(task.blocked),
-        )
-        .slices;
+        // The replay's slicing; one slice when the task only computes or
+        // only blocks, as `TaskBody::new` says, without its two `Duration`s
+        // (a division each: the common case of a compute-only stream).
+        let slices = if task.cpu == 0 || task.blocked == 0 {
+            1
+        } else {
+            TaskBody::new(
+                Duration::from_nanos(task.cpu),
+                Duration::from_nanos(task.blocked),
+            )
+            .slices
+        };
         // The hand-off's CPU, once: a worker that goes on to the next task
         // without parking pays none.
         let lead = if std::mem::take(&mut self.handed) {
