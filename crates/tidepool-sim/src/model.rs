@@ -467,16 +467,17 @@ impl Sim {
                     self.handle(e);
                 }
             } else if ta == t {
-                if let Some((arrival, index, spec)) = arrivals.take() {
-                    self.submit(Task {
-                        index,
-                        request_id: spec.request_id,
-                        app_id: spec.app_id,
-                        arrival,
-                        cpu: ns(spec.cpu),
-                        blocked: ns(spec.blocked),
-                        steady: false,
-                    });
+                let task = arrivals.take_with(|arrival, index, spec| Task {
+                    index,
+                    request_id: spec.request_id,
+                    app_id: spec.app_id,
+                    arrival,
+                    cpu: ns(spec.cpu),
+                    blocked: ns(spec.blocked),
+                    steady: false,
+                });
+                if let Some(task) = task {
+                    self.submit(task);
                     taken += 1;
                 }
                 ta = arrivals.next_at().unwrap_or(u64::MAX);
