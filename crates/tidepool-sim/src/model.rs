@@ -427,6 +427,9 @@ impl Sim {
         let mut taken = 0u64;
         // The next arrival: it moves only when a task is taken or answered.
         let mut ta = arrivals.next_at().unwrap_or(u64::MAX);
+        // What a run keeps from start to end, in locals the loop need not
+        // reload from `self` at every event.
+        let (contended, preempting, closed) = (self.contended, self.preempt > 0, self.closed);
         loop {
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
@@ -434,7 +437,7 @@ impl Sim {
             let mut t = ta.min(tc).min(te).min(tp);
             // Threads waiting for a core, and the driver's next spin.
             let (mut tq, mut td) = (u64::MAX, u64::MAX);
-            if self.contended {
+            if contended {
                 tq = self
                     .pending
                     .peek()
@@ -494,10 +497,10 @@ impl Sim {
                     self.cpu.start(DRIVER, ta - t + self.sleep_cpu);
                 }
             }
-            if self.contended && self.preempt > 0 {
+            if preempting {
                 self.release_pending();
             }
-            if self.closed {
+            if closed {
                 for i in self.answered.drain(..) {
                     arrivals.answered(i, self.now);
                 }
