@@ -87,17 +87,27 @@ impl<I: Iterator<Item = TaskSpec>> Arrivals<I> {
     }
 
     /// Take the next task: (arrival, index in the stream, task).
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn take(&mut self) -> Option<(u64, u64, TaskSpec)> {
+        self.take_with(|at, i, spec| (at, i, *spec))
+    }
+
+    /// Take the next task as `f(arrival, index in the stream, task)`: `f`
+    /// reads the task where it is (a copy of its 64 bytes in and out of the
+    /// buffer was ~3% of a compute-only run).
+    #[inline(always)]
+    pub(crate) fn take_with<T>(&mut self, f: impl FnOnce(u64, u64, &TaskSpec) -> T) -> Option<T> {
         match self {
             Arrivals::Open { tasks, next, index } => {
-                let (at, spec) = next.take()?;
+                let (at, spec) = next.as_ref()?;
+                let at = *at;
                 let i = *index;
+                let out = f(at, i, spec);
                 *index += 1;
                 *next = tasks
                     .next()
                     .map(|t| (at.saturating_add(ns(t.start_delay)), t));
-                Some((at, i, spec))
+                Some(out)
             }
             Arrivals::Closed(c) => {
                 let Reverse((at, i)) = c.due.pop()?;
@@ -106,7 +116,7 @@ impl<I: Iterator<Item = TaskSpec>> Arrivals<I> {
                     c.buffer.pop_front();
                     c.first += 1;
                 }
-                Some((at, i, spec))
+                Some(f(at, i, &spec))
             }
         }
     }

@@ -55,11 +55,14 @@ const WHEEL: usize = 3;
 const NONE: u128 = u128::MAX;
 
 const WORKER_BITS: u32 = 26;
+/// Bits of a packed event ([`Event::pack`]): its kind and worker.
+pub(crate) const EVENT_BITS: u32 = WORKER_BITS + 2;
 const SEQ_BITS: u32 = 36;
 
 impl Event {
+    /// The event as its kind and worker in the low 28 bits.
     #[inline]
-    fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         let (kind, w) = match self {
             Event::Ready(w) => (0u64, w),
             Event::Woken(w) => (1, w),
@@ -70,8 +73,9 @@ impl Event {
         kind << WORKER_BITS | u64::from(w) & ((1 << WORKER_BITS) - 1)
     }
 
+    /// The event [`pack`](Self::pack) gave `bits` (its low 28 bits).
     #[inline]
-    fn unpack(bits: u64) -> Event {
+    pub(crate) fn unpack(bits: u64) -> Event {
         let w = (bits & ((1 << WORKER_BITS) - 1)) as u32;
         match (bits >> WORKER_BITS) & 3 {
             0 => Event::Ready(w),
@@ -130,7 +134,7 @@ impl Calendar {
     #[inline(always)]
     fn key(&mut self, at: u64, event: Event) -> u128 {
         self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
-        let low = self.seq << (WORKER_BITS + 2) | event.pack();
+        let low = self.seq << EVENT_BITS | event.pack();
         u128::from(at) << 64 | u128::from(low)
     }
 

@@ -37,7 +37,7 @@ use tidepool_workload::{DecisionEntry, TaskSpec};
 use crate::arrivals::Arrivals;
 use crate::config::{ExecutorModel, SimConfig};
 use crate::cpu::Cpu;
-use crate::events::{Calendar, Event};
+use crate::events::{Calendar, Event, EVENT_BITS};
 use crate::outcome::{Bin, LittlesLaw, SimOutcome, Steady};
 
 /// A task in the system.
@@ -148,8 +148,11 @@ pub(crate) struct Sim {
     slice: u64,
     /// Threads that became runnable while every core computed, by when they
     /// run at the latest (then the order they came in). The earliest runs
-    /// as soon as a core frees.
-    pending: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    /// as soon as a core frees. One `u128` each, compared as one integer:
+    /// the time in the high 64 bits, then a 36-bit count of pushes and the
+    /// event ([`Event::pack`]); the count wraps after 2³⁶ pushes, which can
+    /// only misorder threads due at the same ns pushed 6·10¹⁰ apart.
+    pending: BinaryHeap<Reverse<u128>>,
     pending_seq: u64,
     /// Picks the core a thread that waits for one lands on (splitmix64: the
     /// same run gives the same picks).
@@ -215,7 +218,11 @@ pub(crate) struct Sim {
     last_finish: u64,
     in_system_ns: u128,
     queue_ns: u128,
+    /// ∫ live threads dt up to `threads_at`; the count has not changed
+    /// since (it changes far less often than time moves: see
+    /// [`threads_ns`](Self::threads_ns)).
     threads_ns: u128,
+    threads_at: u64,
     turnaround_sum: u128,
     wait_sum: u128,
     wait: LatencyAccumulator,
@@ -328,6 +335,7 @@ impl Sim {
             in_system_ns: 0,
             queue_ns: 0,
             threads_ns: 0,
+            threads_at: 0,
             turnaround_sum: 0,
             wait_sum: 0,
             wait: LatencyAccumulator::default(),
@@ -376,7 +384,7 @@ impl Sim {
                 for _ in 0..p.initial {
                     match sim.sizes.reserve(p.initial) {
                         Some(s) => {
-                            sim.sizes = s;
+                            sim.set_sizes(s);
                             sim.spawn_worker(None);
                         }
                         None => break,
@@ -424,6 +432,9 @@ impl Sim {
         let mut taken = 0u64;
         // The next arrival: it moves only when a task is taken or answered.
         let mut ta = arrivals.next_at().unwrap_or(u64::MAX);
+        // What a run keeps from start to end, in locals the loop need not
+        // reload from `self` at every event.
+        let (contended, preempting, closed) = (self.contended, self.preempt > 0, self.closed);
         loop {
             let tc = self.cpu.next_done().unwrap_or(u64::MAX);
             let te = self.calendar.next_at().unwrap_or(u64::MAX);
@@ -431,11 +442,11 @@ impl Sim {
             let mut t = ta.min(tc).min(te).min(tp);
             // Threads waiting for a core, and the driver's next spin.
             let (mut tq, mut td) = (u64::MAX, u64::MAX);
-            if self.contended {
+            if contended {
                 tq = self
                     .pending
                     .peek()
-                    .map_or(u64::MAX, |Reverse((t, _, _))| *t);
+                    .map_or(u64::MAX, |Reverse(k)| (k >> 64) as u64);
                 // As the replay: no spin while tasks queue past the idle
                 // workers (the next one queues whenever it comes).
                 let backlog = self.queue.len() > self.idle.len();
@@ -465,22 +476,23 @@ impl Sim {
                     self.handle(e);
                 }
             } else if ta == t {
-                if let Some((arrival, index, spec)) = arrivals.take() {
-                    self.submit(Task {
-                        index,
-                        request_id: spec.request_id,
-                        app_id: spec.app_id,
-                        arrival,
-                        cpu: ns(spec.cpu),
-                        blocked: ns(spec.blocked),
-                        steady: false,
-                    });
+                let task = arrivals.take_with(|arrival, index, spec| Task {
+                    index,
+                    request_id: spec.request_id,
+                    app_id: spec.app_id,
+                    arrival,
+                    cpu: ns(spec.cpu),
+                    blocked: ns(spec.blocked),
+                    steady: false,
+                });
+                if let Some(task) = task {
+                    self.submit(task);
                     taken += 1;
                 }
                 ta = arrivals.next_at().unwrap_or(u64::MAX);
             } else if tq == t {
-                if let Some(Reverse((_, _, e))) = self.pending.pop() {
-                    self.proceed(e);
+                if let Some(Reverse(k)) = self.pending.pop() {
+                    self.proceed(Event::unpack(k as u64));
                 }
             } else if td == t {
                 if self.driver_due == t {
@@ -509,10 +521,10 @@ impl Sim {
                     }
                 }
             }
-            if self.contended {
+            if preempting {
                 self.release_pending();
             }
-            if self.closed {
+            if closed {
                 for i in self.answered.drain(..) {
                     arrivals.answered(i, self.now);
                 }
@@ -542,7 +554,6 @@ impl Sim {
             self.pending_ns += dt * self.pending.len() as u128;
         }
         self.queue_ns += dt * u128::from(self.waiting);
-        self.threads_ns += dt * self.live() as u128;
         if t > self.next_sample {
             self.flush_samples(t);
         }
@@ -566,6 +577,29 @@ impl Sim {
         self.samples
             .last_at(self.next_sample + (k - 1) * self.sample_interval);
         self.next_sample += k * self.sample_interval;
+    }
+
+    /// ∫ live threads dt up to now.
+    #[inline]
+    fn threads_ns(&self) -> u128 {
+        self.threads_ns + u128::from(self.now - self.threads_at) * self.live() as u128
+    }
+
+    /// Bring [`threads_ns`](Self::threads_ns) up to now: before the count
+    /// of live threads changes.
+    #[inline]
+    fn sync_threads(&mut self) {
+        self.threads_ns = self.threads_ns();
+        self.threads_at = self.now;
+    }
+
+    /// New sizes (the count of live threads may change).
+    #[inline]
+    fn set_sizes(&mut self, s: Sizes) {
+        if s.live != self.sizes.live {
+            self.sync_threads();
+        }
+        self.sizes = s;
     }
 
     #[inline]
@@ -600,9 +634,10 @@ impl Sim {
                 self.landing_wait()
             };
             if wait > 0 {
-                self.pending_seq += 1;
+                self.pending_seq = (self.pending_seq + 1) & ((1 << 36) - 1);
+                let low = self.pending_seq << EVENT_BITS | e.pack();
                 self.pending
-                    .push(Reverse((self.now + wait, self.pending_seq, e)));
+                    .push(Reverse(u128::from(self.now + wait) << 64 | u128::from(low)));
                 return;
             }
         }
@@ -644,15 +679,12 @@ impl Sim {
     }
 
     /// With `preempt`, run pending threads, the earliest due first, while a
-    /// core is free (with `slice` a thread waits for its own core's part).
-    #[inline]
+    /// core is free (with `slice` a thread waits for its own core's part;
+    /// the caller tests `preempt`: a call per event was 2–4% of a run).
     fn release_pending(&mut self) {
-        if self.preempt == 0 {
-            return;
-        }
         while !self.pending.is_empty() && self.cpu.running() < self.cores {
-            if let Some(Reverse((_, _, e))) = self.pending.pop() {
-                self.proceed(e);
+            if let Some(Reverse(k)) = self.pending.pop() {
+                self.proceed(Event::unpack(k as u64));
             }
         }
     }
@@ -693,7 +725,7 @@ impl Sim {
         // `warmup..steady_end`; in a closed loop, clients drift apart and a
         // task's index no longer says when it arrives.
         if task.index == self.warmup {
-            self.steady_from = Some((self.now, self.threads_ns));
+            self.steady_from = Some((self.now, self.threads_ns()));
             self.in_steady = true;
         }
         if task.index == self.steady_end {
@@ -702,7 +734,7 @@ impl Sim {
         let steady = self.in_steady;
         task.steady = steady;
         if steady {
-            self.steady_to = (self.now, self.threads_ns);
+            self.steady_to = (self.now, self.threads_ns());
         }
         if steady {
             self.steady.submitted += 1;
@@ -712,6 +744,7 @@ impl Sim {
         }
         if self.per_request {
             self.accept();
+            self.sync_threads();
             self.threads += 1;
             self.spawn_worker(Some(task));
             return;
@@ -754,7 +787,7 @@ impl Sim {
         ) {
             match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
                 Some(s) => {
-                    self.sizes = s.raise_target_to_live().unwrap_or(s);
+                    self.set_sizes(s.raise_target_to_live().unwrap_or(s));
                     self.spawn_worker(None);
                     if let Some(c) = &mut self.control {
                         if let Some(s) = &c.scheduler {
@@ -835,7 +868,7 @@ impl Sim {
     fn run_worker(&mut self, w: u32, mut hand_on: bool) {
         loop {
             if let Some(s) = self.sizes.release_surplus() {
-                self.sizes = s;
+                self.set_sizes(s);
                 self.retire(w, false);
                 return;
             }
@@ -897,7 +930,7 @@ impl Sim {
         }
         match self.sizes.expire(self.limits.min) {
             Some(s) => {
-                self.sizes = s;
+                self.set_sizes(s);
                 self.retire(w, true);
             }
             None => self.park(w, now.saturating_add(ns(self.limits.keep_alive))),
@@ -921,6 +954,7 @@ impl Sim {
     fn leave(&mut self, w: u32) {
         self.workers[w as usize].state = State::Gone;
         self.free.push(w);
+        self.sync_threads();
         self.threads -= 1;
     }
 
@@ -949,11 +983,18 @@ impl Sim {
                 c.window.wait.record(wait);
             }
         }
-        let slices = TaskBody::new(
-            Duration::from_nanos(task.cpu),
-            Duration::from_nanos(task.blocked),
-        )
-        .slices;
+        // The replay's slicing; one slice when the task only computes or
+        // only blocks, as `TaskBody::new` says, without its two `Duration`s
+        // (a division each: the common case of a compute-only stream).
+        let slices = if task.cpu == 0 || task.blocked == 0 {
+            1
+        } else {
+            TaskBody::new(
+                Duration::from_nanos(task.cpu),
+                Duration::from_nanos(task.blocked),
+            )
+            .slices
+        };
         // The hand-off's CPU, once: a worker that goes on to the next task
         // without parking pays none.
         let lead = if std::mem::take(&mut self.handed) {
@@ -1217,11 +1258,11 @@ impl Sim {
     /// A new target: spawn up to it, wake idle workers so the surplus retires.
     fn apply_target(&mut self, n: usize) -> usize {
         let target = self.limits.clamp(n);
-        self.sizes = self.sizes.with_target(target);
+        self.set_sizes(self.sizes.with_target(target));
         while self.sizes.live < target {
             match self.sizes.reserve(target) {
                 Some(s) => {
-                    self.sizes = s;
+                    self.set_sizes(s);
                     self.spawn_worker(None);
                 }
                 None => break,

@@ -526,3 +526,14 @@ fn a_closed_loops_answer_wakes_the_sleeping_driver() {
     let expected = (100.0 + 10.0 * 11.0 + 9.0 * 10.0) / 10.0;
     assert!((closed - expected).abs() < 1e-3, "{closed}");
 }
+
+/// The simulator skips `TaskBody::new` for a task that only computes or
+/// only blocks (one slice): the replay's rule must still say so.
+#[test]
+fn a_task_that_only_computes_or_only_blocks_is_one_slice() {
+    use tidepool_workload::body::TaskBody;
+    for d in [us(1), us(700), us(5_000), Duration::from_secs(2)] {
+        assert_eq!(TaskBody::new(d, Duration::ZERO).slices, 1, "{d:?}");
+        assert_eq!(TaskBody::new(Duration::ZERO, d).slices, 1, "{d:?}");
+    }
+}
