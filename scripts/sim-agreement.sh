@@ -12,7 +12,8 @@
 #   SIM_ARGS="--preempt 300" scripts/sim-agreement.sh   # extra options of tidepool sim
 #   REAL_FROM="docs/records/sim-agreement-s4-quiet docs/records/sim-agreement-s6-quiet" \
 #     scripts/sim-agreement.sh /tmp/x     # the simulated side once into /tmp/x, scored against each
-#                                         # folder's real sweeps (they are read, never written)
+#                                         # folder's real sweeps (they are read, never written), then
+#                                         # scripts/sim-band.py over all of them
 set -euo pipefail
 out=${1:-sim-agreement}
 scale=${2:-0.5}
@@ -66,3 +67,9 @@ print(f"Within 10%: throughput {within['tput']}/{len(rows)}, mean turnaround {wi
       f"stable points equal {sum(p.split('|')[2] == p.split('|')[3] for p in points)}/{len(points)}")
 PY
 done
+# Several real sides: how far apart the real runs are, and where the simulated side falls.
+# shellcheck disable=SC2086  # REAL_FROM is a list of folders
+if [ "$(echo ${REAL_FROM:-} | wc -w)" -ge 2 ]; then
+  echo "## every real side at once"
+  python3 scripts/sim-band.py "$out" $REAL_FROM
+fi

@@ -46,3 +46,7 @@ RUSTFLAGS="--cfg tidepool_no_os" CARGO_TARGET_DIR=target/no_os \
 echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool-rs --all-features --no-deps --locked --quiet
+
+echo "== scripts: the simulator against the recorded real sides (scripts/sim-band.py)"
+python3 scripts/sim-band.py docs/records/sim-agreement-s7-model \
+  docs/records/sim-agreement-s4-quiet docs/records/sim-agreement-s5-quiet docs/records/sim-agreement-s6-quiet >/dev/null
