@@ -44,6 +44,10 @@ pub struct StageDef {
     pub work: Work,
     /// Threads that run it.
     pub replicas: usize,
+    /// Runs on the previous stage's thread(s) (a multistage thread,
+    /// `Builder::then` / `then_each`) instead of threads of its own. The
+    /// mapping changes no work: [`bound`] and [`oracle`] ignore it.
+    pub then: bool,
 }
 
 /// A pipeline shape: the first stage is the source, the last the sink.
@@ -63,12 +67,63 @@ const fn st(name: &'static str, work: Work, replicas: usize) -> StageDef {
         name,
         work,
         replicas,
+        then: false,
     }
 }
 
-/// The three shapes of the issue, sized for `cores` CPUs.
+/// `s` on the previous stage's thread(s).
+const fn then(s: StageDef) -> StageDef {
+    StageDef { then: true, ..s }
+}
+
+/// A thread group of a shape: consecutive stages on the same thread(s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Its stages' work, in order.
+    pub works: Vec<Work>,
+    /// Threads that run it (its first stage's).
+    pub replicas: usize,
+}
+
+impl Group {
+    /// Do every stage's work of the group on an item.
+    fn work(&self, item: &mut [u64]) {
+        for &w in &self.works {
+            work(w, item);
+        }
+    }
+}
+
+/// The shape's thread groups: each stage starts one unless it is `then`.
+pub fn groups(shape: &Shape) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    for s in &shape.stages {
+        match out.last_mut() {
+            Some(g) if s.then => g.works.push(s.work),
+            _ => out.push(Group {
+                works: vec![s.work],
+                replicas: s.replicas,
+            }),
+        }
+    }
+    out
+}
+
+/// The three shapes of the issue, sized for `cores` CPUs, each compute
+/// shape also mapped onto fewer threads with multistage threads.
+///
+/// `balanced-compute-multistage`: read+a | b+write, two threads (as many as
+/// cores on this machine), one hand-off per item instead of three.
+/// `slow-stage-replicated-multistage`: read | (slow+write) × replicas. A
+/// line's two ends cannot share a thread without the middle, and the source
+/// is one thread, so read stays alone (10 µs of 100 per item); write joins
+/// each replica of the slow stage. That is honest for this sink because the
+/// replicated stage is already unordered (the sink takes items in any
+/// order) and its work needs no state shared between items, as a `pwrite`
+/// at the item's own offset would not; a sink that must append in order
+/// keeps the thread-per-stage mapping.
 pub fn shapes(cores: usize) -> Vec<Shape> {
-    vec![
+    let mut v = vec![
         Shape {
             name: "balanced-compute",
             stages: vec![
@@ -97,7 +152,21 @@ pub fn shapes(cores: usize) -> Vec<Shape> {
             ],
             in_flight: IN_FLIGHT,
         },
-    ]
+    ];
+    let fused = |name: &'static str, base: &Shape, then_at: &[usize]| Shape {
+        name,
+        stages: base
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| if then_at.contains(&i) { then(s) } else { s })
+            .collect(),
+        in_flight: base.in_flight,
+    };
+    let balanced = fused("balanced-compute-multistage", &v[0], &[1, 3]);
+    let slow = fused("slow-stage-replicated-multistage", &v[1], &[2]);
+    v.extend([balanced, slow]);
+    v
 }
 
 /// Do a stage's work on an item.
@@ -242,6 +311,7 @@ impl Impl {
 fn run_tidepool(shape: &Shape, items: usize) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
+    assert!(!shape.stages[0].then, "the source starts the first group");
     let mut b = Pipeline::builder(shape.name)
         .buffers(shape.in_flight, || vec![0u64; ITEM_WORDS])
         .source(
@@ -255,13 +325,22 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
                 })
             },
         );
+    // Threads of the group the latest stage joined.
+    let mut group_replicas = 1;
     for s in &shape.stages[1..] {
         let w = s.work;
         let f = move |buf: &mut Vec<u64>, _: &Context| -> Result<(), tidepool_pipeline::BoxError> {
             work(w, buf);
             Ok(())
         };
-        b = if s.replicas > 1 {
+        if !s.then {
+            group_replicas = s.replicas;
+        }
+        b = if s.then && group_replicas > 1 {
+            b.then_each(s.name, move || f)
+        } else if s.then {
+            b.then(s.name, f)
+        } else if s.replicas > 1 {
             b.replicated(s.name, s.replicas, move || f)
                 .order(Order::Unordered)
         } else {
@@ -281,26 +360,28 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
 
 fn run_crossbeam(shape: &Shape, items: usize) -> usize {
     use crossbeam_channel::bounded;
-    let n = shape.stages.len();
+    let groups = groups(shape);
+    let n = groups.len();
+    let cap = shape.in_flight / n.max(1);
     std::thread::scope(|scope| {
-        let (tx0, mut rx) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
-        let src = shape.stages[0].work;
+        let (tx0, mut rx) = bounded::<Vec<u64>>(cap);
+        let src = &groups[0];
         scope.spawn(move || {
             for _ in 0..items {
                 let mut v = vec![0u64; ITEM_WORDS];
-                work(src, &mut v);
+                src.work(&mut v);
                 if tx0.send(v).is_err() {
                     return;
                 }
             }
         });
-        for s in &shape.stages[1..n - 1] {
-            let (tx, next) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
-            for _ in 0..s.replicas {
-                let (rx, tx, w) = (rx.clone(), tx.clone(), s.work);
+        for g in &groups[1..n - 1] {
+            let (tx, next) = bounded::<Vec<u64>>(cap);
+            for _ in 0..g.replicas {
+                let (rx, tx) = (rx.clone(), tx.clone());
                 scope.spawn(move || {
                     for mut v in rx {
-                        work(w, &mut v);
+                        g.work(&mut v);
                         if tx.send(v).is_err() {
                             return;
                         }
@@ -309,45 +390,67 @@ fn run_crossbeam(shape: &Shape, items: usize) -> usize {
             }
             rx = next;
         }
-        let sink = shape.stages[n - 1].work;
-        let mut count = 0;
-        for mut v in rx {
-            work(sink, &mut v);
-            count += 1;
+        // The sink group: on this thread, or on its replicas' threads (a
+        // fused replicated sink), each counting what it finished.
+        let sink = &groups[n - 1];
+        let drain = move |rx: crossbeam_channel::Receiver<Vec<u64>>| {
+            let mut count = 0;
+            for mut v in rx {
+                sink.work(&mut v);
+                count += 1;
+            }
+            count
+        };
+        if sink.replicas == 1 {
+            return drain(rx);
         }
-        count
+        let hs: Vec<_> = (0..sink.replicas)
+            .map(|_| {
+                let rx = rx.clone();
+                scope.spawn(move || drain(rx))
+            })
+            .collect();
+        drop(rx);
+        hs.into_iter().map(|h| h.join().expect("no panic")).sum()
     })
 }
 
-/// The iterator peers' source stage: `items` fresh items, each filled by the
-/// first stage's work.
-fn source(stage: &StageDef, items: usize) -> Box<dyn Iterator<Item = Vec<u64>> + Send> {
-    let src = stage.work;
+/// The iterator peers' source stage: `items` fresh items, each filled by
+/// `works`.
+fn source(works: Vec<Work>, items: usize) -> Box<dyn Iterator<Item = Vec<u64>> + Send> {
     Box::new((0..items).map(move |_| {
         let mut v = vec![0u64; ITEM_WORDS];
-        work(src, &mut v);
+        for &w in &works {
+            work(w, &mut v);
+        }
         v
     }))
 }
 
+/// A map of a group's stage functions, back to back.
+fn fused(works: Vec<Work>) -> impl Fn(Vec<u64>) -> Vec<u64> + Clone + Send + Sync + 'static {
+    move |mut v| {
+        for &w in &works {
+            work(w, &mut v);
+        }
+        v
+    }
+}
+
 fn run_pariter(shape: &Shape, items: usize) -> usize {
     use pariter::IteratorExt;
-    let stages = shape.stages.clone();
-    let mut it = source(&stages[0], items);
-    for s in &stages[1..] {
-        let w = s.work;
-        let f = move |mut v: Vec<u64>| {
-            work(w, &mut v);
-            v
-        };
-        it = if s.replicas > 1 {
+    let groups = groups(shape);
+    let mut it = source(groups[0].works.clone(), items);
+    for g in &groups[1..] {
+        let f = fused(g.works.clone());
+        it = if g.replicas > 1 {
             Box::new(
-                it.parallel_map_custom(|o| o.threads(s.replicas).buffer_size(shape.in_flight), f),
+                it.parallel_map_custom(|o| o.threads(g.replicas).buffer_size(shape.in_flight), f),
             )
         } else {
             // readahead runs everything upstream on its own thread.
             Box::new(
-                it.readahead_custom(|o| o.buffer_size(shape.in_flight / stages.len()))
+                it.readahead_custom(|o| o.buffer_size(shape.in_flight / groups.len()))
                     .map(f),
             )
         };
@@ -355,19 +458,21 @@ fn run_pariter(shape: &Shape, items: usize) -> usize {
     it.count()
 }
 
+/// pipeliner's workers pull their input iterator themselves (under a
+/// lock), so the source's work runs on the first map's threads: the first
+/// group's later stages are that map, and a group of the source alone adds
+/// no thread.
 fn run_pipeliner(shape: &Shape, items: usize) -> usize {
     use pipeliner::Pipeline;
-    let stages = shape.stages.clone();
-    let mut it = source(&stages[0], items);
-    for s in &stages[1..] {
-        let w = s.work;
+    let groups = groups(shape);
+    let mut it = source(vec![shape.stages[0].work], items);
+    let mut maps: Vec<(Vec<Work>, usize)> = vec![(groups[0].works[1..].to_vec(), 1)];
+    maps.extend(groups[1..].iter().map(|g| (g.works.clone(), g.replicas)));
+    for (works, replicas) in maps.into_iter().filter(|(w, _)| !w.is_empty()) {
         it = Box::new(
-            it.with_threads(s.replicas)
-                .out_buffer(shape.in_flight / stages.len())
-                .map(move |mut v: Vec<u64>| {
-                    work(w, &mut v);
-                    v
-                }),
+            it.with_threads(replicas)
+                .out_buffer(shape.in_flight / groups.len())
+                .map(fused(works)),
         );
     }
     it.count()
@@ -634,6 +739,43 @@ mod tests {
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
     }
 
+    /// The multistage shapes are the compute shapes' work on fewer
+    /// threads: same stages, same bound, groups as documented.
+    #[test]
+    fn multistage_shapes_map_the_same_work_onto_fewer_threads() {
+        let s = shapes(2);
+        let by = |n: &str| s.iter().find(|x| x.name == n).unwrap().clone();
+        for (base, multi, want) in [
+            (
+                "balanced-compute",
+                "balanced-compute-multistage",
+                vec![(2, 1), (2, 1)],
+            ),
+            (
+                "slow-stage-replicated",
+                "slow-stage-replicated-multistage",
+                vec![(1, 1), (2, 2)],
+            ),
+        ] {
+            let (b, m) = (by(base), by(multi));
+            let work = |x: &Shape| {
+                x.stages
+                    .iter()
+                    .map(|s| (s.work, s.replicas))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(work(&b), work(&m));
+            let z = |_| Duration::ZERO;
+            assert_eq!(bound(&b, 2, z), bound(&m, 2, z));
+            assert_eq!(groups(&b).len(), b.stages.len());
+            let g: Vec<(usize, usize)> = groups(&m)
+                .iter()
+                .map(|g| (g.works.len(), g.replicas))
+                .collect();
+            assert_eq!(g, want, "{multi}");
+        }
+    }
+
     /// The smallest `--in-flight` (one queue slot per stage of the
     /// longest shape) and a large one still pass every item everywhere,
     /// and the JSON says which was used.
@@ -643,7 +785,7 @@ mod tests {
         for in_flight in [4, 32] {
             let b = run(30, in_flight, 1, &Impl::ALL, &[], true);
             assert_eq!(b.in_flight, in_flight);
-            assert_eq!(b.scenarios.len(), 3);
+            assert_eq!(b.scenarios.len(), shapes(2).len());
         }
     }
 
