@@ -223,6 +223,49 @@ pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f6
     })
 }
 
+/// What a run cost per item.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PerItem {
+    /// The process's CPU time (user + system), µs.
+    pub cpu_us: f64,
+    /// The process's context switches, voluntary and involuntary, of every
+    /// thread (finished ones included): what the hand-offs cost the kernel,
+    /// counted the same way for every implementation.
+    pub switches: f64,
+}
+
+/// The process's context switches so far (getrusage sums every thread,
+/// finished ones included).
+fn switches() -> f64 {
+    // SAFETY: getrusage writes one rusage record into the zeroed struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    (u.ru_nvcsw + u.ru_nivcsw) as f64
+}
+
+/// Run `f` over `items` items: items per second and the cost per item.
+fn timed(items: usize, f: impl FnOnce()) -> (f64, PerItem) {
+    let (cpu0, sw0) = (
+        tidepool::sys::process_cpu_time().unwrap_or_default(),
+        switches(),
+    );
+    let t = Instant::now();
+    f();
+    let ips = items as f64 / t.elapsed().as_secs_f64();
+    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+    let n = items as f64;
+    (
+        ips,
+        PerItem {
+            cpu_us: cpu.as_secs_f64() * 1e6 / n,
+            switches: (switches() - sw0) / n,
+        },
+    )
+}
+
 /// The oracle: the shape's whole work per item, on as many threads as the
 /// shape has, each thread taking whole items from a shared counter and
 /// doing every stage's work on its own item — no hand-off, no queue, no
@@ -233,29 +276,25 @@ pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f6
 /// wake a larger share than threads that never block, so pipelines got up
 /// to 1.4× the oracle). Its CPU time per item is the work's own cost in
 /// the run's conditions: an implementation's CPU per item above it is what
-/// its hand-offs cost. Returns items per second and the process's CPU time
-/// per item, in microseconds.
-pub fn oracle(shape: &Shape, items: usize) -> (f64, f64) {
+/// its hand-offs cost. Returns items per second and the cost per item.
+pub fn oracle(shape: &Shape, items: usize) -> (f64, PerItem) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let threads: usize = shape.stages.iter().map(|s| s.replicas).sum();
     let next = AtomicUsize::new(0);
-    let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
-    let t = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let mut v = vec![0u64; ITEM_WORDS];
-                while next.fetch_add(1, Ordering::Relaxed) < items {
-                    for s in &shape.stages {
-                        work(s.work, &mut v);
+    timed(items, || {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut v = vec![0u64; ITEM_WORDS];
+                    while next.fetch_add(1, Ordering::Relaxed) < items {
+                        for s in &shape.stages {
+                            work(s.work, &mut v);
+                        }
                     }
-                }
-            });
-        }
-    });
-    let ips = items as f64 / t.elapsed().as_secs_f64();
-    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
-    (ips, cpu.as_secs_f64() * 1e6 / items as f64)
+                });
+            }
+        })
+    })
 }
 
 /// An implementation under test.
@@ -291,20 +330,19 @@ impl Impl {
     }
 
     /// Run `items` items through `shape`; returns items per second and the
-    /// process's CPU time (user + system) per item, in microseconds.
-    pub fn run(self, shape: &Shape, items: usize) -> (f64, f64) {
-        let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
-        let t = Instant::now();
-        let done = match self {
-            Impl::Tidepool => run_tidepool(shape, items),
-            Impl::Crossbeam => run_crossbeam(shape, items),
-            Impl::Pariter => run_pariter(shape, items),
-            Impl::Pipeliner => run_pipeliner(shape, items),
-        };
+    /// cost per item.
+    pub fn run(self, shape: &Shape, items: usize) -> (f64, PerItem) {
+        let mut done = 0;
+        let r = timed(items, || {
+            done = match self {
+                Impl::Tidepool => run_tidepool(shape, items),
+                Impl::Crossbeam => run_crossbeam(shape, items),
+                Impl::Pariter => run_pariter(shape, items),
+                Impl::Pipeliner => run_pipeliner(shape, items),
+            }
+        });
         assert_eq!(done, items, "{} lost items", self.name());
-        let ips = items as f64 / t.elapsed().as_secs_f64();
-        let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
-        (ips, cpu.as_secs_f64() * 1e6 / items as f64)
+        r
     }
 }
 
@@ -493,6 +531,8 @@ pub struct ImplResult {
     /// Median CPU time of the process per item, microseconds (the stages'
     /// own work included: compare it with the shape's compute per item).
     pub cpu_us_per_item: f64,
+    /// Median context switches of the process per item (every thread's).
+    pub switches_per_item: f64,
 }
 
 /// One shape's results.
@@ -514,6 +554,8 @@ pub struct ScenarioResult {
     pub oracle_repeats: Vec<f64>,
     /// The oracle's median CPU time per item, µs: the shape's work itself.
     pub oracle_cpu_us_per_item: f64,
+    /// The oracle's median context switches per item.
+    pub oracle_switches_per_item: f64,
     /// tidepool-pipeline over the best peer, per repeat (each repeat runs
     /// all of them back to back, in a rotated order).
     pub tidepool_over_best_peer: Vec<f64>,
@@ -574,6 +616,8 @@ pub fn run(
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut oracle_ips = Vec::new();
         let mut oracle_cpu = Vec::new();
+        let mut sw: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut oracle_sw = Vec::new();
         // Warm-up: one short run each.
         for imp in impls {
             imp.run(&shape, items / 10 + 1);
@@ -588,8 +632,9 @@ pub fn run(
             for k in 0..=impls.len() {
                 let i = (k + rep) % (impls.len() + 1);
                 if i == impls.len() {
-                    let (ips, cpu_us) = oracle(&shape, items);
-                    oracle_cpu.push(cpu_us);
+                    let (ips, cost) = oracle(&shape, items);
+                    oracle_cpu.push(cost.cpu_us);
+                    oracle_sw.push(cost.switches);
                     if !quiet {
                         eprintln!(
                             "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
@@ -601,8 +646,9 @@ pub fn run(
                     oracle_ips.push(ips);
                     continue;
                 }
-                let (ips, cpu_us) = impls[i].run(&shape, items);
-                cpu[i].push(cpu_us);
+                let (ips, cost) = impls[i].run(&shape, items);
+                cpu[i].push(cost.cpu_us);
+                sw[i].push(cost.switches);
                 if !quiet {
                     eprintln!(
                         "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
@@ -640,7 +686,8 @@ pub fn run(
             .iter()
             .zip(samples)
             .zip(cpu)
-            .map(|((imp, v), c)| {
+            .zip(sw)
+            .map(|(((imp, v), c), w)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
@@ -648,6 +695,7 @@ pub fn run(
                     repeats: v,
                     of_bound: m / bound,
                     cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
+                    switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
                 }
             })
             .collect();
@@ -657,6 +705,7 @@ pub fn run(
             oracle_items_per_sec: oracle_median,
             oracle_repeats: oracle_ips,
             oracle_cpu_us_per_item: median(oracle_cpu.iter().copied()).unwrap_or(0.0),
+            oracle_switches_per_item: median(oracle_sw.iter().copied()).unwrap_or(0.0),
             tidepool_over_best_peer,
             results,
         });
@@ -686,11 +735,12 @@ pub fn table(b: &PipelineBench) -> String {
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
         out += &format!(
-            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
             s.name,
             s.bound_items_per_sec,
             s.oracle_items_per_sec,
             s.oracle_cpu_us_per_item,
+            s.oracle_switches_per_item,
             median(ratios.iter().copied()).unwrap_or(f64::NAN),
             ratios.iter().copied().fold(f64::INFINITY, f64::min),
             ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -705,11 +755,12 @@ pub fn table(b: &PipelineBench) -> String {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  (range {:.0}..{:.0}){}\n",
+                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
                 r.items_per_sec,
                 100.0 * r.of_bound,
                 r.cpu_us_per_item,
+                r.switches_per_item,
                 lo,
                 hi,
                 if r.imp == "tidepool-pipeline" && best_peer > 0.0 {
