@@ -178,7 +178,8 @@ impl<B: 'static> SharedStage<B> {
 ///
 /// Every [`stage`](Builder::stage) starts a new thread group (one thread per
 /// stage by default); [`then`](Builder::then) puts a stage on the previous
-/// stage's thread (a multistage thread); the modifiers
+/// stage's thread (a multistage thread; [`then_each`](Builder::then_each) on
+/// each thread of a replicated stage); the modifiers
 /// ([`replicated`](Builder::replicated), [`repeat`](Builder::repeat),
 /// [`priority`](Builder::priority), …) apply to the latest group.
 pub struct Builder<B> {
