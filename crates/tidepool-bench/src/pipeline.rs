@@ -232,18 +232,20 @@ pub struct PerItem {
     /// thread (finished ones included): what the hand-offs cost the kernel,
     /// counted the same way for every implementation.
     pub switches: f64,
+    /// Of those, the voluntary ones: a thread waited (parked, slept).
+    pub voluntary: f64,
 }
 
-/// The process's context switches so far (getrusage sums every thread,
-/// finished ones included).
-fn switches() -> f64 {
+/// The process's context switches so far, all and voluntary (getrusage
+/// sums every thread, finished ones included).
+fn switches() -> (f64, f64) {
     // SAFETY: getrusage writes one rusage record into the zeroed struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to a rusage for the call's duration.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
-        return 0.0;
+        return (0.0, 0.0);
     }
-    (u.ru_nvcsw + u.ru_nivcsw) as f64
+    ((u.ru_nvcsw + u.ru_nivcsw) as f64, u.ru_nvcsw as f64)
 }
 
 /// Run `f` over `items` items: items per second and the cost per item.
@@ -256,12 +258,14 @@ fn timed(items: usize, f: impl FnOnce()) -> (f64, PerItem) {
     f();
     let ips = items as f64 / t.elapsed().as_secs_f64();
     let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+    let sw1 = switches();
     let n = items as f64;
     (
         ips,
         PerItem {
             cpu_us: cpu.as_secs_f64() * 1e6 / n,
-            switches: (switches() - sw0) / n,
+            switches: (sw1.0 - sw0.0) / n,
+            voluntary: (sw1.1 - sw0.1) / n,
         },
     )
 }
@@ -533,6 +537,8 @@ pub struct ImplResult {
     pub cpu_us_per_item: f64,
     /// Median context switches of the process per item (every thread's).
     pub switches_per_item: f64,
+    /// Median voluntary context switches per item (waits: parks, sleeps).
+    pub voluntary_switches_per_item: f64,
 }
 
 /// One shape's results.
@@ -617,6 +623,7 @@ pub fn run(
         let mut oracle_ips = Vec::new();
         let mut oracle_cpu = Vec::new();
         let mut sw: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut vol: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut oracle_sw = Vec::new();
         // Warm-up: one short run each.
         for imp in impls {
@@ -649,6 +656,7 @@ pub fn run(
                 let (ips, cost) = impls[i].run(&shape, items);
                 cpu[i].push(cost.cpu_us);
                 sw[i].push(cost.switches);
+                vol[i].push(cost.voluntary);
                 if !quiet {
                     eprintln!(
                         "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
@@ -687,7 +695,8 @@ pub fn run(
             .zip(samples)
             .zip(cpu)
             .zip(sw)
-            .map(|(((imp, v), c), w)| {
+            .zip(vol)
+            .map(|((((imp, v), c), w), vo)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
@@ -696,6 +705,7 @@ pub fn run(
                     of_bound: m / bound,
                     cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
                     switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
+                    voluntary_switches_per_item: median(vo.iter().copied()).unwrap_or(0.0),
                 }
             })
             .collect();
