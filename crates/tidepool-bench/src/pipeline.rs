@@ -44,6 +44,10 @@ pub struct StageDef {
     pub work: Work,
     /// Threads that run it.
     pub replicas: usize,
+    /// Runs on the previous stage's thread(s) (a multistage thread,
+    /// `Builder::then` / `then_each`) instead of threads of its own. The
+    /// mapping changes no work: [`bound`] and [`oracle`] ignore it.
+    pub then: bool,
 }
 
 /// A pipeline shape: the first stage is the source, the last the sink.
@@ -63,12 +67,63 @@ const fn st(name: &'static str, work: Work, replicas: usize) -> StageDef {
         name,
         work,
         replicas,
+        then: false,
     }
 }
 
-/// The three shapes of the issue, sized for `cores` CPUs.
+/// `s` on the previous stage's thread(s).
+const fn then(s: StageDef) -> StageDef {
+    StageDef { then: true, ..s }
+}
+
+/// A thread group of a shape: consecutive stages on the same thread(s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Its stages' work, in order.
+    pub works: Vec<Work>,
+    /// Threads that run it (its first stage's).
+    pub replicas: usize,
+}
+
+impl Group {
+    /// Do every stage's work of the group on an item.
+    fn work(&self, item: &mut [u64]) {
+        for &w in &self.works {
+            work(w, item);
+        }
+    }
+}
+
+/// The shape's thread groups: each stage starts one unless it is `then`.
+pub fn groups(shape: &Shape) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    for s in &shape.stages {
+        match out.last_mut() {
+            Some(g) if s.then => g.works.push(s.work),
+            _ => out.push(Group {
+                works: vec![s.work],
+                replicas: s.replicas,
+            }),
+        }
+    }
+    out
+}
+
+/// The three shapes of the issue, sized for `cores` CPUs, each compute
+/// shape also mapped onto fewer threads with multistage threads.
+///
+/// `balanced-compute-multistage`: read+a | b+write, two threads (as many as
+/// cores on this machine), one hand-off per item instead of three.
+/// `slow-stage-replicated-multistage`: read | (slow+write) × replicas. A
+/// line's two ends cannot share a thread without the middle, and the source
+/// is one thread, so read stays alone (10 µs of 100 per item); write joins
+/// each replica of the slow stage. That is honest for this sink because the
+/// replicated stage is already unordered (the sink takes items in any
+/// order) and its work needs no state shared between items, as a `pwrite`
+/// at the item's own offset would not; a sink that must append in order
+/// keeps the thread-per-stage mapping.
 pub fn shapes(cores: usize) -> Vec<Shape> {
-    vec![
+    let mut v = vec![
         Shape {
             name: "balanced-compute",
             stages: vec![
@@ -97,7 +152,21 @@ pub fn shapes(cores: usize) -> Vec<Shape> {
             ],
             in_flight: IN_FLIGHT,
         },
-    ]
+    ];
+    let fused = |name: &'static str, base: &Shape, then_at: &[usize]| Shape {
+        name,
+        stages: base
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| if then_at.contains(&i) { then(s) } else { s })
+            .collect(),
+        in_flight: base.in_flight,
+    };
+    let balanced = fused("balanced-compute-multistage", &v[0], &[1, 3]);
+    let slow = fused("slow-stage-replicated-multistage", &v[1], &[2]);
+    v.extend([balanced, slow]);
+    v
 }
 
 /// Do a stage's work on an item.
@@ -154,6 +223,53 @@ pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f6
     })
 }
 
+/// What a run cost per item.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PerItem {
+    /// The process's CPU time (user + system), µs.
+    pub cpu_us: f64,
+    /// The process's context switches, voluntary and involuntary, of every
+    /// thread (finished ones included): what the hand-offs cost the kernel,
+    /// counted the same way for every implementation.
+    pub switches: f64,
+    /// Of those, the voluntary ones: a thread waited (parked, slept).
+    pub voluntary: f64,
+}
+
+/// The process's context switches so far, all and voluntary (getrusage
+/// sums every thread, finished ones included).
+fn switches() -> (f64, f64) {
+    // SAFETY: getrusage writes one rusage record into the zeroed struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return (0.0, 0.0);
+    }
+    ((u.ru_nvcsw + u.ru_nivcsw) as f64, u.ru_nvcsw as f64)
+}
+
+/// Run `f` over `items` items: items per second and the cost per item.
+fn timed(items: usize, f: impl FnOnce()) -> (f64, PerItem) {
+    let (cpu0, sw0) = (
+        tidepool::sys::process_cpu_time().unwrap_or_default(),
+        switches(),
+    );
+    let t = Instant::now();
+    f();
+    let ips = items as f64 / t.elapsed().as_secs_f64();
+    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+    let sw1 = switches();
+    let n = items as f64;
+    (
+        ips,
+        PerItem {
+            cpu_us: cpu.as_secs_f64() * 1e6 / n,
+            switches: (sw1.0 - sw0.0) / n,
+            voluntary: (sw1.1 - sw0.1) / n,
+        },
+    )
+}
+
 /// The oracle: the shape's whole work per item, on as many threads as the
 /// shape has, each thread taking whole items from a shared counter and
 /// doing every stage's work on its own item — no hand-off, no queue, no
@@ -164,29 +280,25 @@ pub fn bound(shape: &Shape, cores: usize, block: impl Fn(u64) -> Duration) -> f6
 /// wake a larger share than threads that never block, so pipelines got up
 /// to 1.4× the oracle). Its CPU time per item is the work's own cost in
 /// the run's conditions: an implementation's CPU per item above it is what
-/// its hand-offs cost. Returns items per second and the process's CPU time
-/// per item, in microseconds.
-pub fn oracle(shape: &Shape, items: usize) -> (f64, f64) {
+/// its hand-offs cost. Returns items per second and the cost per item.
+pub fn oracle(shape: &Shape, items: usize) -> (f64, PerItem) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let threads: usize = shape.stages.iter().map(|s| s.replicas).sum();
     let next = AtomicUsize::new(0);
-    let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
-    let t = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let mut v = vec![0u64; ITEM_WORDS];
-                while next.fetch_add(1, Ordering::Relaxed) < items {
-                    for s in &shape.stages {
-                        work(s.work, &mut v);
+    timed(items, || {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut v = vec![0u64; ITEM_WORDS];
+                    while next.fetch_add(1, Ordering::Relaxed) < items {
+                        for s in &shape.stages {
+                            work(s.work, &mut v);
+                        }
                     }
-                }
-            });
-        }
-    });
-    let ips = items as f64 / t.elapsed().as_secs_f64();
-    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
-    (ips, cpu.as_secs_f64() * 1e6 / items as f64)
+                });
+            }
+        })
+    })
 }
 
 /// An implementation under test.
@@ -222,26 +334,26 @@ impl Impl {
     }
 
     /// Run `items` items through `shape`; returns items per second and the
-    /// process's CPU time (user + system) per item, in microseconds.
-    pub fn run(self, shape: &Shape, items: usize) -> (f64, f64) {
-        let cpu0 = tidepool::sys::process_cpu_time().unwrap_or_default();
-        let t = Instant::now();
-        let done = match self {
-            Impl::Tidepool => run_tidepool(shape, items),
-            Impl::Crossbeam => run_crossbeam(shape, items),
-            Impl::Pariter => run_pariter(shape, items),
-            Impl::Pipeliner => run_pipeliner(shape, items),
-        };
+    /// cost per item.
+    pub fn run(self, shape: &Shape, items: usize) -> (f64, PerItem) {
+        let mut done = 0;
+        let r = timed(items, || {
+            done = match self {
+                Impl::Tidepool => run_tidepool(shape, items),
+                Impl::Crossbeam => run_crossbeam(shape, items),
+                Impl::Pariter => run_pariter(shape, items),
+                Impl::Pipeliner => run_pipeliner(shape, items),
+            }
+        });
         assert_eq!(done, items, "{} lost items", self.name());
-        let ips = items as f64 / t.elapsed().as_secs_f64();
-        let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
-        (ips, cpu.as_secs_f64() * 1e6 / items as f64)
+        r
     }
 }
 
 fn run_tidepool(shape: &Shape, items: usize) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
+    assert!(!shape.stages[0].then, "the source starts the first group");
     let mut b = Pipeline::builder(shape.name)
         .buffers(shape.in_flight, || vec![0u64; ITEM_WORDS])
         .source(
@@ -255,13 +367,22 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
                 })
             },
         );
+    // Threads of the group the latest stage joined.
+    let mut group_replicas = 1;
     for s in &shape.stages[1..] {
         let w = s.work;
         let f = move |buf: &mut Vec<u64>, _: &Context| -> Result<(), tidepool_pipeline::BoxError> {
             work(w, buf);
             Ok(())
         };
-        b = if s.replicas > 1 {
+        if !s.then {
+            group_replicas = s.replicas;
+        }
+        b = if s.then && group_replicas > 1 {
+            b.then_each(s.name, move || f)
+        } else if s.then {
+            b.then(s.name, f)
+        } else if s.replicas > 1 {
             b.replicated(s.name, s.replicas, move || f)
                 .order(Order::Unordered)
         } else {
@@ -281,26 +402,28 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
 
 fn run_crossbeam(shape: &Shape, items: usize) -> usize {
     use crossbeam_channel::bounded;
-    let n = shape.stages.len();
+    let groups = groups(shape);
+    let n = groups.len();
+    let cap = shape.in_flight / n.max(1);
     std::thread::scope(|scope| {
-        let (tx0, mut rx) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
-        let src = shape.stages[0].work;
+        let (tx0, mut rx) = bounded::<Vec<u64>>(cap);
+        let src = &groups[0];
         scope.spawn(move || {
             for _ in 0..items {
                 let mut v = vec![0u64; ITEM_WORDS];
-                work(src, &mut v);
+                src.work(&mut v);
                 if tx0.send(v).is_err() {
                     return;
                 }
             }
         });
-        for s in &shape.stages[1..n - 1] {
-            let (tx, next) = bounded::<Vec<u64>>(shape.in_flight / n.max(1));
-            for _ in 0..s.replicas {
-                let (rx, tx, w) = (rx.clone(), tx.clone(), s.work);
+        for g in &groups[1..n - 1] {
+            let (tx, next) = bounded::<Vec<u64>>(cap);
+            for _ in 0..g.replicas {
+                let (rx, tx) = (rx.clone(), tx.clone());
                 scope.spawn(move || {
                     for mut v in rx {
-                        work(w, &mut v);
+                        g.work(&mut v);
                         if tx.send(v).is_err() {
                             return;
                         }
@@ -309,45 +432,67 @@ fn run_crossbeam(shape: &Shape, items: usize) -> usize {
             }
             rx = next;
         }
-        let sink = shape.stages[n - 1].work;
-        let mut count = 0;
-        for mut v in rx {
-            work(sink, &mut v);
-            count += 1;
+        // The sink group: on this thread, or on its replicas' threads (a
+        // fused replicated sink), each counting what it finished.
+        let sink = &groups[n - 1];
+        let drain = move |rx: crossbeam_channel::Receiver<Vec<u64>>| {
+            let mut count = 0;
+            for mut v in rx {
+                sink.work(&mut v);
+                count += 1;
+            }
+            count
+        };
+        if sink.replicas == 1 {
+            return drain(rx);
         }
-        count
+        let hs: Vec<_> = (0..sink.replicas)
+            .map(|_| {
+                let rx = rx.clone();
+                scope.spawn(move || drain(rx))
+            })
+            .collect();
+        drop(rx);
+        hs.into_iter().map(|h| h.join().expect("no panic")).sum()
     })
 }
 
-/// The iterator peers' source stage: `items` fresh items, each filled by the
-/// first stage's work.
-fn source(stage: &StageDef, items: usize) -> Box<dyn Iterator<Item = Vec<u64>> + Send> {
-    let src = stage.work;
+/// The iterator peers' source stage: `items` fresh items, each filled by
+/// `works`.
+fn source(works: Vec<Work>, items: usize) -> Box<dyn Iterator<Item = Vec<u64>> + Send> {
     Box::new((0..items).map(move |_| {
         let mut v = vec![0u64; ITEM_WORDS];
-        work(src, &mut v);
+        for &w in &works {
+            work(w, &mut v);
+        }
         v
     }))
 }
 
+/// A map of a group's stage functions, back to back.
+fn fused(works: Vec<Work>) -> impl Fn(Vec<u64>) -> Vec<u64> + Clone + Send + Sync + 'static {
+    move |mut v| {
+        for &w in &works {
+            work(w, &mut v);
+        }
+        v
+    }
+}
+
 fn run_pariter(shape: &Shape, items: usize) -> usize {
     use pariter::IteratorExt;
-    let stages = shape.stages.clone();
-    let mut it = source(&stages[0], items);
-    for s in &stages[1..] {
-        let w = s.work;
-        let f = move |mut v: Vec<u64>| {
-            work(w, &mut v);
-            v
-        };
-        it = if s.replicas > 1 {
+    let groups = groups(shape);
+    let mut it = source(groups[0].works.clone(), items);
+    for g in &groups[1..] {
+        let f = fused(g.works.clone());
+        it = if g.replicas > 1 {
             Box::new(
-                it.parallel_map_custom(|o| o.threads(s.replicas).buffer_size(shape.in_flight), f),
+                it.parallel_map_custom(|o| o.threads(g.replicas).buffer_size(shape.in_flight), f),
             )
         } else {
             // readahead runs everything upstream on its own thread.
             Box::new(
-                it.readahead_custom(|o| o.buffer_size(shape.in_flight / stages.len()))
+                it.readahead_custom(|o| o.buffer_size(shape.in_flight / groups.len()))
                     .map(f),
             )
         };
@@ -355,19 +500,21 @@ fn run_pariter(shape: &Shape, items: usize) -> usize {
     it.count()
 }
 
+/// pipeliner's workers pull their input iterator themselves (under a
+/// lock), so the source's work runs on the first map's threads: the first
+/// group's later stages are that map, and a group of the source alone adds
+/// no thread.
 fn run_pipeliner(shape: &Shape, items: usize) -> usize {
     use pipeliner::Pipeline;
-    let stages = shape.stages.clone();
-    let mut it = source(&stages[0], items);
-    for s in &stages[1..] {
-        let w = s.work;
+    let groups = groups(shape);
+    let mut it = source(vec![shape.stages[0].work], items);
+    let mut maps: Vec<(Vec<Work>, usize)> = vec![(groups[0].works[1..].to_vec(), 1)];
+    maps.extend(groups[1..].iter().map(|g| (g.works.clone(), g.replicas)));
+    for (works, replicas) in maps.into_iter().filter(|(w, _)| !w.is_empty()) {
         it = Box::new(
-            it.with_threads(s.replicas)
-                .out_buffer(shape.in_flight / stages.len())
-                .map(move |mut v: Vec<u64>| {
-                    work(w, &mut v);
-                    v
-                }),
+            it.with_threads(replicas)
+                .out_buffer(shape.in_flight / groups.len())
+                .map(fused(works)),
         );
     }
     it.count()
@@ -388,6 +535,10 @@ pub struct ImplResult {
     /// Median CPU time of the process per item, microseconds (the stages'
     /// own work included: compare it with the shape's compute per item).
     pub cpu_us_per_item: f64,
+    /// Median context switches of the process per item (every thread's).
+    pub switches_per_item: f64,
+    /// Median voluntary context switches per item (waits: parks, sleeps).
+    pub voluntary_switches_per_item: f64,
 }
 
 /// One shape's results.
@@ -409,6 +560,8 @@ pub struct ScenarioResult {
     pub oracle_repeats: Vec<f64>,
     /// The oracle's median CPU time per item, µs: the shape's work itself.
     pub oracle_cpu_us_per_item: f64,
+    /// The oracle's median context switches per item.
+    pub oracle_switches_per_item: f64,
     /// tidepool-pipeline over the best peer, per repeat (each repeat runs
     /// all of them back to back, in a rotated order).
     pub tidepool_over_best_peer: Vec<f64>,
@@ -469,6 +622,9 @@ pub fn run(
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut oracle_ips = Vec::new();
         let mut oracle_cpu = Vec::new();
+        let mut sw: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut vol: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+        let mut oracle_sw = Vec::new();
         // Warm-up: one short run each.
         for imp in impls {
             imp.run(&shape, items / 10 + 1);
@@ -483,8 +639,9 @@ pub fn run(
             for k in 0..=impls.len() {
                 let i = (k + rep) % (impls.len() + 1);
                 if i == impls.len() {
-                    let (ips, cpu_us) = oracle(&shape, items);
-                    oracle_cpu.push(cpu_us);
+                    let (ips, cost) = oracle(&shape, items);
+                    oracle_cpu.push(cost.cpu_us);
+                    oracle_sw.push(cost.switches);
                     if !quiet {
                         eprintln!(
                             "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
@@ -496,8 +653,10 @@ pub fn run(
                     oracle_ips.push(ips);
                     continue;
                 }
-                let (ips, cpu_us) = impls[i].run(&shape, items);
-                cpu[i].push(cpu_us);
+                let (ips, cost) = impls[i].run(&shape, items);
+                cpu[i].push(cost.cpu_us);
+                sw[i].push(cost.switches);
+                vol[i].push(cost.voluntary);
                 if !quiet {
                     eprintln!(
                         "  {:<26} {:<18} repeat {}/{repeats}: {ips:>9.0} items/s",
@@ -535,7 +694,9 @@ pub fn run(
             .iter()
             .zip(samples)
             .zip(cpu)
-            .map(|((imp, v), c)| {
+            .zip(sw)
+            .zip(vol)
+            .map(|((((imp, v), c), w), vo)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
@@ -543,6 +704,8 @@ pub fn run(
                     repeats: v,
                     of_bound: m / bound,
                     cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
+                    switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
+                    voluntary_switches_per_item: median(vo.iter().copied()).unwrap_or(0.0),
                 }
             })
             .collect();
@@ -552,6 +715,7 @@ pub fn run(
             oracle_items_per_sec: oracle_median,
             oracle_repeats: oracle_ips,
             oracle_cpu_us_per_item: median(oracle_cpu.iter().copied()).unwrap_or(0.0),
+            oracle_switches_per_item: median(oracle_sw.iter().copied()).unwrap_or(0.0),
             tidepool_over_best_peer,
             results,
         });
@@ -581,11 +745,12 @@ pub fn table(b: &PipelineBench) -> String {
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
         out += &format!(
-            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
             s.name,
             s.bound_items_per_sec,
             s.oracle_items_per_sec,
             s.oracle_cpu_us_per_item,
+            s.oracle_switches_per_item,
             median(ratios.iter().copied()).unwrap_or(f64::NAN),
             ratios.iter().copied().fold(f64::INFINITY, f64::min),
             ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -600,11 +765,12 @@ pub fn table(b: &PipelineBench) -> String {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  (range {:.0}..{:.0}){}\n",
+                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
                 r.items_per_sec,
                 100.0 * r.of_bound,
                 r.cpu_us_per_item,
+                r.switches_per_item,
                 lo,
                 hi,
                 if r.imp == "tidepool-pipeline" && best_peer > 0.0 {
@@ -634,6 +800,43 @@ mod tests {
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
     }
 
+    /// The multistage shapes are the compute shapes' work on fewer
+    /// threads: same stages, same bound, groups as documented.
+    #[test]
+    fn multistage_shapes_map_the_same_work_onto_fewer_threads() {
+        let s = shapes(2);
+        let by = |n: &str| s.iter().find(|x| x.name == n).unwrap().clone();
+        for (base, multi, want) in [
+            (
+                "balanced-compute",
+                "balanced-compute-multistage",
+                vec![(2, 1), (2, 1)],
+            ),
+            (
+                "slow-stage-replicated",
+                "slow-stage-replicated-multistage",
+                vec![(1, 1), (2, 2)],
+            ),
+        ] {
+            let (b, m) = (by(base), by(multi));
+            let work = |x: &Shape| {
+                x.stages
+                    .iter()
+                    .map(|s| (s.work, s.replicas))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(work(&b), work(&m));
+            let z = |_| Duration::ZERO;
+            assert_eq!(bound(&b, 2, z), bound(&m, 2, z));
+            assert_eq!(groups(&b).len(), b.stages.len());
+            let g: Vec<(usize, usize)> = groups(&m)
+                .iter()
+                .map(|g| (g.works.len(), g.replicas))
+                .collect();
+            assert_eq!(g, want, "{multi}");
+        }
+    }
+
     /// The smallest `--in-flight` (one queue slot per stage of the
     /// longest shape) and a large one still pass every item everywhere,
     /// and the JSON says which was used.
@@ -643,7 +846,7 @@ mod tests {
         for in_flight in [4, 32] {
             let b = run(30, in_flight, 1, &Impl::ALL, &[], true);
             assert_eq!(b.in_flight, in_flight);
-            assert_eq!(b.scenarios.len(), 3);
+            assert_eq!(b.scenarios.len(), shapes(2).len());
         }
     }
 

@@ -51,6 +51,8 @@ pub enum Replicas {
 pub(crate) struct StageSpec<B> {
     pub(crate) name: String,
     pub(crate) make: Maker<B>,
+    /// One instance only (`stage`, `then`): it cannot run on several threads.
+    pub(crate) single: bool,
 }
 
 /// How a fork spreads its buffers over its branches.
@@ -176,7 +178,8 @@ impl<B: 'static> SharedStage<B> {
 ///
 /// Every [`stage`](Builder::stage) starts a new thread group (one thread per
 /// stage by default); [`then`](Builder::then) puts a stage on the previous
-/// stage's thread (a multistage thread); the modifiers
+/// stage's thread (a multistage thread; [`then_each`](Builder::then_each) on
+/// each thread of a replicated stage); the modifiers
 /// ([`replicated`](Builder::replicated), [`repeat`](Builder::repeat),
 /// [`priority`](Builder::priority), …) apply to the latest group.
 pub struct Builder<B> {
@@ -238,18 +241,36 @@ impl<B: Send + 'static> Builder<B> {
         self.groups.push(GroupSpec::new(vec![StageSpec {
             name: name.into(),
             make: single(stage),
+            single: true,
         }]));
         self
     }
 
-    /// A stage on the previous stage's thread(s): a multistage thread.
-    pub fn then(mut self, name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
-        let name = name.into();
+    /// A stage on the previous stage's thread: a multistage thread. On a
+    /// replicated group's threads use [`then_each`](Builder::then_each).
+    pub fn then(self, name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
+        self.join_group(name.into(), single(stage), true)
+    }
+
+    /// A stage on the previous stage's thread(s), each thread with its own
+    /// instance from `make`: a multistage thread that a replicated group
+    /// can take (e.g. `.replicated("sort", 2, make_sort).then_each("write",
+    /// make_write)` runs sort and write on each of the two threads, with
+    /// no hand-off between them).
+    pub fn then_each<S: Stage<B> + 'static>(
+        self,
+        name: impl Into<String>,
+        mut make: impl FnMut() -> S + Send + 'static,
+    ) -> Self {
+        let make: Maker<B> = Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>));
+        self.join_group(name.into(), make, false)
+    }
+
+    fn join_group(mut self, name: String, make: Maker<B>, single: bool) -> Self {
         match self.groups.last_mut() {
-            Some(g) if g.shared.is_none() && g.fork.is_none() => g.stages.push(StageSpec {
-                name,
-                make: single(stage),
-            }),
+            Some(g) if g.shared.is_none() && g.fork.is_none() => {
+                g.stages.push(StageSpec { name, make, single })
+            }
             _ => self
                 .errors
                 .push(format!("`then({name})` needs a previous stage of this chain to join (not a shared stage or a fork)")),
@@ -268,6 +289,7 @@ impl<B: Send + 'static> Builder<B> {
         let mut g = GroupSpec::new(vec![StageSpec {
             name: name.into(),
             make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+            single: false,
         }]);
         g.replicas = Replicas::Fixed(replicas);
         self.groups.push(g);
@@ -288,6 +310,7 @@ impl<B: Send + 'static> Builder<B> {
         let mut g = GroupSpec::new(vec![StageSpec {
             name: name.into(),
             make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+            single: false,
         }]);
         g.replicas = Replicas::Sized { policy, max };
         self.groups.push(g);
@@ -480,10 +503,19 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
             }
             _ => {}
         }
-        if g.stages.len() > 1 && g.replicas != Replicas::Fixed(1) {
-            errors.push(format!(
-                "stage `{name}`: `then` cannot add to a replicated stage's threads"
-            ));
+        match g.replicas {
+            Replicas::Sized { .. } if g.stages.len() > 1 => errors.push(format!(
+                "stage `{name}`: a self-sizing stage runs alone (no `then` or `then_each`)"
+            )),
+            Replicas::Fixed(n) if n > 1 => {
+                for s in g.stages.iter().filter(|s| s.single) {
+                    errors.push(format!(
+                        "stage `{}`: `then` on replicated stage `{name}`'s {n} threads needs an instance per thread: use `then_each(name, make)`",
+                        s.name
+                    ));
+                }
+            }
+            _ => {}
         }
         if i == 0 && !in_branch && b.source.is_some() && g.replicas != Replicas::Fixed(1) {
             errors.push("the source runs on one thread".into());

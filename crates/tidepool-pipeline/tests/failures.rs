@@ -120,13 +120,17 @@ fn pipelines(
             .stage("a", w("a", f))
             .replicated("b", 3, move || w("b", &f2))
             .stage("c", w("c", f)),
-        2 => base("unordered")
-            .stage("a", w("a", f))
-            .replicated("b", 2, move || w("b", &f2))
-            .order(Order::Unordered)
-            .stage("c", w("c", f))
-            .then("d", w("d", f))
-            .repeat(2),
+        2 => {
+            let f3 = f.clone();
+            base("unordered")
+                .stage("a", w("a", f))
+                .replicated("b", 2, move || w("b", &f2))
+                .order(Order::Unordered)
+                .then_each("e", move || w("e", &f3))
+                .stage("c", w("c", f))
+                .then("d", w("d", f))
+                .repeat(2)
+        }
         3 => base("fork")
             .stage("a", w("a", f))
             .fork(

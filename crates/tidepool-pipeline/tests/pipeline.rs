@@ -190,6 +190,102 @@ fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
     assert_eq!(names, ["read+a", "b+c", "d"]);
 }
 
+/// `then_each` puts a stage on every thread of a replicated group, an
+/// instance per thread: each round runs both stages on one thread, every
+/// round passes once, the group's order still holds downstream, and each
+/// stage sees the last-buffer notice once.
+#[test]
+fn then_each_runs_a_stage_on_each_replica_thread() {
+    type Seen = Arc<Mutex<std::collections::BTreeMap<u64, i32>>>;
+    let (sorted, written): (Seen, Seen) = Default::default();
+    let (made, notices, out) = (
+        Arc::new(AtomicUsize::new(0)),
+        Notices::default(),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let (s1, w1, m1, n1, n2, o1) = (
+        sorted.clone(),
+        written.clone(),
+        made.clone(),
+        notices.clone(),
+        notices.clone(),
+        out.clone(),
+    );
+    let report = Pipeline::builder("fused replicas")
+        .buffers(6, Buffers::default().maker())
+        .source("read", counter(300))
+        .replicated("sort", 3, move || {
+            let (s, n) = (s1.clone(), n1.clone());
+            move |b: &mut Counted, cx: &Context| -> R {
+                n.see(cx);
+                b.value = spin(cx.round(), b.value);
+                let old = s
+                    .lock()
+                    .unwrap()
+                    .insert(b.round, tidepool_pipeline::sys::thread_id());
+                assert!(old.is_none(), "round {} sorted twice", b.round);
+                Ok(())
+            }
+        })
+        .then_each("write", move || {
+            m1.fetch_add(1, Ordering::SeqCst);
+            let (w, n) = (w1.clone(), n2.clone());
+            move |b: &mut Counted, cx: &Context| -> R {
+                n.see(cx);
+                w.lock()
+                    .unwrap()
+                    .insert(b.round, tidepool_pipeline::sys::thread_id());
+                Ok(())
+            }
+        })
+        .order(Order::Ordered)
+        .stage("sink", move |b: &mut Counted, _: &Context| -> R {
+            o1.lock().unwrap().push(b.round);
+            Ok(())
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let (sorted, written) = (sorted.lock().unwrap(), written.lock().unwrap());
+    assert_eq!(sorted.len(), 300);
+    assert_eq!(
+        *sorted, *written,
+        "each round's write ran on its sort's thread"
+    );
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        3,
+        "one write instance per replica"
+    );
+    assert_eq!(*out.lock().unwrap(), (0..300).collect::<Vec<_>>());
+    assert_eq!((notices.of("sort"), notices.of("write")), (1, 1));
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["read", "sort+write", "sink"]);
+}
+
+#[test]
+fn then_on_a_replicated_stage_asks_for_then_each() {
+    let e = refused(
+        Pipeline::builder("x")
+            .buffers(4, Buffers::default().maker())
+            .source("read", counter(1))
+            .replicated("r", 2, || pass)
+            .then("w", pass),
+    );
+    assert!(e.contains("stage `w`") && e.contains("then_each"), "{e}");
+    // One replica: `then` is fine.
+    Pipeline::builder("x")
+        .buffers(4, Buffers::default().maker())
+        .source("read", counter(3))
+        .replicated("r", 1, || pass)
+        .then("w", pass)
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+}
+
 #[test]
 fn repeat_runs_each_stage_on_k_buffers_before_the_next_stage() {
     let log = Arc::new(Mutex::new(Vec::new()));
