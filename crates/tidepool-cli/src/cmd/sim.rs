@@ -542,6 +542,7 @@ struct BenchRow {
     wall_s: f64,
     tasks_per_s: f64,
     events_per_s: f64,
+    max_queue: usize,
     peak_rss_mib: Option<f64>,
 }
 
@@ -560,6 +561,7 @@ fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
             wall_s: m.wall.as_secs_f64(),
             tasks_per_s: m.tasks_per_s(),
             events_per_s: m.events_per_s(),
+            max_queue: m.max_queue,
             peak_rss_mib: peak_rss_mib(),
         });
     }
@@ -578,6 +580,7 @@ fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
         "wall s",
         "tasks/s (CPU)",
         "events/s (CPU)",
+        "max queue",
         "peak RSS MiB",
     ])
     .left_align(0);
@@ -590,6 +593,7 @@ fn run_bench(tasks: usize, json: bool) -> anyhow::Result<()> {
             format!("{:.2}", r.wall_s),
             format!("{:.2} M", r.tasks_per_s / 1e6),
             format!("{:.1} M", r.events_per_s / 1e6),
+            r.max_queue.to_string(),
             r.peak_rss_mib.map_or("?".into(), |m| format!("{m:.0}")),
         ]);
     }
