@@ -206,9 +206,12 @@ fn resize_grows_at_once_and_shrinks_without_interrupting() {
     assert_eq!(pool.size(), 3);
     assert_eq!(pool.expand(2), 3, "expand never shrinks");
     assert_eq!(pool.resize(0), 1, "clamped to min");
-    let s = pool.stats();
-    assert!(s.threads_retired >= 7, "{s:?}");
-    assert_eq!(s.threads_created, 10);
+    // A retiring worker leaves the live count before it counts itself as
+    // retired, so the counter may lag the size by a moment.
+    eventually("the shrink's seven retirements are counted", || {
+        pool.stats().threads_retired >= 7
+    });
+    assert_eq!(pool.stats().threads_created, 10);
 }
 
 #[test]
