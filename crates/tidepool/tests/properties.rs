@@ -93,7 +93,13 @@ proptest! {
         let target = pool.target_size();
         prop_assert!((min..=max).contains(&target));
         let deadline = Instant::now() + Duration::from_secs(10);
-        while pool.size() != target && Instant::now() < deadline {
+        // A retiring worker counts itself retired a moment after it leaves
+        // the live count: wait for both.
+        let settled = |p: &Pool| {
+            let s = p.stats();
+            p.size() == target && s.threads_created - s.threads_retired == target as u64
+        };
+        while !settled(&pool) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         prop_assert_eq!(pool.size(), target);
