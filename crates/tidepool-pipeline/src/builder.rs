@@ -156,15 +156,13 @@ impl<B: 'static> SharedStage<B> {
         replicas: usize,
         order: Order,
         priority: Option<PrioritySpec>,
-        mut make: impl FnMut() -> S + Send + 'static,
+        make: impl FnMut() -> S + Send + 'static,
     ) -> Self {
         SharedStage {
             inner: Arc::new(SharedInner {
                 name: name.into(),
                 stage: Mutex::new(None),
-                make: Some(Arc::new(Mutex::new(move || {
-                    Box::new(make()) as Box<dyn Stage<B>>
-                }))),
+                make: Some(per_thread(make)),
                 replicas,
                 order,
                 priority,
@@ -196,6 +194,13 @@ fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
         once.take()
             .expect("a single-instance stage is made once (replicas need a factory)")
     }))
+}
+
+/// A maker for a stage with an instance per thread (replicas, `then_each`).
+fn per_thread<B: 'static, S: Stage<B> + 'static>(
+    mut make: impl FnMut() -> S + Send + 'static,
+) -> Maker<B> {
+    Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>))
 }
 
 impl<B: Send + 'static> Builder<B> {
@@ -249,7 +254,7 @@ impl<B: Send + 'static> Builder<B> {
     /// A stage on the previous stage's thread: a multistage thread. On a
     /// replicated group's threads use [`then_each`](Builder::then_each).
     pub fn then(self, name: impl Into<String>, stage: impl Stage<B> + 'static) -> Self {
-        self.join_group(name.into(), single(stage), true)
+        self.join_group("then", name.into(), single(stage), true)
     }
 
     /// A stage on the previous stage's thread(s), each thread with its own
@@ -260,20 +265,19 @@ impl<B: Send + 'static> Builder<B> {
     pub fn then_each<S: Stage<B> + 'static>(
         self,
         name: impl Into<String>,
-        mut make: impl FnMut() -> S + Send + 'static,
+        make: impl FnMut() -> S + Send + 'static,
     ) -> Self {
-        let make: Maker<B> = Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>));
-        self.join_group(name.into(), make, false)
+        self.join_group("then_each", name.into(), per_thread(make), false)
     }
 
-    fn join_group(mut self, name: String, make: Maker<B>, single: bool) -> Self {
+    fn join_group(mut self, how: &str, name: String, make: Maker<B>, single: bool) -> Self {
         match self.groups.last_mut() {
             Some(g) if g.shared.is_none() && g.fork.is_none() => {
                 g.stages.push(StageSpec { name, make, single })
             }
             _ => self
                 .errors
-                .push(format!("`then({name})` needs a previous stage of this chain to join (not a shared stage or a fork)")),
+                .push(format!("`{how}({name})` needs a previous stage of this chain to join (not a shared stage or a fork)")),
         }
         self
     }
@@ -284,11 +288,11 @@ impl<B: Send + 'static> Builder<B> {
         mut self,
         name: impl Into<String>,
         replicas: usize,
-        mut make: impl FnMut() -> S + Send + 'static,
+        make: impl FnMut() -> S + Send + 'static,
     ) -> Self {
         let mut g = GroupSpec::new(vec![StageSpec {
             name: name.into(),
-            make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+            make: per_thread(make),
             single: false,
         }]);
         g.replicas = Replicas::Fixed(replicas);
@@ -305,11 +309,11 @@ impl<B: Send + 'static> Builder<B> {
         name: impl Into<String>,
         policy: PolicySpec,
         max: usize,
-        mut make: impl FnMut() -> S + Send + 'static,
+        make: impl FnMut() -> S + Send + 'static,
     ) -> Self {
         let mut g = GroupSpec::new(vec![StageSpec {
             name: name.into(),
-            make: Arc::new(Mutex::new(move || Box::new(make()) as Box<dyn Stage<B>>)),
+            make: per_thread(make),
             single: false,
         }]);
         g.replicas = Replicas::Sized { policy, max };

@@ -102,13 +102,13 @@ impl Costs {
         // the quiet machine (`wait_probe`, the same 10 runs): a task's CPU
         // from start to finish, less its compute and the busy loop's excess
         // CPU in the same session's `cpu` runs (1.7–3.4%), per sleep: median
-        // 25 µs (18.7–35.7; docs/notebook/sim.md, session 8). Session 3's
+        // 25 µs (18.7–35.7; docs/notebook/sim.md, session 7). Session 3's
         // 14 µs timed an isolated 100 µs sleep at load 8–22.
         sleep_cpu: Duration::from_micros(25),
         // Measured in the real replay (`examples/wait_probe.rs`): a worker's
         // CPU between two tasks when it parked (its spin, yields, park and
         // wake-up), median 29 µs of the 14 quiet runs of sessions 5 and 6
-        // (22.3–34.1; docs/notebook/sim.md, session 8). The model charges a
+        // (22.3–34.1; docs/notebook/sim.md, session 7). The model charges a
         // worker nothing between tasks otherwise, so the spin before the
         // park (~10 µs, what one that takes the next task spinning pays)
         // is in it; session 5 left it out (20 µs). The isolated condvar

@@ -56,13 +56,13 @@ const NONE: u128 = u128::MAX;
 
 const WORKER_BITS: u32 = 26;
 /// Bits of a packed event ([`Event::pack`]): its kind and worker.
-pub(crate) const EVENT_BITS: u32 = WORKER_BITS + 2;
+const EVENT_BITS: u32 = WORKER_BITS + 2;
 const SEQ_BITS: u32 = 36;
 
 impl Event {
     /// The event as its kind and worker in the low 28 bits.
     #[inline]
-    pub(crate) fn pack(self) -> u64 {
+    fn pack(self) -> u64 {
         let (kind, w) = match self {
             Event::Ready(w) => (0u64, w),
             Event::Woken(w) => (1, w),
@@ -99,6 +99,17 @@ impl Default for Calendar {
     }
 }
 
+/// A heap key for `event` at `at` ns that orders by time, then by push
+/// order (`seq`, advanced here), and gives the event back with
+/// [`Event::unpack`] of its low 64 bits: the calendar's and the waiting
+/// threads' heap (`model::Sim::pending`) use the same one.
+#[inline(always)]
+pub(crate) fn key(seq: &mut u64, at: u64, event: Event) -> u128 {
+    *seq = (*seq + 1) & ((1 << SEQ_BITS) - 1);
+    let low = *seq << EVENT_BITS | event.pack();
+    u128::from(at) << 64 | u128::from(low)
+}
+
 impl Calendar {
     /// Schedule the end of worker `w`'s sleep at `at` ns: the most common
     /// event, straight to the wheel ([`push`](Self::push) sends it there).
@@ -133,9 +144,7 @@ impl Calendar {
     /// The key of `event` at `at` ns: the time, then the order of pushing.
     #[inline(always)]
     fn key(&mut self, at: u64, event: Event) -> u128 {
-        self.seq = (self.seq + 1) & ((1 << SEQ_BITS) - 1);
-        let low = self.seq << EVENT_BITS | event.pack();
-        u128::from(at) << 64 | u128::from(low)
+        key(&mut self.seq, at, event)
     }
 
     /// A key was pushed to `from`: keep the known next key known.

@@ -37,7 +37,7 @@ use tidepool_workload::{DecisionEntry, TaskSpec};
 use crate::arrivals::Arrivals;
 use crate::config::{ExecutorModel, SimConfig};
 use crate::cpu::Cpu;
-use crate::events::{Calendar, Event, EVENT_BITS};
+use crate::events::{self, Calendar, Event};
 use crate::outcome::{Bin, LittlesLaw, SimOutcome, Steady};
 
 /// A task in the system.
@@ -503,7 +503,7 @@ impl Sim {
                     // The driver wakes to spin to the arrival. It is a
                     // thread like the workers: with the slice's rule it
                     // lands on a core and waits there for the running part
-                    // (at most a slice), then spins what is left (session 8,
+                    // (at most a slice), then spins what is left (session 7,
                     // docs/notebook/sim.md; before, it shared the cores at
                     // once and stretched the parts it woke among).
                     self.driver_for = ta;
@@ -634,10 +634,8 @@ impl Sim {
                 self.landing_wait()
             };
             if wait > 0 {
-                self.pending_seq = (self.pending_seq + 1) & ((1 << 36) - 1);
-                let low = self.pending_seq << EVENT_BITS | e.pack();
-                self.pending
-                    .push(Reverse(u128::from(self.now + wait) << 64 | u128::from(low)));
+                let k = events::key(&mut self.pending_seq, self.now + wait, e);
+                self.pending.push(Reverse(k));
                 return;
             }
         }

@@ -56,16 +56,21 @@ fn cpu_task() {
     }
 }
 
-/// Poll until the pool has at most `n` workers, for up to `limit`.
-fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
+/// Poll `cond` for up to `limit`: whether it came true.
+fn within(limit: Duration, cond: impl Fn() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if pool.size() <= n {
+        if cond() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     false
+}
+
+/// Poll until the pool has at most `n` workers, for up to `limit`.
+fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
+    within(limit, || pool.size() <= n)
 }
 
 #[test]
@@ -154,10 +159,7 @@ fn surplus_threads_retire_after_the_load_stops() {
             pool.size()
         );
         // Counted as retired a moment after leaving the live count.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while pool.stats().threads_retired == 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        within(Duration::from_secs(10), || pool.stats().threads_retired > 0);
         assert!(pool.stats().threads_retired > 0);
     }
 }

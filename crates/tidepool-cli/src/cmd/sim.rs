@@ -409,7 +409,7 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
              (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
              the defaults of oversleep, sleep CPU and hand-off CPU, 61, 25 and 29 µs, were \
              measured in the replay by tidepool-sim's wait_probe example; \
-             docs/notebook/sim.md, session 8)\n",
+             docs/notebook/sim.md, session 7)\n",
             c.spawn.as_secs_f64() * 1e6,
             c.wake.as_secs_f64() * 1e6,
             c.oversleep.as_secs_f64() * 1e6,
