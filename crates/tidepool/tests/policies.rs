@@ -158,7 +158,7 @@ fn surplus_threads_retire_after_the_load_stops() {
             "{spec}: still {} threads long after the load stopped",
             pool.size()
         );
-        // Counted as retired a moment after leaving the live count.
+        // Counted as retired right after leaving the live count.
         within(Duration::from_secs(10), || pool.stats().threads_retired > 0);
         assert!(pool.stats().threads_retired > 0);
     }

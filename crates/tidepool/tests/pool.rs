@@ -206,8 +206,8 @@ fn resize_grows_at_once_and_shrinks_without_interrupting() {
     assert_eq!(pool.size(), 3);
     assert_eq!(pool.expand(2), 3, "expand never shrinks");
     assert_eq!(pool.resize(0), 1, "clamped to min");
-    // A retiring worker leaves the live count before it counts itself as
-    // retired, so the counter may lag the size by a moment.
+    // A retiring worker is counted retired right after it leaves the live
+    // count: the counter may lag the size by an instant.
     eventually("the shrink's seven retirements are counted", || {
         pool.stats().threads_retired >= 7
     });
@@ -226,7 +226,7 @@ fn surplus_workers_retire_after_keep_alive() {
         .unwrap();
     assert_eq!(pool.size(), 4);
     eventually("workers above min retire", || pool.size() == 1);
-    // Counted as retired a moment after leaving the live count.
+    // Counted as retired right after leaving the live count.
     eventually("three retirements counted", || {
         pool.stats().threads_retired >= 3
     });

@@ -93,8 +93,8 @@ proptest! {
         let target = pool.target_size();
         prop_assert!((min..=max).contains(&target));
         let deadline = Instant::now() + Duration::from_secs(10);
-        // A retiring worker counts itself retired a moment after it leaves
-        // the live count: wait for both.
+        // A retiring worker is counted retired right after it leaves the
+        // live count: wait for both.
         let settled = |p: &Pool| {
             let s = p.stats();
             p.size() == target && s.threads_created - s.threads_retired == target as u64

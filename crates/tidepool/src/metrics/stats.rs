@@ -16,6 +16,11 @@ use super::latency::Latency;
 /// so the latency distributions are an unbiased sample and `completed` stays
 /// exact. With statistics off, counters of tasks and latencies stay empty;
 /// thread counters and gauges are always kept.
+///
+/// The fields are read one after another, not frozen together: a worker
+/// that retires while the snapshot is taken can show in `live_threads` and
+/// in `threads_retired` (or in neither), and a thread being spawned is
+/// live before it counts in `threads_created`.
 #[derive(Debug, Clone, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]

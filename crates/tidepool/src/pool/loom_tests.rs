@@ -6,7 +6,7 @@
 
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use super::builder::Builder;
 use super::shared::{ControlSignal, Shared};
@@ -344,6 +344,8 @@ fn loom_resize_and_retire_keep_live_in_bounds() {
         assert!(live <= 3, "live {live} above max");
         assert!(live >= 1, "live {live} below min");
         assert!(gone <= 2);
+        // Counted retired where it left the live count, not later.
+        assert_eq!(s.counters.retired.load(Relaxed) as usize, gone);
     });
 }
 
@@ -390,6 +392,7 @@ fn loom_keep_alive_expiry_stops_at_min() {
             .collect();
         let retired: usize = expiring.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(retired, 1);
+        assert_eq!(s.counters.retired.load(Relaxed), 1);
         assert_eq!(s.live(), 1);
         assert_eq!(s.target(), 1);
     });

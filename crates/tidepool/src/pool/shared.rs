@@ -342,16 +342,26 @@ impl Shared {
         self.sizes.update(|s| s.reserve(limit)).is_some()
     }
 
-    /// Give back one worker slot if `live > target`: the caller retires.
+    /// Give back one worker slot if `live > target`: the caller retires
+    /// (counted here, as it leaves the live count, so that a snapshot sees
+    /// the two change together but for the instant between the two stores).
     pub(crate) fn release_surplus(&self) -> bool {
-        self.sizes.update(Sizes::release_surplus).is_some()
+        self.counted_retirement(self.sizes.update(Sizes::release_surplus).is_some())
     }
 
     /// A worker's keep-alive ran out: it is not needed. If the pool is above
     /// `min`, retire it (true) and lower the target with it.
     pub(crate) fn expire_worker(&self) -> bool {
         let min = self.sizes.min.load(Relaxed);
-        self.sizes.update(|s| s.expire(min)).is_some()
+        self.counted_retirement(self.sizes.update(|s| s.expire(min)).is_some())
+    }
+
+    /// A worker left the live count to retire (`left`): count it retired.
+    fn counted_retirement(&self, left: bool) -> bool {
+        if left {
+            self.counters.retired.fetch_add(1, Relaxed);
+        }
+        left
     }
 
     /// A worker was spawned on demand: the target follows it up, so the new

@@ -341,7 +341,6 @@ impl Worker {
     /// Leave the pool for good after `live` was decremented.
     fn retire(&self, keep_alive_expired: bool) {
         let shared = &*self.shared;
-        shared.counters.retired.fetch_add(1, Relaxed);
         shared.sample_size();
         crate::events::retired(&shared.config.name, self.id, keep_alive_expired);
         if keep_alive_expired && shared.control.want_retired.load(Relaxed) {
