@@ -210,7 +210,7 @@ fn dispatch(args: DispatchArgs) {
         // one scenario ran within seconds of each other, under the same load,
         // and each takes every position in turn.
         for (k, &sc) in scenarios.iter().enumerate() {
-            for imp in rotated(&impls, rep + k) {
+            for imp in rotated(&impls, rep + k).into_iter().filter(|i| i.runs(sc)) {
                 let sample = imp.with(
                     threads,
                     RunOne {

@@ -268,6 +268,14 @@ impl Report {
                     );
                 }
             }
+            if let Some(floor) = sc.get(crate::subjects::FLOOR) {
+                line += &format!(
+                    "; floor {} (tidepool {}, best peer {} of it)",
+                    floor.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                    fmt_adv(sc.advantage(tp, floor)),
+                    fmt_adv(sc.advantage(best, floor))
+                );
+            }
             let _ = writeln!(out, "{line}");
         }
         let cost = self.stats_cost("tidepool", "tidepool-nostats");
@@ -415,9 +423,10 @@ impl ScenarioReport {
         }
     }
 
-    /// The best implementation that is not a tidepool variant.
+    /// The best implementation that is not a tidepool variant (nor the
+    /// floor, which is a reference, not a pool).
     pub fn best_peer(&self) -> Option<&ImplResult> {
-        self.best_of(|r| !r.name.starts_with("tidepool"))
+        self.best_of(|r| !r.name.starts_with("tidepool") && r.name != crate::subjects::FLOOR)
     }
 
     /// The best tidepool variant (default or otherwise configured).
@@ -542,6 +551,37 @@ mod tests {
             }
         }
         assert_eq!(back, expected);
+    }
+
+    /// The floor is shown beside the latency scenario but never taken for
+    /// the best peer, however fast it is.
+    #[test]
+    fn floor_is_a_reference_not_a_peer() {
+        let mut s = Samples::new();
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Tidepool),
+            vec![sample(1e4, Some((6_000, 9_000)))],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Rayon),
+            vec![sample(1e4, Some((8_000, 9_000)))],
+        );
+        s.insert(
+            (Scenario::LatencyIdle, Impl::Floor),
+            vec![sample(1e4, Some((4_000, 9_000)))],
+        );
+        let r = Report::from_samples(
+            &[Scenario::LatencyIdle],
+            &[Impl::Tidepool, Impl::Rayon, Impl::Floor],
+            &s,
+        );
+        let l = r.scenario("latency-idle").unwrap();
+        assert_eq!(l.best_peer().unwrap().name, "rayon");
+        let table = r.to_table("hdr");
+        assert!(
+            table.contains("floor 4.0 µs (tidepool 0.67×, best peer 0.50× of it)"),
+            "{table}"
+        );
     }
 
     #[test]

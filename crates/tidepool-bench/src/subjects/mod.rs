@@ -2,6 +2,7 @@
 //! names and builds them.
 
 mod crossbeam;
+mod floor;
 mod rayon;
 mod rusty_pool;
 mod threadpool;
@@ -11,9 +12,15 @@ mod tokio_blocking;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::scenario::Scenario;
 use crate::subject::Visit;
 
+/// The floor's name in reports: a reference row, not a peer
+/// ([`Impl::Floor`]).
+pub const FLOOR: &str = "floor";
+
 pub use self::crossbeam::CrossbeamPool;
+pub use self::floor::FloorSubject;
 pub use self::rayon::RayonSubject;
 pub use self::rusty_pool::RustyPoolSubject;
 pub use self::threadpool::ThreadpoolSubject;
@@ -52,11 +59,15 @@ pub enum Impl {
     Rayon,
     /// tokio's blocking pool (`spawn_blocking`), `max_blocking_threads = n`.
     TokioBlocking,
+    /// Not a pool: the bare hand-off to one parked thread
+    /// ([`FloorSubject`]), a reference row in the latency scenario only,
+    /// never counted as a peer.
+    Floor,
 }
 
 impl Impl {
     /// Every implementation, in report order.
-    pub const ALL: [Impl; 13] = [
+    pub const ALL: [Impl; 14] = [
         Impl::Tidepool,
         Impl::TidepoolNoStats,
         Impl::TidepoolStats,
@@ -70,6 +81,7 @@ impl Impl {
         Impl::Crossbeam,
         Impl::Rayon,
         Impl::TokioBlocking,
+        Impl::Floor,
     ];
 
     /// The implementations run when none is selected: every one except the
@@ -98,12 +110,20 @@ impl Impl {
             Impl::Crossbeam => "crossbeam",
             Impl::Rayon => "rayon",
             Impl::TokioBlocking => "tokio-blocking",
+            Impl::Floor => FLOOR,
         }
     }
 
     /// True for tidepool and its variants; false for the peers.
     pub fn is_tidepool(self) -> bool {
         self.name().starts_with("tidepool")
+    }
+
+    /// Whether this implementation takes part in `scenario`: the floor
+    /// (one worker thread) only in the latency scenario, where one task is
+    /// in flight at a time; everything else everywhere.
+    pub fn runs(self, scenario: Scenario) -> bool {
+        self != Impl::Floor || scenario.measures_latency()
     }
 
     /// Build this implementation with `threads` workers, hand it to `v`, then
@@ -123,6 +143,7 @@ impl Impl {
             Impl::Crossbeam => v.visit(&CrossbeamPool::new(threads)),
             Impl::Rayon => v.visit(&RayonSubject::new(threads)),
             Impl::TokioBlocking => v.visit(&TokioBlockingSubject::new(threads)),
+            Impl::Floor => v.visit(&FloorSubject::new()),
         }
     }
 }
@@ -161,5 +182,9 @@ mod tests {
         assert!(!Impl::defaults().contains(&Impl::TidepoolSlice));
         assert!(Impl::TidepoolSlice.is_tidepool());
         assert!(!Impl::Rayon.is_tidepool());
+        assert!(Impl::defaults().contains(&Impl::Floor));
+        assert!(Impl::Floor.runs(Scenario::LatencyIdle));
+        assert!(!Impl::Floor.runs(Scenario::BurstIdle));
+        assert!(Impl::Crossbeam.runs(Scenario::BurstIdle));
     }
 }
