@@ -86,6 +86,53 @@
 //! futex wait costs the same as an untimed one, and a parked thread wakes
 //! by itself at most 1/`STALL` times a second).
 //!
+//! **Spinning before parking** (session 8). A counted thread that finds
+//! its queue empty (a stage's input, or the source's free queue) leaves
+//! the count as above and, in the window that already exists between that
+//! leave and its next look under the queue's lock, may *spin*: pause hints,
+//! a lock-free look at the queue (`Queue`'s `ready` hint) between batches
+//! of them, for at most a budget its own past waits set (below), and only
+//! while `running < cores`. With the spinner out of the count, that means
+//! the run's counted threads (and the wake-ups counted ahead for them) fill
+//! fewer cores than there are: the core it spins on is one no runnable
+//! stage of this run is waiting for. Should a thread enter the count (a
+//! woken waiter counted ahead, a blocked stage returning) so that the count
+//! reaches `cores`, the spin stops at its next look and the thread parks as
+//! before. Then it looks under the lock exactly as it did without the spin:
+//! a buffer found is taken as any thread that left takes one (it enters
+//! the count again, and, if it took the last buffer, pays owed wake-ups
+//! ahead, as every counted pop of a last buffer now does); an empty queue
+//! makes it a waiter. The spin is a delay inside a window the protocol
+//! already allows to be arbitrarily long (the thread is out of the count,
+//! so a push elsewhere defers no more than if it were parked, and its
+//! leave already paid what a leave pays; it is not yet a waiter, so no
+//! push owes or issues it a wake-up, and a buffer that lands is seen by
+//! the look under the lock), so it changes nothing the argument above
+//! relies on; under `loom` it is absent (the window is there without it).
+//! Uncounted threads (a self-sizing stage's dispatcher and workers) and
+//! pops outside a stage thread's own wait (a fork's copy pool) never spin.
+//!
+//! *The budget* is learned per waiting site — a stage thread's input wait,
+//! a source's free-buffer wait: one per thread — from the lengths of its
+//! waits, timed by the two clock reads the timing report already takes
+//! around every pop ([`WaitSite`]). It keeps a running estimate `m` of the
+//! median wait (a frugal streaming median, in the log domain: each wait
+//! longer than `m` raises it by an eighth, each shorter one lowers it by an
+//! eighth; one long outlier moves it one step, whatever its length). While
+//! `m ≤` [`SPIN_CAP`] the budget is `min(2m, SPIN_CAP)` (at least
+//! [`SPIN_FLOOR`]); above, most waits outlast any spin worth its core (a
+//! wake-up on this VM costs tens of µs) and the site parks at once. The
+//! estimate stays honest although a parked wait is timed long (its length
+//! includes the wake-up): the budget is never below `m`, so every wait
+//! shorter than `m` is caught by the spin and timed exactly, and a wait
+//! longer than `m` only has to be known to be longer. When the site has
+//! stopped spinning, that no longer holds, so it *probes*: one wait in
+//! `probe` spins the full cap; a probe that catches its wait sets `m` to
+//! the cap (the next wait spins in full, and the median decides again), a
+//! probe that does not doubles `probe` (from [`PROBE_MIN`] up to
+//! [`PROBE_MAX`] waits), so a site whose waits stay long spends on average
+//! less than `SPIN_CAP / PROBE_MAX` per wait.
+//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
@@ -104,16 +151,31 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::queue::Queue;
 use crate::sync::{lock, Mutex};
 
 /// The longest a waiter sleeps before it looks for a stalled owed wake-up
 /// itself (the stall bound in the protocol).
-pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(10);
+pub(crate) const STALL: Duration = Duration::from_millis(10);
 
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
+
+/// The longest spin before a park (see "Spinning before parking"): a
+/// wake-up on this VM costs tens of microseconds, a longer spin costs
+/// more than the park it saves.
+pub(crate) const SPIN_CAP: Duration = Duration::from_micros(50);
+
+/// The shortest spin budget of a site that spins at all.
+pub(crate) const SPIN_FLOOR: Duration = Duration::from_micros(2);
+
+/// A site that stopped spinning probes once in this many waits at first…
+pub(crate) const PROBE_MIN: u32 = 8;
+
+/// …and, while its probes catch nothing, at most once in this many.
+pub(crate) const PROBE_MAX: u32 = 1024;
 
 /// The run's count of running stage threads and its owed wake-ups.
 pub(crate) struct Running<T> {
@@ -224,6 +286,13 @@ impl<T> Running<T> {
         }
     }
 
+    /// May a counted thread that left the count spin (see "Spinning
+    /// before parking")? Only while the run's counted threads, and the
+    /// wake-ups counted ahead, fill fewer cores than there are.
+    pub(crate) fn may_spin(&self) -> bool {
+        self.running.load(SeqCst) < self.cores
+    }
+
     /// Wake every owed waiter.
     pub(crate) fn pay(&self) {
         let owed = {
@@ -235,6 +304,143 @@ impl<T> Running<T> {
         for q in owed {
             q.pay();
         }
+    }
+}
+
+/// One waiting site's spin budget, learned from its waits (see "Spinning
+/// before parking").
+#[derive(Debug)]
+pub(crate) struct WaitSite {
+    /// The running median estimate of a wait, in nanoseconds.
+    median: u32,
+    /// The current pop left the count to wait (set by the queue).
+    pub(crate) waited: bool,
+    /// The current wait is a probe.
+    probing: bool,
+    /// Waits until the next probe, and the current probe interval.
+    probe_in: u32,
+    probe: u32,
+}
+
+impl Default for WaitSite {
+    /// A new site spins (half the cap's median: the full cap) until its
+    /// waits show whether that catches them.
+    fn default() -> Self {
+        WaitSite {
+            median: nanos(SPIN_CAP) / 2,
+            waited: false,
+            probing: false,
+            probe_in: PROBE_MIN,
+            probe: PROBE_MIN,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u32 {
+    u32::try_from(d.as_nanos()).unwrap_or(u32::MAX)
+}
+
+impl WaitSite {
+    /// How long the wait starting now may spin (zero: park at once).
+    pub(crate) fn budget(&mut self) -> Duration {
+        // AB-ONLY
+        if ab::park() {
+            return Duration::ZERO;
+        }
+        let cap = nanos(SPIN_CAP);
+        if self.median <= cap {
+            let b = self.median.saturating_mul(2).clamp(nanos(SPIN_FLOOR), cap);
+            return Duration::from_nanos(b.into());
+        }
+        if self.probe_in > 1 {
+            self.probe_in -= 1;
+            return Duration::ZERO;
+        }
+        self.probing = true;
+        SPIN_CAP
+    }
+
+    /// The pop that began `took` ago has returned a buffer: if it waited,
+    /// learn from how long.
+    pub(crate) fn ended(&mut self, took: Duration) {
+        if !std::mem::take(&mut self.waited) {
+            return;
+        }
+        let cap = nanos(SPIN_CAP);
+        let w = nanos(took);
+        // AB-ONLY
+        ab::wait(self, w);
+        if std::mem::take(&mut self.probing) {
+            if w <= cap {
+                // Short waits are back: spin in full, let the median decide.
+                self.median = cap;
+                self.probe = PROBE_MIN;
+            } else {
+                self.probe = (self.probe * 2).min(PROBE_MAX);
+            }
+            self.probe_in = self.probe;
+            return;
+        }
+        let step = (self.median / 8).max(1);
+        if w > self.median {
+            // Bounded, so that a site whose waits turn short again comes
+            // back below the cap in a few steps.
+            self.median = (self.median + step).min(cap.saturating_mul(2));
+        } else if w < self.median {
+            self.median -= step;
+        }
+    }
+}
+
+/// AB-ONLY: arm and instrumentation, removed before commit.
+pub(crate) mod ab {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    pub(crate) fn park() -> bool {
+        static M: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *M.get_or_init(|| std::env::var("TIDEPOOL_PIPE_WAIT").as_deref() == Ok("park"))
+    }
+    pub(crate) fn stats() -> bool {
+        static M: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *M.get_or_init(|| std::env::var("TIDEPOOL_PIPE_SPINSTATS").is_ok())
+    }
+    // waits, spins by outcome (ready, busy, spent), caught waits' total ns,
+    // parked waits in length buckets <10,<25,<50,<100,<200,>=200 µs, probes
+    pub(crate) static C: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+    pub(crate) fn add(i: usize, n: u64) {
+        if stats() {
+            C[i].fetch_add(n, Relaxed);
+        }
+    }
+    thread_local!(pub(crate) static LAST: std::cell::Cell<u8> = const { std::cell::Cell::new(0) });
+    pub(crate) fn spun(o: u8) {
+        LAST.with(|l| l.set(o));
+        add(1 + o as usize, 1);
+    }
+    pub(crate) fn wait(s: &super::WaitSite, w: u32) {
+        if !stats() {
+            return;
+        }
+        add(0, 1);
+        if s.probing {
+            add(15, 1);
+        }
+        let o = LAST.with(|l| l.replace(9));
+        if o == 0 {
+            add(5, 1);
+            add(6, u64::from(w));
+        } else {
+            let us = w / 1000;
+            let b = [10, 25, 50, 100, 200].iter().position(|&e| us < e).unwrap_or(5);
+            add(7 + b, 1);
+        }
+    }
+    pub(crate) fn dump(tag: &str) {
+        if !stats() {
+            return;
+        }
+        let v: Vec<u64> = C.iter().map(|c| c.swap(0, Relaxed)).collect();
+        eprintln!("SPINSTATS {tag} waits={} ready={} busy={} spent={} nospin={} caught={} caught_mean_us={:.1} parked_us_lt10={} lt25={} lt50={} lt100={} lt200={} ge200={} probes={}",
+            v[0], v[1], v[2], v[3], v[4], v[5], v[6] as f64 / 1000.0 / v[5].max(1) as f64, v[7], v[8], v[9], v[10], v[11], v[12], v[15]);
     }
 }
 
@@ -294,14 +500,136 @@ impl Blocking {
     }
 }
 
-#[cfg(all(test, not(loom), target_os = "linux"))]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    const US: u64 = 1000;
+
+    /// One wait of true length `ns` at `site`, as the queue and the stage
+    /// thread see it: the spin catches it if its budget covers it (timed
+    /// exactly); otherwise the thread parks, and the wait is timed with a
+    /// wake-up's latency (`wake_ns`) on top. Returns the budget it had.
+    fn wait(site: &mut WaitSite, ns: u64, wake_ns: u64) -> Duration {
+        site.waited = true;
+        let b = site.budget();
+        assert!(b <= SPIN_CAP, "a budget is never above the cap: {b:?}");
+        let took = if b.as_nanos() >= u128::from(ns) {
+            ns
+        } else {
+            ns + wake_ns
+        };
+        site.ended(Duration::from_nanos(took));
+        b
+    }
+
+    /// A site whose waits outlast the cap (the compute stage of
+    /// `compute-plus-blocking-io`, ~200 µs a wait) stops spinning within a
+    /// few waits, and then spins only to probe, less and less often.
+    #[test]
+    fn a_site_whose_waits_are_long_stops_spinning() {
+        let mut site = WaitSite::default();
+        assert_eq!(site.budget(), SPIN_CAP, "a new site spins in full");
+        let spins = (0..20).filter(|_| !wait(&mut site, 200 * US, 50 * US).is_zero());
+        assert!(spins.count() <= 8, "it stops within a few waits");
+        let probes = (0..4000)
+            .filter(|_| !wait(&mut site, 200 * US, 50 * US).is_zero())
+            .count();
+        // Intervals 8, 16, …, 1024, then every 1024: 4000 waits hold ~10.
+        assert!((1..=12).contains(&probes), "{probes} probes in 4000 waits");
+    }
+
+    /// Short waits: the site spins about twice their median, so that it
+    /// catches most of them.
+    #[test]
+    fn short_waits_spin_about_twice_their_median() {
+        let mut site = WaitSite::default();
+        // Waits of 0..=20 µs, evenly spread: the median is 10 µs.
+        for i in 0..2000u64 {
+            wait(&mut site, (i * 7 % 21) * US, 50 * US);
+        }
+        let b = site.budget();
+        assert!(
+            b >= Duration::from_micros(14) && b <= Duration::from_micros(28),
+            "{b:?}"
+        );
+        let caught = (0..210u64)
+            .filter(|i| wait(&mut site, (i * 7 % 21) * US, 50 * US).as_nanos() >= u128::from((i * 7 % 21) * US))
+            .count();
+        assert!(caught > 150, "{caught} of 210 caught");
+    }
+
+    /// The median is robust: one wait in four far above the cap (a stage
+    /// descheduled by the host) does not stop a site from spinning.
+    #[test]
+    fn a_few_long_waits_do_not_stop_spinning() {
+        let mut site = WaitSite::default();
+        for i in 0..1000u64 {
+            let ns = if i % 4 == 0 { 10_000 * US } else { 5 * US };
+            let b = wait(&mut site, ns, 50 * US);
+            if i > 50 {
+                assert!(!b.is_zero(), "wait {i} did not spin");
+            }
+        }
+    }
+
+    /// A site that stopped spinning comes back once its waits turn short,
+    /// although its parked waits are timed long (the wake-up's latency
+    /// above the cap): a probe catches one, and the median decides again.
+    #[test]
+    fn the_estimate_recovers_when_waits_turn_short() {
+        let mut site = WaitSite::default();
+        for _ in 0..5000 {
+            wait(&mut site, 500 * US, 50 * US);
+        }
+        assert!(site.budget().is_zero());
+        let mut first = None;
+        for i in 0..3 * PROBE_MAX {
+            let b = wait(&mut site, 5 * US, 80 * US);
+            if !b.is_zero() && first.is_none() {
+                first = Some(i);
+            }
+        }
+        assert!(first.is_some_and(|i| i <= PROBE_MAX), "{first:?}");
+        let spun = (0..100)
+            .filter(|_| !wait(&mut site, 5 * US, 80 * US).is_zero())
+            .count();
+        assert_eq!(spun, 100, "once back, it keeps spinning");
+        let b = site.budget();
+        assert!(b <= Duration::from_micros(15), "about twice 5 µs: {b:?}");
+    }
+
+    /// A pop that did not wait teaches the site nothing.
+    #[test]
+    fn a_pop_that_did_not_wait_is_not_a_wait() {
+        let mut site = WaitSite::default();
+        let before = site.budget();
+        for _ in 0..100 {
+            site.ended(Duration::from_millis(1));
+        }
+        assert_eq!(site.budget(), before);
+    }
+
+    /// A thread that left the count may spin only while the run's counted
+    /// threads, and the wake-ups counted ahead, fill fewer cores.
+    #[test]
+    fn a_spin_needs_a_core_no_counted_thread_wants() {
+        let r = Running::<u32>::new(2);
+        assert!(r.may_spin());
+        r.enter();
+        assert!(r.may_spin(), "one counted thread on two cores");
+        r.precount(1);
+        assert!(!r.may_spin(), "a woken thread counted ahead needs the core");
+        r.unprecount();
+        r.leave();
+        assert!(r.may_spin());
+    }
 
     /// Sampled calls that sleep make a thread blocking; calls that only
     /// compute (however often the kernel preempts them: involuntary
     /// switches do not count) make it computing again.
     #[test]
+    #[cfg(target_os = "linux")]
     fn sleeping_calls_block_and_computing_calls_do_not() {
         let mut b = Blocking::default();
         assert!(b.blocks(), "nothing deferred before a sample");
