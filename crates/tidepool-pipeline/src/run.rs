@@ -646,6 +646,8 @@ impl<B: Send + 'static> Node<B> {
             // Before cleanup (user code): every owed wake-up is paid by
             // the time this thread no longer counts.
             run.running.leave();
+            // AB-ONLY
+            crate::running::ab::dump_thread(&self.name);
         }
         for (i, s) in stages.iter_mut().take(inited).enumerate() {
             if let Err(c) = guarded(|| s.cleanup()) {
