@@ -94,7 +94,6 @@ pub(crate) enum Pop<T> {
 
 /// How a spin ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 enum Spun {
     /// The queue has something to look at under the lock.
     Ready,
@@ -335,10 +334,7 @@ impl<T> Queue<T> {
                         // short (`running.rs`): still out of the count,
                         // not yet a waiter.
                         site.waited = true;
-                        let b = site.budget();
-                        let o = self.spin(r, b);
-                        // AB-ONLY
-                        crate::running::ab::spun(if b.is_zero() { 3 } else { o as u8 });
+                        self.spin(r, site.budget());
                     }
                     s = lock(&self.state);
                     continue;

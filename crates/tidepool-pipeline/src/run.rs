@@ -646,8 +646,6 @@ impl<B: Send + 'static> Node<B> {
             // Before cleanup (user code): every owed wake-up is paid by
             // the time this thread no longer counts.
             run.running.leave();
-            // AB-ONLY
-            crate::running::ab::dump_thread(&self.name);
         }
         for (i, s) in stages.iter_mut().take(inited).enumerate() {
             if let Err(c) = guarded(|| s.cleanup()) {
@@ -1137,14 +1135,6 @@ pub(crate) fn execute<B: Send + 'static>(
         }
     }
     let elapsed = run.start.elapsed();
-    // AB-ONLY
-    crate::running::ab::dump(
-        &nodes
-            .iter()
-            .map(|n| n.name.as_str())
-            .collect::<Vec<_>>()
-            .join("|"),
-    );
     if let Some(e) = run.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(e);
     }

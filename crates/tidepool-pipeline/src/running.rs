@@ -91,8 +91,8 @@
 //! the count as above and, in the window that already exists between that
 //! leave and its next look under the queue's lock, may *spin*: pause hints,
 //! a lock-free look at the queue (`Queue`'s `ready` hint) between batches
-//! of them, for at most a budget its own past waits set (below), and only
-//! while `running < cores`. With the spinner out of the count, that means
+//! of them, for at most [`SPIN_CAP`] if its own past waits say a spin is
+//! worth it (below), and only while `running < cores`. With the spinner out of the count, that means
 //! the run's counted threads (and the wake-ups counted ahead for them) fill
 //! fewer cores than there are: the core it spins on is one no runnable
 //! stage of this run is waiting for. Should a thread enter the count (a
@@ -132,9 +132,10 @@
 //! misses among them stop it), one that does not doubles `probe` (from
 //! [`PROBE_MIN`] up to [`PROBE_MAX`] waits): a site whose waits stay long
 //! spends less than `SPIN_CAP / PROBE_MAX` per wait on probes, and one
-//! whose waits are half short probes less and less often too. A spin the count cut short ends in a
-//! park, timed long: a site where counted threads often take the cores
-//! back soon stops spinning (that is where a spin would seldom run).
+//! whose waits are half short probes less and less often too. A spin the
+//! count cut short ends in a park, timed long: a site where counted
+//! threads often take the cores back soon stops spinning (that is where a
+//! spin would seldom run).
 //!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
@@ -346,19 +347,15 @@ impl Default for WaitSite {
 impl WaitSite {
     /// How long the wait starting now may spin (zero: park at once).
     pub(crate) fn budget(&mut self) -> Duration {
-        // AB-ONLY
-        if ab::park() {
-            return Duration::ZERO;
-        }
         if self.short >= SPIN_SHARE {
-            return ab::cap();
+            return SPIN_CAP;
         }
         if self.probe_in > 1 {
             self.probe_in -= 1;
             return Duration::ZERO;
         }
         self.probing = true;
-        ab::cap()
+        SPIN_CAP
     }
 
     /// The pop that began `took` ago has returned a buffer: if it waited,
@@ -367,9 +364,7 @@ impl WaitSite {
         if !std::mem::take(&mut self.waited) {
             return;
         }
-        let short = took <= ab::cap();
-        // AB-ONLY
-        ab::wait(self, took);
+        let short = took <= SPIN_CAP;
         if std::mem::take(&mut self.probing) {
             if short {
                 // Short waits may be back: spin again, and let the next
@@ -382,76 +377,6 @@ impl WaitSite {
             return;
         }
         self.short = self.short - self.short / 16 + if short { ONE / 16 } else { 0 };
-    }
-}
-
-/// AB-ONLY: arm and instrumentation, removed before commit.
-pub(crate) mod ab {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    pub(crate) fn park() -> bool {
-        static M: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *M.get_or_init(|| std::env::var("TIDEPOOL_PIPE_WAIT").as_deref() == Ok("park"))
-    }
-    pub(crate) fn cap() -> std::time::Duration {
-        static M: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-        *M.get_or_init(|| match std::env::var("TIDEPOOL_PIPE_WAIT").as_deref() {
-            Ok("cap20") => std::time::Duration::from_micros(20),
-            _ => super::SPIN_CAP,
-        })
-    }
-    pub(crate) fn stats() -> bool {
-        static M: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *M.get_or_init(|| std::env::var("TIDEPOOL_PIPE_SPINSTATS").is_ok())
-    }
-    // waits, spins by outcome (ready, busy, spent), caught waits' total ns,
-    // parked waits in length buckets <10,<25,<50,<100,<200,>=200 µs, probes
-    pub(crate) static C: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
-    thread_local!(static T: [std::cell::Cell<u64>; 16] = const { [const { std::cell::Cell::new(0) }; 16] });
-    pub(crate) fn add(i: usize, n: u64) {
-        if stats() {
-            C[i].fetch_add(n, Relaxed);
-            T.with(|t| t[i].set(t[i].get() + n));
-        }
-    }
-    pub(crate) fn dump_thread(tag: &str) {
-        if !stats() {
-            return;
-        }
-        let v: Vec<u64> = T.with(|t| t.iter().map(|c| c.replace(0)).collect());
-        eprintln!("  THREAD {tag} waits={} ready={} busy={} spent={} nospin={} caught_mean_us={:.1} parked_us_lt10={} lt25={} lt50={} lt100={} lt200={} ge200={} probes={}",
-            v[0], v[1], v[2], v[3], v[4], v[6] as f64 / 1000.0 / v[5].max(1) as f64, v[7], v[8], v[9], v[10], v[11], v[12], v[15]);
-    }
-    thread_local!(pub(crate) static LAST: std::cell::Cell<u8> = const { std::cell::Cell::new(0) });
-    pub(crate) fn spun(o: u8) {
-        LAST.with(|l| l.set(o));
-        add(1 + o as usize, 1);
-    }
-    pub(crate) fn wait(s: &super::WaitSite, w: std::time::Duration) {
-        let w = w.as_nanos() as u32;
-        if !stats() {
-            return;
-        }
-        add(0, 1);
-        if s.probing {
-            add(15, 1);
-        }
-        let o = LAST.with(|l| l.replace(9));
-        if o == 0 {
-            add(5, 1);
-            add(6, u64::from(w));
-        } else {
-            let us = w / 1000;
-            let b = [10, 25, 50, 100, 200].iter().position(|&e| us < e).unwrap_or(5);
-            add(7 + b, 1);
-        }
-    }
-    pub(crate) fn dump(tag: &str) {
-        if !stats() {
-            return;
-        }
-        let v: Vec<u64> = C.iter().map(|c| c.swap(0, Relaxed)).collect();
-        eprintln!("SPINSTATS {tag} waits={} ready={} busy={} spent={} nospin={} caught={} caught_mean_us={:.1} parked_us_lt10={} lt25={} lt50={} lt100={} lt200={} ge200={} probes={}",
-            v[0], v[1], v[2], v[3], v[4], v[5], v[6] as f64 / 1000.0 / v[5].max(1) as f64, v[7], v[8], v[9], v[10], v[11], v[12], v[15]);
     }
 }
 
@@ -559,7 +484,9 @@ mod tests {
         // Short or long at random (a fixed LCG), half and half.
         let mut x = 1u64;
         let mut next = move || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             if x >> 63 == 0 {
                 5 * US
             } else {
@@ -581,7 +508,11 @@ mod tests {
     fn mostly_short_waits_are_spun_through() {
         let mut site = WaitSite::default();
         for i in 0..1000u64 {
-            let ns = if i % 8 == 0 { 10_000 * US } else { (i % 20) * US };
+            let ns = if i % 8 == 0 {
+                10_000 * US
+            } else {
+                (i % 20) * US
+            };
             assert_eq!(wait(&mut site, ns, 50 * US), SPIN_CAP, "wait {i}");
         }
     }
