@@ -315,38 +315,3 @@ fn loom_broadcast_with_one_buffer() {
 fn loom_broadcast_with_two_buffers() {
     broadcast(2, 2);
 }
-
-/// A counted consumer on two cores pops an empty queue while a counted
-/// producer pushes one buffer and then the end: the buffer may land before
-/// the consumer leaves the count, in the window after its leave where a
-/// real build spins (`running.rs`, "Spinning before parking"), or once it
-/// waits. In every case it takes the buffer (entering the count again, and
-/// paying ahead: it took the last buffer), then the end; nothing blocks,
-/// and the running count is back to zero.
-#[test]
-fn loom_a_buffer_found_after_leaving_the_count() {
-    model_bounded(3, || {
-        let running = Arc::new(Running::new(2));
-        let q = Arc::new(Queue::<u64>::new(1, &[0], 1, Some(running.clone())));
-        let c = {
-            let (q, running) = (q.clone(), running.clone());
-            thread::spawn(move || {
-                running.enter();
-                let mut site = crate::running::WaitSite::default();
-                let Pop::Item { item, last, .. } = q.pop_at(&mut site) else {
-                    panic!("an item first");
-                };
-                assert!(last);
-                assert_eq!(q.pop_at(&mut site), Pop::End);
-                running.leave();
-                item
-            })
-        };
-        running.enter();
-        q.set_total(0, 1);
-        q.push(0, 7).unwrap();
-        running.leave();
-        assert_eq!(c.join().unwrap(), 7);
-        assert_eq!(running.count(), 0);
-    });
-}

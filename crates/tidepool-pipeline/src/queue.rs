@@ -57,15 +57,11 @@
 //! wake-up on its way (issued or owed), and defers it only as `running.rs`
 //! describes. A waiter also wakes by itself after [`crate::running::STALL`]
 //! and takes an owed wake-up if buffers wait (the stall bound, `running.rs`).
-//! A counted stage thread may spin between leaving the count and its next
-//! look under the lock; it is no waiter meanwhile, and the look under the
-//! lock decides (`running.rs`, "Spinning before parking").
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::running::{Running, WaitSite};
+use crate::running::Running;
 use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
@@ -90,17 +86,6 @@ pub(crate) enum Pop<T> {
     End,
     /// The run failed.
     Aborted,
-}
-
-/// How a spin ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Spun {
-    /// The queue has something to look at under the lock.
-    Ready,
-    /// The run's counted threads fill the cores: park.
-    Busy,
-    /// The budget is spent (or was zero).
-    Spent,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -134,11 +119,6 @@ struct State<T> {
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
-    /// A look under the lock would not wait (a buffer, the end or an
-    /// abort): a hint for a spinning thread, written under the lock and
-    /// read without it. A plain atomic even under `loom`: only the spin
-    /// reads it, and `loom` builds have no spin.
-    ready: AtomicBool,
     /// The run's running count, for deferred wake-ups (`None`: always
     /// wake at once).
     running: Option<Arc<Running<T>>>,
@@ -165,7 +145,6 @@ impl<T> Queue<T> {
                 notified: 0,
             }),
             cv: Condvar::new(),
-            ready: AtomicBool::new(false),
             running,
         }
     }
@@ -181,7 +160,6 @@ impl<T> Queue<T> {
             return Err(item);
         }
         s.items.push_back((pipe, item));
-        self.ready.store(true, Relaxed);
         let len = s.items.len();
         let (mut wake, mut owe) = (false, false);
         // Only a waiter with no wake-up on its way needs one.
@@ -244,28 +222,15 @@ impl<T> Queue<T> {
     /// Take the oldest buffer, waiting for one if needed. A counted thread
     /// leaves the running count while it waits.
     pub(crate) fn pop(&self) -> Pop<T> {
-        self.pop_with(None)
-    }
-
-    /// [`Queue::pop`] by a stage thread at its own waiting site: before it
-    /// parks it may spin for the site's budget (`running.rs`, "Spinning
-    /// before parking"); `site.waited` tells whether it waited.
-    pub(crate) fn pop_at(&self, site: &mut WaitSite) -> Pop<T> {
-        self.pop_with(Some(site))
-    }
-
-    fn pop_with(&self, site: Option<&mut WaitSite>) -> Pop<T> {
         let left = std::cell::Cell::new(false);
-        let p = self.pop_inner(&left, site);
+        let p = self.pop_inner(&left);
         if let Some(r) = &self.running {
             if left.get() {
                 r.enter();
-            }
-            if matches!(p, Pop::Item { left: 0, .. }) && crate::running::counted() {
-                // The caller took the last buffer (after leaving the count
-                // or not): it will wait after this one. Pay owed wake-ups
-                // now, so the woken threads' wake-up latency overlaps this
-                // buffer's work (`running.rs`).
+            } else if matches!(p, Pop::Item { left: 0, .. }) && crate::running::counted() {
+                // The caller took the last buffer: it will wait after this
+                // one. Pay owed wake-ups now, so the woken threads' wake-up
+                // latency overlaps this buffer's work (`running.rs`).
                 r.pay_ahead();
             }
         }
@@ -292,7 +257,7 @@ impl<T> Queue<T> {
         false
     }
 
-    fn pop_inner(&self, left: &std::cell::Cell<bool>, mut site: Option<&mut WaitSite>) -> Pop<T> {
+    fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
         loop {
             if s.aborted {
@@ -309,8 +274,6 @@ impl<T> Queue<T> {
                         self.cv.notify_all();
                     }
                 }
-                self.ready
-                    .store(!s.items.is_empty() || s.complete == s.counts.len(), Relaxed);
                 return Pop::Item {
                     item,
                     pipe,
@@ -329,13 +292,6 @@ impl<T> Queue<T> {
                     drop(s);
                     r.leave();
                     left.set(true);
-                    if let Some(site) = site.as_deref_mut() {
-                        // Spin before parking, if the site's waits are
-                        // short (`running.rs`): still out of the count,
-                        // not yet a waiter.
-                        site.waited = true;
-                        self.spin(r, site.budget());
-                    }
                     s = lock(&self.state);
                     continue;
                 }
@@ -364,42 +320,6 @@ impl<T> Queue<T> {
         }
     }
 
-    /// Spin for up to `budget` while `r` lets a thread that left the count
-    /// spin (`running.rs`, "Spinning before parking"), looking at the
-    /// `ready` hint between batches of pause hints. Nothing under `loom`:
-    /// the window it would fill is there without it.
-    fn spin(&self, r: &Running<T>, budget: std::time::Duration) -> Spun {
-        #[cfg(loom)]
-        {
-            let _ = (r, budget);
-            Spun::Spent
-        }
-        #[cfg(not(loom))]
-        {
-            /// Pause hints between two looks (an x86 `pause` takes tens
-            /// of cycles, ~140 on recent cores: a look every µs or so).
-            const BATCH: u32 = 32;
-            if budget.is_zero() {
-                return Spun::Spent;
-            }
-            let start = std::time::Instant::now();
-            loop {
-                if self.ready.load(Relaxed) {
-                    return Spun::Ready;
-                }
-                if !r.may_spin() {
-                    return Spun::Busy;
-                }
-                if start.elapsed() >= budget {
-                    return Spun::Spent;
-                }
-                for _ in 0..BATCH {
-                    std::hint::spin_loop();
-                }
-            }
-        }
-    }
-
     /// Buffers waiting in the queue.
     pub(crate) fn len(&self) -> usize {
         lock(&self.state).items.len()
@@ -410,7 +330,6 @@ impl<T> Queue<T> {
     pub(crate) fn abort(&self) -> Vec<T> {
         let mut s = lock(&self.state);
         s.aborted = true;
-        self.ready.store(true, Relaxed);
         let items = s.items.drain(..).map(|(_, t)| t).collect();
         drop(s);
         self.cv.notify_all();
@@ -521,66 +440,6 @@ mod tests {
         assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
         running.leave();
         assert_eq!(running.count(), 0);
-    }
-
-    /// The spin ends at its first look when the count fills the cores (a
-    /// woken waiter counted ahead) or when the queue holds something to
-    /// take (a buffer, the end, an abort); otherwise its budget ends it.
-    /// (The budget here is an hour: a spin that ignored either stop would
-    /// hang the test.)
-    #[test]
-    fn a_spin_stops_for_a_busy_count_or_a_ready_queue() {
-        let hour = std::time::Duration::from_secs(3600);
-        let running = Arc::new(Running::new(1));
-        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
-        running.precount(1);
-        assert_eq!(q.spin(&running, hour), Spun::Busy);
-        running.unprecount();
-        assert_eq!(
-            q.spin(&running, std::time::Duration::from_micros(1)),
-            Spun::Spent
-        );
-        q.set_total(0, 1);
-        q.push(0, 3).unwrap();
-        assert_eq!(q.spin(&running, hour), Spun::Ready, "a buffer");
-        assert!(item(q.pop()).2);
-        assert_eq!(q.spin(&running, hour), Spun::Ready, "the end");
-        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
-        q.abort();
-        assert_eq!(q.spin(&running, hour), Spun::Ready, "an abort");
-    }
-
-    /// A counted thread popping at its waiting site: it leaves the count,
-    /// may spin, then waits; whether the spin or a wake-up brings it the
-    /// buffer, it takes it counted again, with no wake-up left over, and
-    /// the site knows it waited.
-    #[test]
-    fn a_pop_at_a_site_waits_and_comes_back_counted() {
-        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-        let running = Arc::new(Running::new(2));
-        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
-        let entered = Arc::new(AtomicBool::new(false));
-        let (q2, r2, e2) = (q.clone(), running.clone(), entered.clone());
-        let consumer = std::thread::spawn(move || {
-            r2.enter();
-            e2.store(true, SeqCst);
-            let mut site = WaitSite::default();
-            let p = q2.pop_at(&mut site);
-            let counted = r2.count();
-            r2.leave();
-            (p, site.waited, counted)
-        });
-        // Until the consumer has left the count: it spins or waits.
-        while !entered.load(SeqCst) || running.count() > 0 {
-            std::thread::yield_now();
-        }
-        q.push(0, 5).unwrap();
-        let (p, waited, counted) = consumer.join().unwrap();
-        assert_eq!(item(p), (5, 0, false));
-        assert!(waited, "the site saw a wait");
-        assert_eq!(counted, 1, "it came back into the count");
-        assert_eq!(running.count(), 0);
-        assert_eq!(lock(&q.state).notified, 0, "no wake-up left over");
     }
 
     /// A thread that is not counted (a test's, a self-sizing stage's

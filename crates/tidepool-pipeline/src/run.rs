@@ -11,7 +11,7 @@ use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::priority::{Depths, Priority, PriorityPolicy, PrioritySpec};
 use crate::queue::{Pop, Queue};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
-use crate::running::{Blocking, Running, WaitSite};
+use crate::running::{Blocking, Running};
 use crate::stage::{BoxError, Context, Flow, Source, Stage};
 use crate::sys;
 
@@ -698,7 +698,6 @@ impl<B: Send + 'static> Node<B> {
         ended: &mut bool,
         blocking: &mut Blocking,
         mark: &mut Instant,
-        site: &mut WaitSite,
     ) {
         let pipe = self.pipes[0];
         if let Some(src) = source {
@@ -710,7 +709,7 @@ impl<B: Send + 'static> Node<B> {
                     item: mut env,
                     left,
                     ..
-                } = free.pop_at(site)
+                } = free.pop()
                 else {
                     *ended = true;
                     return;
@@ -719,7 +718,6 @@ impl<B: Send + 'static> Node<B> {
                 // the fill (clock reads were ~5 per stage and item).
                 let now = Instant::now();
                 st.wait_output += now - t;
-                site.ended(now - t);
                 depth.record((now - run.start).as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
@@ -763,7 +761,7 @@ impl<B: Send + 'static> Node<B> {
         let input = self.input.as_ref().expect("a stage has an input");
         while batch.len() < self.repeat {
             let t = Instant::now();
-            match input.pop_at(site) {
+            match input.pop() {
                 Pop::Item {
                     item,
                     pipe,
@@ -775,7 +773,6 @@ impl<B: Send + 'static> Node<B> {
                     // starts the first user call's busy time.
                     *mark = Instant::now();
                     st.wait_input += *mark - t;
-                    site.ended(*mark - t);
                     depth.record((*mark - run.start).as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
@@ -824,9 +821,6 @@ impl<B: Send + 'static> Node<B> {
             .collect();
         // When the last timed step ended: the start of the next user call.
         let mut mark = Instant::now();
-        // This thread's one waiting site (its input, or its source's free
-        // queue): its spin budget learns from its waits.
-        let mut site = WaitSite::default();
         loop {
             self.take(
                 run,
@@ -837,7 +831,6 @@ impl<B: Send + 'static> Node<B> {
                 &mut ended,
                 &mut blocking[0],
                 &mut mark,
-                &mut site,
             );
             if batch.is_empty() {
                 return;

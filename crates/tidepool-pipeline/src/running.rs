@@ -86,57 +86,6 @@
 //! futex wait costs the same as an untimed one, and a parked thread wakes
 //! by itself at most 1/`STALL` times a second).
 //!
-//! **Spinning before parking** (session 8). A counted thread that finds
-//! its queue empty (a stage's input, or the source's free queue) leaves
-//! the count as above and, in the window that already exists between that
-//! leave and its next look under the queue's lock, may *spin*: pause hints,
-//! a lock-free look at the queue (`Queue`'s `ready` hint) between batches
-//! of them, for at most [`SPIN_CAP`] if its own past waits say a spin is
-//! worth it (below), and only while `running < cores`. With the spinner out of the count, that means
-//! the run's counted threads (and the wake-ups counted ahead for them) fill
-//! fewer cores than there are: the core it spins on is one no runnable
-//! stage of this run is waiting for. Should a thread enter the count (a
-//! woken waiter counted ahead, a blocked stage returning) so that the count
-//! reaches `cores`, the spin stops at its next look and the thread parks as
-//! before. Then it looks under the lock exactly as it did without the spin:
-//! a buffer found is taken as any thread that left takes one (it enters
-//! the count again, and, if it took the last buffer, pays owed wake-ups
-//! ahead, as every counted pop of a last buffer now does); an empty queue
-//! makes it a waiter. The spin is a delay inside a window the protocol
-//! already allows to be arbitrarily long (the thread is out of the count,
-//! so a push elsewhere defers no more than if it were parked, and its
-//! leave already paid what a leave pays; it is not yet a waiter, so no
-//! push owes or issues it a wake-up, and a buffer that lands is seen by
-//! the look under the lock), so it changes nothing the argument above
-//! relies on; under `loom` it is absent (the window is there without it).
-//! Uncounted threads (a self-sizing stage's dispatcher and workers) and
-//! pops outside a stage thread's own wait (a fork's copy pool) never spin.
-//!
-//! *Whether to spin* is learned per waiting site — a stage thread's input
-//! wait, a source's free-buffer wait: one per thread — from its own waits,
-//! timed by the two clock reads the timing report already takes around
-//! every pop ([`WaitSite`]). A spin lasts at most [`SPIN_CAP`] (a wake-up
-//! on this VM costs tens of µs; a longer spin costs more than the park it
-//! saves), and a site spins while at least three in four of its recent
-//! waits (an average over about the last 16) ended within the cap. A spin
-//! that catches nothing costs its whole cap while one that catches costs
-//! no more than the wait it replaces, so the bar is high: a site whose
-//! waits are mostly long (a stage waiting ~200 µs a time on a blocking
-//! read), or only half short, parks at once. The share stays honest
-//! although a parked wait is timed long (its length includes the
-//! wake-up): while the site spins, every wait within the cap is caught
-//! and timed exactly. When it has stopped, that no longer holds (a short
-//! wait plus a slow wake-up looks long), so it *probes*: one wait in
-//! `probe` spins the cap; a probe that catches its wait makes the site
-//! spin again, just above the bar (so that the next waits decide: two
-//! misses among them stop it), one that does not doubles `probe` (from
-//! [`PROBE_MIN`] up to [`PROBE_MAX`] waits): a site whose waits stay long
-//! spends less than `SPIN_CAP / PROBE_MAX` per wait on probes, and one
-//! whose waits are half short probes less and less often too. A spin the
-//! count cut short ends in a park, timed long: a site where counted
-//! threads often take the cores back soon stops spinning (that is where a
-//! spin would seldom run).
-//!
 //! **User code that blocks.** A thread blocked inside a stage (a read, a
 //! sleep) holds no core, but the count cannot see that. So each counted
 //! thread samples its voluntary context switches around each of its
@@ -155,32 +104,16 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::queue::Queue;
 use crate::sync::{lock, Mutex};
 
 /// The longest a waiter sleeps before it looks for a stalled owed wake-up
 /// itself (the stall bound in the protocol).
-pub(crate) const STALL: Duration = Duration::from_millis(10);
+pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
-
-/// The longest spin before a park (see "Spinning before parking"): a
-/// wake-up on this VM costs tens of microseconds, a longer spin costs
-/// more than the park it saves.
-pub(crate) const SPIN_CAP: Duration = Duration::from_micros(50);
-
-/// A site spins while at least this share (of [`ONE`]) of its recent
-/// waits ended within [`SPIN_CAP`]: three in four.
-const SPIN_SHARE: u32 = ONE / 4 * 3;
-
-/// A site that stopped spinning probes once in this many waits at first…
-pub(crate) const PROBE_MIN: u32 = 8;
-
-/// …and, while its probes catch nothing, at most once in this many.
-pub(crate) const PROBE_MAX: u32 = 1024;
 
 /// The run's count of running stage threads and its owed wake-ups.
 pub(crate) struct Running<T> {
@@ -291,13 +224,6 @@ impl<T> Running<T> {
         }
     }
 
-    /// May a counted thread that left the count spin (see "Spinning
-    /// before parking")? Only while the run's counted threads, and the
-    /// wake-ups counted ahead, fill fewer cores than there are.
-    pub(crate) fn may_spin(&self) -> bool {
-        self.running.load(SeqCst) < self.cores
-    }
-
     /// Wake every owed waiter.
     pub(crate) fn pay(&self) {
         let owed = {
@@ -309,74 +235,6 @@ impl<T> Running<T> {
         for q in owed {
             q.pay();
         }
-    }
-}
-
-/// One waiting site's spin budget, learned from its waits (see "Spinning
-/// before parking").
-#[derive(Debug)]
-pub(crate) struct WaitSite {
-    /// The share of recent waits that ended within the cap, in units of
-    /// 1/[`ONE`]: an average over about the last 16 waits.
-    short: u32,
-    /// The current pop left the count to wait (set by the queue).
-    pub(crate) waited: bool,
-    /// The current wait is a probe.
-    probing: bool,
-    /// Waits until the next probe, and the current probe interval.
-    probe_in: u32,
-    probe: u32,
-}
-
-/// [`WaitSite`]'s unit of a share.
-const ONE: u32 = 1 << 16;
-
-impl Default for WaitSite {
-    /// A new site spins until its waits show whether that catches them.
-    fn default() -> Self {
-        WaitSite {
-            short: ONE,
-            waited: false,
-            probing: false,
-            probe_in: PROBE_MIN,
-            probe: PROBE_MIN,
-        }
-    }
-}
-
-impl WaitSite {
-    /// How long the wait starting now may spin (zero: park at once).
-    pub(crate) fn budget(&mut self) -> Duration {
-        if self.short >= SPIN_SHARE {
-            return SPIN_CAP;
-        }
-        if self.probe_in > 1 {
-            self.probe_in -= 1;
-            return Duration::ZERO;
-        }
-        self.probing = true;
-        SPIN_CAP
-    }
-
-    /// The pop that began `took` ago has returned a buffer: if it waited,
-    /// learn whether the wait ended within the cap.
-    pub(crate) fn ended(&mut self, took: Duration) {
-        if !std::mem::take(&mut self.waited) {
-            return;
-        }
-        let short = took <= SPIN_CAP;
-        if std::mem::take(&mut self.probing) {
-            if short {
-                // Short waits may be back: spin again, and let the next
-                // waits decide (one miss among the next two stops it).
-                self.short = SPIN_SHARE + ONE / 16;
-            } else {
-                self.probe = (self.probe * 2).min(PROBE_MAX);
-            }
-            self.probe_in = self.probe;
-            return;
-        }
-        self.short = self.short - self.short / 16 + if short { ONE / 16 } else { 0 };
     }
 }
 
@@ -436,142 +294,14 @@ impl Blocking {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(loom), target_os = "linux"))]
 mod tests {
     use super::*;
-
-    const US: u64 = 1000;
-
-    /// One wait of true length `ns` at `site`, as the queue and the stage
-    /// thread see it: the spin catches it if its budget covers it (timed
-    /// exactly); otherwise the thread parks, and the wait is timed with a
-    /// wake-up's latency (`wake_ns`) on top. Returns the budget it had.
-    fn wait(site: &mut WaitSite, ns: u64, wake_ns: u64) -> Duration {
-        site.waited = true;
-        let b = site.budget();
-        assert!(b <= SPIN_CAP, "a budget is never above the cap: {b:?}");
-        let took = if b.as_nanos() >= u128::from(ns) {
-            ns
-        } else {
-            ns + wake_ns
-        };
-        site.ended(Duration::from_nanos(took));
-        b
-    }
-
-    /// A site whose waits outlast the cap (the compute stage of
-    /// `compute-plus-blocking-io`, ~200 µs a wait) stops spinning within a
-    /// few waits, and then spins only to probe, less and less often.
-    #[test]
-    fn a_site_whose_waits_are_long_stops_spinning() {
-        let mut site = WaitSite::default();
-        assert_eq!(site.budget(), SPIN_CAP, "a new site spins");
-        let spins = (0..20).filter(|_| !wait(&mut site, 200 * US, 50 * US).is_zero());
-        assert!(spins.count() <= 8, "it stops within a few waits");
-        let probes = (0..4000)
-            .filter(|_| !wait(&mut site, 200 * US, 50 * US).is_zero())
-            .count();
-        // Intervals 8, 16, …, 1024, then every 1024: 4000 waits hold ~10.
-        assert!((1..=12).contains(&probes), "{probes} probes in 4000 waits");
-    }
-
-    /// A site whose waits are only half short (the write stage of
-    /// `compute-plus-blocking-io`) does not spin either: a missed spin
-    /// costs the whole cap.
-    #[test]
-    fn a_site_with_half_its_waits_long_does_not_spin() {
-        let mut site = WaitSite::default();
-        // Short or long at random (a fixed LCG), half and half.
-        let mut x = 1u64;
-        let mut next = move || {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            if x >> 63 == 0 {
-                5 * US
-            } else {
-                200 * US
-            }
-        };
-        for _ in 0..200 {
-            wait(&mut site, next(), 20 * US);
-        }
-        let spins = (0..4000)
-            .filter(|_| !wait(&mut site, next(), 20 * US).is_zero())
-            .count();
-        assert!(spins < 100, "{spins} spins in 4000 waits");
-    }
-
-    /// Short waits, with the odd long one (a stage descheduled by the
-    /// host): the site spins on every wait and catches the short ones.
-    #[test]
-    fn mostly_short_waits_are_spun_through() {
-        let mut site = WaitSite::default();
-        for i in 0..1000u64 {
-            let ns = if i % 8 == 0 {
-                10_000 * US
-            } else {
-                (i % 20) * US
-            };
-            assert_eq!(wait(&mut site, ns, 50 * US), SPIN_CAP, "wait {i}");
-        }
-    }
-
-    /// A site that stopped spinning comes back once its waits turn short,
-    /// although its parked waits are timed long (the wake-up's latency
-    /// above the cap): a probe catches one, and the waits decide again.
-    #[test]
-    fn the_estimate_recovers_when_waits_turn_short() {
-        let mut site = WaitSite::default();
-        for _ in 0..5000 {
-            wait(&mut site, 500 * US, 50 * US);
-        }
-        assert!(site.budget().is_zero());
-        let mut first = None;
-        for i in 0..3 * PROBE_MAX {
-            let b = wait(&mut site, 5 * US, 80 * US);
-            if !b.is_zero() && first.is_none() {
-                first = Some(i);
-            }
-        }
-        assert!(first.is_some_and(|i| i <= PROBE_MAX), "{first:?}");
-        let spun = (0..100)
-            .filter(|_| !wait(&mut site, 5 * US, 80 * US).is_zero())
-            .count();
-        assert_eq!(spun, 100, "once back, it keeps spinning");
-    }
-
-    /// A pop that did not wait teaches the site nothing.
-    #[test]
-    fn a_pop_that_did_not_wait_is_not_a_wait() {
-        let mut site = WaitSite::default();
-        let before = site.budget();
-        for _ in 0..100 {
-            site.ended(Duration::from_millis(1));
-        }
-        assert_eq!(site.budget(), before);
-    }
-
-    /// A thread that left the count may spin only while the run's counted
-    /// threads, and the wake-ups counted ahead, fill fewer cores.
-    #[test]
-    fn a_spin_needs_a_core_no_counted_thread_wants() {
-        let r = Running::<u32>::new(2);
-        assert!(r.may_spin());
-        r.enter();
-        assert!(r.may_spin(), "one counted thread on two cores");
-        r.precount(1);
-        assert!(!r.may_spin(), "a woken thread counted ahead needs the core");
-        r.unprecount();
-        r.leave();
-        assert!(r.may_spin());
-    }
 
     /// Sampled calls that sleep make a thread blocking; calls that only
     /// compute (however often the kernel preempts them: involuntary
     /// switches do not count) make it computing again.
     #[test]
-    #[cfg(target_os = "linux")]
     fn sleeping_calls_block_and_computing_calls_do_not() {
         let mut b = Blocking::default();
         assert!(b.blocks(), "nothing deferred before a sample");
