@@ -67,6 +67,9 @@ pub(crate) fn is_worker_of(shared: &Shared) -> bool {
 const SPIN_ROUNDS: u32 = 7;
 /// ...then yields (not counted) before it parks.
 const YIELD_ROUNDS: u32 = 4;
+/// A park at least this long ended an idle period: the pool had nothing to
+/// do (bursts and busy periods re-wake a worker within microseconds).
+const IDLE_PARK_NS: u64 = 100_000;
 /// Timed tasks whose CPU time every worker measures first...
 const CPU_SAMPLE_FIRST: u64 = 16;
 /// ...and then one timed task in this many while tasks are long...
@@ -91,6 +94,23 @@ struct Worker {
     long_tasks: std::cell::Cell<bool>,
     /// The scheduler slice this thread last asked for (`NO_SLICE`: none).
     slice_ns: std::cell::Cell<u64>,
+    /// Tasks taken since the last wake-up (saturating).
+    since_wake: std::cell::Cell<u32>,
+    /// The last wake-up ended an idle period (a park of `IDLE_PARK_NS` or more).
+    woke_from_idle: std::cell::Cell<bool>,
+}
+
+/// Whether a worker that found the queue empty parks at once instead of
+/// searching: it was woken after an idle period, took one task, and every
+/// other worker is parked — a lone task into a quiet pool. Its search would
+/// find nothing, and its yields would cost the next lone task: EEVDF lets
+/// a woken thread preempt the submitter only if it did not give its time
+/// away before it slept, and a worker that yielded did. Parked at once, the
+/// next lone task starts as soon as its submitter wakes this worker, not
+/// when the submitter blocks. A burst still gets the search: its first
+/// worker takes more than one task, or finds a peer running.
+fn parks_at_once(woke_from_idle: bool, since_wake: u32, idle: usize, live: usize) -> bool {
+    woke_from_idle && since_wake == 1 && idle + 1 >= live
 }
 
 impl Worker {
@@ -105,6 +125,8 @@ impl Worker {
             timed: std::cell::Cell::new(0),
             long_tasks: std::cell::Cell::new(true),
             slice_ns: std::cell::Cell::new(NO_SLICE),
+            since_wake: std::cell::Cell::new(0),
+            woke_from_idle: std::cell::Cell::new(false),
         }
     }
 
@@ -149,6 +171,7 @@ impl Worker {
                 // was submitted is in force for it (the pop synchronises with
                 // the push), however long this worker had been searching.
                 self.follow_slice();
+                self.since_wake.set(self.since_wake.get().saturating_add(1));
                 self.execute(task);
                 continue;
             }
@@ -161,9 +184,14 @@ impl Worker {
                 continue;
             }
             let has_work = || !shared.queue.is_empty() || shared.is_closed() || self.surplus();
+            let parked_at = Clock::ticks();
             let woke = shared
                 .sleepers
                 .park(&self.parker, Some(shared.keep_alive()), has_work);
+            let idle_ns = Clock::nanos_between(parked_at, Clock::ticks());
+            self.woke_from_idle
+                .set(matches!(woke, Wake::Notified { .. }) && idle_ns >= IDLE_PARK_NS);
+            self.since_wake.set(0);
             hand_on = woke == Wake::Notified { last: true };
             if woke == Wake::TimedOut && shared.expire_worker() {
                 self.retire(true);
@@ -192,6 +220,16 @@ impl Worker {
     fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
         if !shared.queue.spin_before_park() || shared.is_closed() {
+            return None;
+        }
+        if parks_at_once(
+            self.woke_from_idle.get(),
+            self.since_wake.get(),
+            shared.sleepers.idle(),
+            shared.live(),
+        ) {
+            // Once: woken again soon, it is in a burst and searches.
+            self.woke_from_idle.set(false);
             return None;
         }
         shared.sleepers.start_search();
@@ -355,5 +393,23 @@ impl Worker {
         if let (Some(records), Some(record)) = (&self.shared.records, &self.record) {
             records.retire(record);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::parks_at_once;
+
+    /// Only a lone task into a quiet pool skips the search: not a second
+    /// task of the same wake-up, not a wake-up inside a busy period, not
+    /// while another worker runs.
+    #[test]
+    fn only_a_lone_task_after_idle_parks_at_once() {
+        assert!(parks_at_once(true, 1, 1, 2));
+        assert!(parks_at_once(true, 1, 0, 1));
+        assert!(!parks_at_once(false, 1, 1, 2), "woken inside a busy period");
+        assert!(!parks_at_once(true, 2, 1, 2), "a burst: more than one task");
+        assert!(!parks_at_once(true, 0, 1, 2), "no task taken");
+        assert!(!parks_at_once(true, 1, 0, 2), "another worker runs");
     }
 }
