@@ -1,6 +1,7 @@
 //! A worker thread: take a task, run it, record it; when there is none, spin
-//! briefly, then park on the LIFO idle stack; retire when the pool shrinks or
-//! the keep-alive runs out above the target size.
+//! briefly (unless it just ran a lone task into a quiet pool:
+//! [`parks_at_once`]), then park on the LIFO idle stack; retire when the pool
+//! shrinks or the keep-alive runs out above the target size.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
