@@ -500,7 +500,7 @@ mod tests {
     /// in the order they were submitted.
     #[test]
     fn sharded_every_task_once_each_submitters_in_order() {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
         const SUBMITTERS: usize = 8;
         const PER: usize = RING_SLOTS + 3_000; // through ring and overflow
         thread_local! {
