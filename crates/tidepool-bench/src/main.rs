@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 use tidepool_bench::harness::rotated;
 use tidepool_bench::report::{Report, Samples};
-use tidepool_bench::scenario::{self, Params, Sample, Scenario};
+use tidepool_bench::scenario::{self, Idle, Params, Sample, Scenario};
 use tidepool_bench::subject::{Subject, Visit};
 use tidepool_bench::subjects::Impl;
 
@@ -204,13 +204,30 @@ fn dispatch(args: DispatchArgs) {
     let mut samples = Samples::new();
     for rep in 0..repeats {
         let t = Instant::now();
-        // Within a repeat, every scenario runs every impl back to back (each
-        // on a freshly built pool, no other pool alive), in an order that
-        // rotates with the repeat and the scenario: the impls compared in
-        // one scenario ran within seconds of each other, under the same load,
-        // and each takes every position in turn.
+        // Within a repeat, every scenario runs every impl back to back, in
+        // an order that rotates with the repeat and the scenario: the impls
+        // compared in one scenario ran within seconds of each other, under
+        // the same load, and each takes every position in turn. Throughput
+        // scenarios build one pool at a time (no other pool alive); the idle
+        // scenarios keep every impl's pool alive and take their samples
+        // round-robin, so they interleave at the finest grain.
         for (k, &sc) in scenarios.iter().enumerate() {
-            for imp in rotated(&impls, rep + k).into_iter().filter(|i| i.runs(sc)) {
+            let order: Vec<Impl> = rotated(&impls, rep + k)
+                .into_iter()
+                .filter(|i| i.runs(sc))
+                .collect();
+            if sc.is_idle() {
+                let pools: Vec<Box<dyn Idle>> =
+                    order.iter().map(|i| i.build_idle(threads)).collect();
+                let refs: Vec<&dyn Idle> = pools.iter().map(|b| &**b).collect();
+                scenario::warm_up_idle(sc, &refs, &params);
+                let results = scenario::run_idle(sc, &refs, &params, rep + k);
+                for (imp, sample) in order.iter().zip(results) {
+                    samples.entry((sc, *imp)).or_default().push(sample);
+                }
+                continue;
+            }
+            for imp in order {
                 let sample = imp.with(
                     threads,
                     RunOne {

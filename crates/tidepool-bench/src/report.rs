@@ -259,6 +259,14 @@ impl Report {
                 best.name,
                 what
             );
+            let per_repeat: Vec<String> = sc
+                .ratios(tp, best)
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect();
+            if per_repeat.len() > 1 {
+                line += &format!("; per repeat {}", per_repeat.join(" "));
+            }
             if let Some(bt) = sc.best_tidepool() {
                 if bt.name != tp.name {
                     line += &format!(
@@ -379,14 +387,14 @@ impl ScenarioReport {
             .unwrap_or_else(|| "-".into())
     }
 
-    /// The lowest and highest ratio of `a` to `b` within one repeat (the two
-    /// ran side by side there), when both have every repeat's sample.
-    pub fn ratio_range(&self, a: &ImplResult, b: &ImplResult) -> Option<(f64, f64)> {
-        if a.per_repeat.len() != b.per_repeat.len() || a.per_repeat.is_empty() {
-            return None;
+    /// The ratio of `a` to `b` (above 1: `a` better) within each repeat (the
+    /// two ran side by side there), in repeat order; empty unless both have
+    /// every repeat's sample.
+    pub fn ratios(&self, a: &ImplResult, b: &ImplResult) -> Vec<f64> {
+        if a.per_repeat.len() != b.per_repeat.len() {
+            return Vec::new();
         }
-        let ratios: Vec<f64> = a
-            .per_repeat
+        a.per_repeat
             .iter()
             .zip(&b.per_repeat)
             .filter_map(|(&x, &y)| {
@@ -396,7 +404,12 @@ impl ScenarioReport {
                     ratio_higher_better(x, y)
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// The lowest and highest of [`ratios`](Self::ratios).
+    pub fn ratio_range(&self, a: &ImplResult, b: &ImplResult) -> Option<(f64, f64)> {
+        let ratios = self.ratios(a, b);
         let lo = ratios.iter().copied().reduce(f64::min)?;
         let hi = ratios.iter().copied().reduce(f64::max)?;
         Some((lo, hi))

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::harness::rotated;
 use crate::subject::{now_ns, task_done, Subject, LATCH};
 use tidepool::sys::process_cpu_time;
 use tidepool_workload::BusyLoop;
@@ -68,6 +69,13 @@ impl Scenario {
     pub fn measures_latency(self) -> bool {
         matches!(self, Scenario::LatencyIdle)
     }
+
+    /// Whether the scenario samples an idle pool (lone tasks or bursts
+    /// after a pause): those run every implementation at once, interleaved
+    /// sample by sample ([`run_interleaved`]).
+    pub fn is_idle(self) -> bool {
+        matches!(self, Scenario::LatencyIdle | Scenario::BurstIdle)
+    }
 }
 
 /// Sizes of the scenarios.
@@ -109,15 +117,23 @@ pub struct Sample {
     pub cpu_ns_per_task: Option<f64>,
 }
 
-/// Measure `scenario` once on `s`: for throughput scenarios the best of
-/// `p.inner` back-to-back runs, for latency one run of `p.samples` samples.
+/// Measure `scenario` once on `s`: for throughput scenarios and
+/// `burst-idle` the best of `p.inner` back-to-back runs, for latency one run
+/// of `p.samples` samples.
 pub fn run<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
     if scenario.measures_latency() {
         return run_once(scenario, s, p);
     }
-    let runs: Vec<Sample> = (0..p.inner.max(1))
-        .map(|_| run_once(scenario, s, p))
-        .collect();
+    best_of(
+        (0..p.inner.max(1))
+            .map(|_| run_once(scenario, s, p))
+            .collect(),
+    )
+}
+
+/// The run with the highest throughput, with the lowest CPU per task of all
+/// runs (interference from other processes only ever slows a run down).
+pub fn best_of(runs: Vec<Sample>) -> Sample {
     let cpu = runs
         .iter()
         .filter_map(|r| r.cpu_ns_per_task)
@@ -132,6 +148,33 @@ pub fn run<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
     }
 }
 
+/// Measure an idle scenario on every one of `subjects` at once, as
+/// [`run`] does for one: [`run_interleaved`], `p.inner` times over for
+/// `burst-idle` (the best run of each subject counts), once for
+/// `latency-idle`. One [`Sample`] per subject, in order.
+pub fn run_idle(
+    scenario: Scenario,
+    subjects: &[&dyn Idle],
+    p: &Params,
+    rotate: usize,
+) -> Vec<Sample> {
+    let passes = if scenario.measures_latency() {
+        1
+    } else {
+        p.inner.max(1)
+    };
+    let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); subjects.len()];
+    for pass in 0..passes {
+        for (j, sample) in run_interleaved(scenario, subjects, p, rotate + pass)
+            .into_iter()
+            .enumerate()
+        {
+            runs[j].push(sample);
+        }
+    }
+    runs.into_iter().map(best_of).collect()
+}
+
 /// Run `scenario` exactly once on `s`.
 pub fn run_once<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
     let z = p.zero_sized;
@@ -141,8 +184,11 @@ pub fn run_once<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
         Scenario::Empty4 => throughput(s, p.tasks, 4, z, Body::Empty),
         Scenario::Empty8 => throughput(s, p.tasks, 8, z, Body::Empty),
         Scenario::Work1us => throughput(s, p.work_tasks, 1, z, Body::Work1us),
-        Scenario::BurstIdle => burst_idle(s, p.bursts, p.burst_tasks, p.idle_gap, z),
-        Scenario::LatencyIdle => latency_idle(s, p.samples, p.idle_gap),
+        Scenario::BurstIdle | Scenario::LatencyIdle => {
+            run_interleaved(scenario, &[s as &dyn Idle], p, 0)
+                .pop()
+                .expect("one sample per subject")
+        }
     }
 }
 
@@ -150,14 +196,22 @@ pub fn run_once<S: Subject>(scenario: Scenario, s: &S, p: &Params) -> Sample {
 /// fault in its queues and allocator caches with a short run of the same
 /// scenario, so the measured run is not a cold one.
 pub fn warm_up<S: Subject>(scenario: Scenario, s: &S, p: &Params) {
-    let small = Params {
+    run_once(scenario, s, &warm_up_params(p));
+}
+
+/// [`warm_up`] for the idle scenarios' subjects, all alive at once.
+pub fn warm_up_idle(scenario: Scenario, subjects: &[&dyn Idle], p: &Params) {
+    run_interleaved(scenario, subjects, &warm_up_params(p), 0);
+}
+
+fn warm_up_params(p: &Params) -> Params {
+    Params {
         tasks: (p.tasks / 10).max(1_000),
         work_tasks: (p.work_tasks / 20).max(500),
         samples: 20,
         bursts: 5,
         ..*p
-    };
-    run_once(scenario, s, &small);
+    }
 }
 
 /// What a throughput task does before it reports completion.
@@ -261,57 +315,41 @@ fn throughput<S: Subject>(
     }
 }
 
-/// `bursts` times: sleep `gap` (the workers go idle and park), then submit
-/// `burst` empty tasks from this thread and wait for them. Throughput is
-/// tasks over the time the bursts ran (first submit to last completion,
-/// summed), so the pool's wake-up and ramp-up cost counts in every burst.
-fn burst_idle<S: Subject>(
-    s: &S,
-    bursts: usize,
-    burst: usize,
-    gap: Duration,
-    zero_sized: bool,
-) -> Sample {
-    let (bursts, burst) = (bursts.max(1), burst.max(1));
-    let mut busy_ns = 0u64;
-    let mut cpu_ns = 0u64;
-    for _ in 0..bursts {
-        std::thread::sleep(gap);
+/// The idle scenarios' unit of work on one implementation: one burst, or
+/// one lone task. Object-safe, so the harness can keep every implementation
+/// of a scenario alive at once and take their samples in turn
+/// ([`run_interleaved`]); each call is monomorphised per pool, so the tasks
+/// themselves carry no indirection added by the harness.
+pub trait Idle {
+    /// Submit `burst` empty tasks from this thread and wait for them;
+    /// returns (first submit to last completion, process CPU time), in ns.
+    fn burst(&self, burst: usize, zero_sized: bool) -> (u64, u64);
+    /// Submit one lone task and wait for it; returns (submit to start,
+    /// submit until the waiter is woken), in ns.
+    fn lone_task(&self) -> (u64, u64);
+}
+
+impl<S: Subject> Idle for S {
+    fn burst(&self, burst: usize, zero_sized: bool) -> (u64, u64) {
         LATCH.arm(burst);
         let cpu_start = process_cpu_time().unwrap_or_default();
         let start = now_ns();
-        submit_n(s, burst, zero_sized, Body::Empty);
+        submit_n(self, burst, zero_sized, Body::Empty);
         let end = LATCH.wait();
-        cpu_ns += process_cpu_time()
+        let cpu = process_cpu_time()
             .unwrap_or_default()
             .saturating_sub(cpu_start)
             .as_nanos() as u64;
-        busy_ns += end.saturating_sub(start).max(1);
+        (end.saturating_sub(start).max(1), cpu)
     }
-    let tasks = (bursts * burst) as f64;
-    Sample {
-        tasks_per_sec: tasks / (busy_ns as f64 / 1e9),
-        p50_ns: None,
-        p99_ns: None,
-        cpu_ns_per_task: Some(cpu_ns as f64 / tasks),
-    }
-}
 
-/// Submit-to-start time of a lone task, `samples` times, with `gap` of
-/// sleep in between so the pool's workers go idle (park) each time.
-fn latency_idle<S: Subject>(s: &S, samples: usize, gap: Duration) -> Sample {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    static STARTED: AtomicU64 = AtomicU64::new(0);
-
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
-    let mut round_trips = 0u64;
-    let samples = samples.max(1);
-    for _ in 0..samples {
-        std::thread::sleep(gap);
+    fn lone_task(&self) -> (u64, u64) {
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        static STARTED: AtomicU64 = AtomicU64::new(0);
         STARTED.store(0, Relaxed);
         LATCH.arm(1);
         let submitted = now_ns();
-        s.spawn(|| {
+        self.spawn(|| {
             STARTED.store(now_ns(), Relaxed);
             task_done();
         });
@@ -319,15 +357,95 @@ fn latency_idle<S: Subject>(s: &S, samples: usize, gap: Duration) -> Sample {
         let woken = now_ns();
         // The latch's AcqRel decrement orders the task's store before our read.
         let started = STARTED.load(Relaxed);
-        hist.saturating_record(started.saturating_sub(submitted).max(1));
-        round_trips += woken.saturating_sub(submitted);
+        (
+            started.saturating_sub(submitted).max(1),
+            woken.saturating_sub(submitted),
+        )
     }
-    Sample {
-        tasks_per_sec: samples as f64 / (round_trips.max(1) as f64 / 1e9),
-        p50_ns: Some(hist.value_at_quantile(0.50)),
-        p99_ns: Some(hist.value_at_quantile(0.99)),
-        cpu_ns_per_task: None,
+}
+
+/// One implementation's running totals in an idle scenario.
+struct IdleTotals {
+    /// Submit-to-start latencies (`latency-idle`).
+    hist: Histogram<u64>,
+    /// Summed round trips (`latency-idle`) or burst times (`burst-idle`).
+    busy_ns: u64,
+    /// Summed process CPU time of the bursts.
+    cpu_ns: u64,
+}
+
+/// Run an idle scenario (`burst-idle` or `latency-idle`) on every one of
+/// `subjects` at once, interleaved at the finest grain: sample (burst or
+/// lone task) `i` of every subject, in an order rotated by `rotate + i`,
+/// before sample `i + 1` of any. Before every sample the harness sleeps
+/// `p.idle_gap`, so the pool about to be sampled, and the one sampled just
+/// before it, have parked; a pool's own samples are then at least that far
+/// apart (more with more subjects). A host slowdown lasting a few
+/// milliseconds thus lands on every pool alike instead of on one pool's
+/// whole run. Returns one [`Sample`] per subject, in `subjects` order.
+pub fn run_interleaved(
+    scenario: Scenario,
+    subjects: &[&dyn Idle],
+    p: &Params,
+    rotate: usize,
+) -> Vec<Sample> {
+    assert!(
+        scenario.is_idle(),
+        "{} is not an idle scenario",
+        scenario.name()
+    );
+    let latency = scenario == Scenario::LatencyIdle;
+    let rounds = if latency { p.samples } else { p.bursts }.max(1);
+    let burst = p.burst_tasks.max(1);
+    let mut totals: Vec<IdleTotals> = subjects
+        .iter()
+        .map(|_| IdleTotals {
+            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram"),
+            busy_ns: 0,
+            cpu_ns: 0,
+        })
+        .collect();
+    let order: Vec<usize> = (0..subjects.len()).collect();
+    for i in 0..rounds {
+        for j in rotated(&order, rotate + i) {
+            std::thread::sleep(p.idle_gap);
+            let t = &mut totals[j];
+            if latency {
+                let (start, round_trip) = subjects[j].lone_task();
+                t.hist.saturating_record(start);
+                t.busy_ns += round_trip;
+            } else {
+                let (busy, cpu) = subjects[j].burst(burst, p.zero_sized);
+                t.busy_ns += busy;
+                t.cpu_ns += cpu;
+            }
+        }
     }
+    totals
+        .into_iter()
+        .map(|t| {
+            let secs = t.busy_ns.max(1) as f64 / 1e9;
+            if latency {
+                Sample {
+                    // Lone-task round trips per second, pauses excluded.
+                    tasks_per_sec: rounds as f64 / secs,
+                    p50_ns: Some(t.hist.value_at_quantile(0.50)),
+                    p99_ns: Some(t.hist.value_at_quantile(0.99)),
+                    cpu_ns_per_task: None,
+                }
+            } else {
+                let tasks = (rounds * burst) as f64;
+                Sample {
+                    // Tasks over the time the bursts ran (first submit to
+                    // last completion, summed): waking the pool counts.
+                    tasks_per_sec: tasks / secs,
+                    p50_ns: None,
+                    p99_ns: None,
+                    cpu_ns_per_task: Some(t.cpu_ns as f64 / tasks),
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -384,5 +502,40 @@ mod tests {
         // what eight threads could do (a late start once gave 2e14 tasks/s).
         let s = throughput(&Inline, 2_000, 8, false, Body::Work1us);
         assert!(s.tasks_per_sec < 8.0 * 2e6, "{s:?}");
+
+        // The idle scenarios take sample i of every subject, in an order
+        // rotated per sample, before sample i + 1 of any.
+        let log = std::sync::Mutex::new(Vec::new());
+        let (a, b) = (Logged(0, &log), Logged(1, &log));
+        let subjects: [&dyn Idle; 2] = [&a, &b];
+        let p = Params { samples: 3, ..p };
+        let samples = run_interleaved(Scenario::LatencyIdle, &subjects, &p, 0);
+        assert_eq!(*log.lock().unwrap(), [0, 1, 1, 0, 0, 1]);
+        assert_eq!(samples.len(), 2);
+        assert!(samples.iter().all(|s| s.p50_ns.is_some()));
+        log.lock().unwrap().clear();
+        let samples = run_idle(Scenario::BurstIdle, &subjects, &p, 1);
+        // Two passes (`inner`) of three bursts of ten tasks, starting at b.
+        let log = log.into_inner().unwrap();
+        assert_eq!(log.len(), 2 * 3 * 2 * 10);
+        assert_eq!(
+            &log[..11],
+            &[1; 10].iter().chain(&[0]).copied().collect::<Vec<_>>()[..]
+        );
+        assert!(samples.iter().all(|s| s.cpu_ns_per_task.is_some()));
+        assert_eq!(LATCH.remaining(), 0);
+    }
+
+    /// Runs tasks inline and logs which subject ran each.
+    struct Logged<'a>(u8, &'a std::sync::Mutex<Vec<u8>>);
+
+    impl Subject for Logged<'_> {
+        fn spawn<F>(&self, f: F)
+        where
+            F: FnOnce() + Send + 'static,
+        {
+            self.1.lock().unwrap().push(self.0);
+            f();
+        }
     }
 }

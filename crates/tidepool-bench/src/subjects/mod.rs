@@ -12,7 +12,7 @@ mod tokio_blocking;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::scenario::Scenario;
+use crate::scenario::{Idle, Scenario};
 use crate::subject::Visit;
 
 /// The floor's name in reports: a reference row, not a peer
@@ -144,6 +144,31 @@ impl Impl {
             Impl::Rayon => v.visit(&RayonSubject::new(threads)),
             Impl::TokioBlocking => v.visit(&TokioBlockingSubject::new(threads)),
             Impl::Floor => v.visit(&FloorSubject::new()),
+        }
+    }
+}
+
+impl Impl {
+    /// Build this implementation with `threads` workers for the idle
+    /// scenarios, which keep every implementation alive at once
+    /// ([`run_interleaved`](crate::scenario::run_interleaved)); dropping the
+    /// box shuts it down.
+    pub fn build_idle(self, threads: usize) -> Box<dyn Idle> {
+        match self {
+            Impl::Tidepool
+            | Impl::TidepoolNoStats
+            | Impl::TidepoolStats
+            | Impl::TidepoolMutex
+            | Impl::TidepoolSpin
+            | Impl::TidepoolHybrid
+            | Impl::TidepoolLockFree
+            | Impl::TidepoolSlice => Box::new(TidepoolSubject::new(self, threads)),
+            Impl::Threadpool => Box::new(ThreadpoolSubject::new(threads)),
+            Impl::RustyPool => Box::new(RustyPoolSubject::new(threads)),
+            Impl::Crossbeam => Box::new(CrossbeamPool::new(threads)),
+            Impl::Rayon => Box::new(RayonSubject::new(threads)),
+            Impl::TokioBlocking => Box::new(TokioBlockingSubject::new(threads)),
+            Impl::Floor => Box::new(FloorSubject::new()),
         }
     }
 }

@@ -16,12 +16,13 @@
 //! submitters lost"). Why shards: see [`LockFreeQueue`].
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
 use super::seg::SegQueue;
+use super::spill;
 
 use super::TaskQueue;
 use crate::task::Task;
@@ -61,6 +62,68 @@ struct Shard {
     /// Unbounded only: tasks pushed while the ring was full, and every later
     /// task until this drains (so order is kept: the ring's tasks are older).
     overflow: Option<SegQueue<Task>>,
+    /// Unbounded only: pushes go to the overflow without checking whether it
+    /// is empty, until a pop finds the shard empty ([`spill`]: the check
+    /// reads the overflow's head, which every pop writes). On its own line:
+    /// every push reads it, and it changes only with the regime.
+    spilled: CachePadded<AtomicBool>,
+}
+
+impl spill::Flag for AtomicBool {
+    #[inline]
+    fn get(&self) -> bool {
+        self.load(Relaxed)
+    }
+
+    #[inline]
+    fn set(&self, spilled: bool) {
+        self.store(spilled, Relaxed);
+    }
+}
+
+impl spill::Part<Task> for ArrayQueue<Task> {
+    #[inline]
+    fn push(&self, task: Task) -> Result<(), Task> {
+        ArrayQueue::push(self, task)
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<Task> {
+        ArrayQueue::pop(self)
+    }
+
+    #[inline]
+    fn looks_empty(&self) -> bool {
+        self.is_empty()
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        ArrayQueue::is_empty(self)
+    }
+}
+
+impl spill::Part<Task> for SegQueue<Task> {
+    #[inline]
+    fn push(&self, task: Task) -> Result<(), Task> {
+        SegQueue::push(self, task);
+        Ok(())
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<Task> {
+        SegQueue::pop(self)
+    }
+
+    #[inline]
+    fn looks_empty(&self) -> bool {
+        SegQueue::looks_empty(self)
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        SegQueue::is_empty(self)
+    }
 }
 
 /// The next home shard handed to a thread that has none yet.
@@ -120,6 +183,7 @@ impl LockFreeQueue {
             Some(n) => vec![CachePadded::new(Shard {
                 ring: ArrayQueue::new(n.max(1)),
                 overflow: None,
+                spilled: CachePadded::new(AtomicBool::new(false)),
             })],
             None => {
                 let n = shards.clamp(1, MAX_SHARDS);
@@ -129,6 +193,7 @@ impl LockFreeQueue {
                         CachePadded::new(Shard {
                             ring: ArrayQueue::new(RING_SLOTS / n),
                             overflow: Some(SegQueue::new()),
+                            spilled: CachePadded::new(AtomicBool::new(false)),
                         })
                     })
                     .collect()
@@ -145,16 +210,8 @@ impl Shard {
     fn push(&self, task: Task) -> Result<(), Task> {
         match &self.overflow {
             None => self.ring.push(task),
-            // FIFO except for pushes racing the moment the ring fills or the
-            // overflow drains: those may swap places with each other.
-            Some(overflow) if overflow.is_empty() => {
-                if let Err(task) = self.ring.push(task) {
-                    overflow.push(task);
-                }
-                Ok(())
-            }
             Some(overflow) => {
-                overflow.push(task);
+                spill::push(&*self.spilled, &self.ring, overflow, task);
                 Ok(())
             }
         }
@@ -162,17 +219,11 @@ impl Shard {
 
     #[inline]
     fn pop(&self) -> Option<Task> {
-        // Plain loads skip a failed `pop` and its fence: in a long backlog
-        // the ring is often empty while the overflow is not, and a pop that
-        // finds its home shard empty goes on to the next.
-        if !self.ring.is_empty() {
-            if let Some(task) = self.ring.pop() {
-                return Some(task);
-            }
-        }
         match &self.overflow {
-            Some(overflow) if !overflow.looks_empty() => overflow.pop(),
-            _ => None,
+            // A plain-load check skips a failed `pop` and its fence.
+            None if self.ring.is_empty() => None,
+            None => self.ring.pop(),
+            Some(overflow) => spill::pop(&*self.spilled, &self.ring, overflow),
         }
     }
 
@@ -281,6 +332,47 @@ mod tests {
         }
         assert!(q.is_empty());
         assert_eq!(*out.lock().unwrap(), (0..n + 5).collect::<Vec<_>>());
+    }
+
+    /// The spill flag: set when the ring fills, cleared by the pop that
+    /// finds the shard empty. A push that read it set after that went to
+    /// the overflow: the next push finds the overflow non-empty and follows
+    /// it there (order kept), setting the flag again.
+    #[test]
+    fn the_spill_flag_follows_the_overflow() {
+        let q = LockFreeQueue::with_shards(None, 1);
+        let shard = &q.shards[0];
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let task = |i: usize| {
+            let out = out.clone();
+            Task::new(move || {
+                out.lock().unwrap().push(i);
+                false
+            })
+        };
+        for i in 0..RING_SLOTS + 1 {
+            q.push(task(i)).unwrap();
+        }
+        assert!(shard.spilled.load(Relaxed), "the ring filled");
+        while let Some(t) = q.pop() {
+            t.run();
+        }
+        assert!(!shard.spilled.load(Relaxed), "the drain cleared it");
+        q.push(task(RING_SLOTS + 1)).unwrap();
+        assert_eq!(shard.ring.len(), 1, "back to the ring");
+        q.pop().unwrap().run();
+        // A push that read the flag just before the drain cleared it.
+        shard.overflow.as_ref().unwrap().push(task(RING_SLOTS + 2));
+        q.push(task(RING_SLOTS + 3)).unwrap();
+        assert_eq!(shard.ring.len(), 0, "it followed its predecessor");
+        assert!(shard.spilled.load(Relaxed));
+        while let Some(t) = q.pop() {
+            t.run();
+        }
+        assert_eq!(
+            *out.lock().unwrap(),
+            (0..RING_SLOTS + 4).collect::<Vec<_>>()
+        );
     }
 
     /// A backlog drained by two workers while two submitters keep adding:

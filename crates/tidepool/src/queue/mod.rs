@@ -8,6 +8,7 @@ mod deque;
 mod lock_free;
 mod locked;
 mod seg;
+pub(crate) mod spill;
 mod spin_lock;
 
 use std::fmt;
