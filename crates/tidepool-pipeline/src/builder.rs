@@ -186,6 +186,8 @@ pub struct Builder<B> {
     pub(crate) source: Option<(String, Box<dyn Source<B>>)>,
     pub(crate) groups: Vec<GroupSpec<B>>,
     pub(crate) errors: Vec<String>,
+    /// Pooled mode's worker count (`None`: a thread per stage).
+    pub(crate) workers: Option<usize>,
 }
 
 fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
@@ -211,6 +213,7 @@ impl<B: Send + 'static> Builder<B> {
             source: None,
             groups: Vec::new(),
             errors: Vec::new(),
+            workers: None,
         }
     }
 
@@ -467,6 +470,29 @@ impl<B: Send + 'static> Builder<B> {
         self.groups.last_mut()
     }
 
+    /// Pooled mode, on as many workers as the machine has cores: any worker
+    /// runs any stage (oneTBB `parallel_pipeline` style) instead of a
+    /// thread per stage. The same program gives the same results: a stage
+    /// still takes one buffer at a time in order (at most its replica count
+    /// at once if replicated), `then` groups stay fused, `repeat` works.
+    /// Hand-offs cost a lock instead of a context switch, so compute-bound
+    /// pipelines with more stages than cores get closer to their bound.
+    ///
+    /// Stages that block (I/O) hold a worker while they block: give such a
+    /// pipeline more workers with [`pooled_threads`](Builder::pooled_threads).
+    /// `build()` refuses what needs a thread per stage: priorities,
+    /// self-sizing stages, forks and shared stages.
+    pub fn pooled(self) -> Self {
+        self.pooled_threads(tidepool::sys::cores())
+    }
+
+    /// Pooled mode (see [`pooled`](Builder::pooled)) on `workers` workers,
+    /// e.g. the cores plus one per blocking stage.
+    pub fn pooled_threads(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
     /// Check the description and make the pipeline.
     pub fn build(self) -> Result<crate::Pipeline<B>, BuildError> {
         crate::Pipeline::new(self)
@@ -475,6 +501,10 @@ impl<B: Send + 'static> Builder<B> {
 
 pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Vec<String>) {
     errors.extend(b.errors.iter().cloned());
+    if in_branch && b.workers.is_some() {
+        errors
+            .push("a fork's branch cannot be pooled: `pooled` applies to a whole pipeline".into());
+    }
     for (i, g) in b.groups.iter().enumerate() {
         let name = g
             .stages
@@ -552,6 +582,52 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
                 }
                 validate_chain(br, true, errors);
             }
+        }
+    }
+}
+
+/// What pooled mode refuses: each needs a thread per stage.
+pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
+    let Some(workers) = b.workers else {
+        return;
+    };
+    let name = &b.name;
+    if workers == 0 {
+        errors.push(format!(
+            "pipeline `{name}`: pooled_threads must be at least 1"
+        ));
+    }
+    for g in &b.groups {
+        let stage = g
+            .stages
+            .first()
+            .map(|s| s.name.clone())
+            .or_else(|| g.shared.as_ref().map(|s| s.inner.name.clone()))
+            .unwrap_or_else(|| "source".into());
+        if g.priority.is_some() {
+            errors.push(format!(
+                "stage `{stage}`: priorities apply to a stage's own threads, and a pooled \
+                 pipeline runs every stage on any worker; drop `priority` or `pooled` \
+                 (thread per stage)"
+            ));
+        }
+        if matches!(g.replicas, Replicas::Sized { .. }) {
+            errors.push(format!(
+                "stage `{stage}`: a self-sizing stage sizes its own threads, not available in \
+                 a pooled pipeline; use `replicated(name, n, make)` and size the pool with \
+                 `pooled_threads(n)`, or drop `pooled`"
+            ));
+        }
+        if g.fork.is_some() {
+            errors.push(format!(
+                "fork after `{stage}`: fork/join runs thread per stage only; drop `pooled`"
+            ));
+        }
+        if g.shared.is_some() {
+            errors.push(format!(
+                "shared stage `{stage}`: a stage shared between pipelines runs thread per \
+                 stage only; drop `pooled`"
+            ));
         }
     }
 }
