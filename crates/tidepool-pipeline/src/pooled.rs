@@ -349,7 +349,10 @@ impl<B> State<B> {
         let Task {
             group, inst, batch, ..
         } = task;
-        self.groups[group].blocks = inst.blocking.blocks();
+        // Under `loom` the kinds stay as set at the start (below).
+        if !cfg!(loom) {
+            self.groups[group].blocks = inst.blocking.blocks();
+        }
         self.groups[group].idle.push(inst);
         if let Some(e) = done.error {
             if self.error.is_none() {
@@ -520,8 +523,12 @@ impl<B: Send + 'static> Shared<B> {
     }
 
     /// A framework panic in a worker (user code's are caught where it
-    /// runs): fail the run so that every other worker returns.
+    /// runs): fail the run so that every other worker returns. (Under
+    /// `loom`, a panic is the model's finding: it goes through.)
     fn worker_guarded(&self) {
+        if cfg!(loom) {
+            return self.worker();
+        }
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker())) {
             let mut s = lock(&self.state);
             if s.error.is_none() {
@@ -711,7 +718,8 @@ pub(crate) fn run<B: Send + 'static>(
         .collect();
     let states = insts
         .into_iter()
-        .map(|idle| GroupState {
+        .enumerate()
+        .map(|(g, idle)| GroupState {
             input: VecDeque::with_capacity(count),
             popped: 0,
             idle,
@@ -719,7 +727,9 @@ pub(crate) fn run<B: Send + 'static>(
             next_out: 0,
             items: 0,
             depth: DepthSeries::new(),
-            blocks: true,
+            // Blocking until sampled; under `loom` (which samples nothing)
+            // the kinds alternate, so that the model covers declining.
+            blocks: !cfg!(loom) || g % 2 == 1,
         })
         .collect();
     let shared = Arc::new(Shared {
