@@ -482,6 +482,39 @@ impl<B: Send + 'static> Builder<B> {
     /// pipeline more workers with [`pooled_threads`](Builder::pooled_threads).
     /// `build()` refuses what needs a thread per stage: priorities,
     /// self-sizing stages, forks and shared stages.
+    ///
+    /// ```
+    /// use tidepool_pipeline::{BoxError, Context, Flow, Order, Pipeline};
+    ///
+    /// let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let o = out.clone();
+    /// let report = Pipeline::builder("squares")
+    ///     .buffers(8, || vec![0u64; 512])
+    ///     .source("read", |b: &mut Vec<u64>, cx: &Context| -> Result<Flow, BoxError> {
+    ///         b.fill(cx.round());
+    ///         Ok(if cx.round() == 999 { Flow::Last } else { Flow::More })
+    ///     })
+    ///     .stage("square", |b: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+    ///         b.iter_mut().for_each(|x| *x = x.wrapping_mul(*x));
+    ///         Ok(())
+    ///     })
+    ///     .replicated("hash", 2, || |b: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+    ///         b[0] = b.iter().fold(0, |h, x| h ^ x.rotate_left(7));
+    ///         Ok(())
+    ///     })
+    ///     .order(Order::Ordered)
+    ///     .stage("write", move |b: &mut Vec<u64>, cx: &Context| -> Result<(), BoxError> {
+    ///         o.lock().unwrap().push((cx.round(), b[0]));
+    ///         Ok(())
+    ///     })
+    ///     .pooled() // as many workers as cores
+    ///     .build()?
+    ///     .run()?;
+    /// let out = out.lock().unwrap();
+    /// assert!(out.iter().map(|r| r.0).eq(0..1000)); // in order
+    /// assert!(report.notes[0].starts_with("pooled"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pooled(self) -> Self {
         self.pooled_threads(tidepool::sys::cores())
     }
