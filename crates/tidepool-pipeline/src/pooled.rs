@@ -46,8 +46,10 @@
 //! wake-up on its way), a worker that has just finished a task keeps to
 //! what it was doing: the same group if it is runnable again, else the most
 //! downstream runnable group of the same kind; if there is none, it wakes
-//! the spare for the other kind and parks. Without a spare it takes any
-//! task, downstream first. So with the cores plus one worker per blocking
+//! the spare for the other kind and parks. Without a spare it keeps a
+//! blocking group that is runnable again (an I/O stage issues its next call
+//! at once, as its own thread would), and otherwise takes any task,
+//! downstream first. So with the cores plus one worker per blocking
 //! stage, the blocking stages settle on workers of their own that mostly
 //! sleep in I/O, the way stage threads would, and the computing stages on
 //! the others. Measured (`docs/benchmarks.md`, session 9): when a worker
@@ -272,6 +274,10 @@ impl<B> State<B> {
                         .find(|&g| self.groups[g].blocks == kind && runnable(self, g))?
                 }
             }
+            // No spare: a blocking stage (I/O) still keeps its worker, so
+            // that it issues its next call at once; others go downstream
+            // first.
+            Some(l) if self.groups[l].blocks && runnable(self, l) => l,
             _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
         };
         let rt = &groups[g];
