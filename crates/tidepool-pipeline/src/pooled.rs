@@ -82,6 +82,18 @@
 //! finds exactly one runnable task takes it itself and wakes nobody: the
 //! common hand-off costs no wake-up at all.
 //!
+//! **A spin before parking.** When nothing at all is runnable and there
+//! are no more workers than cores, a worker first watches, without the
+//! lock, a counter that every finished task bumps (`epoch`), for at most
+//! [`SPIN`] once per park; if it moves, the worker takes the lock and looks
+//! again. This is outside the protocol: a spinning worker is not parked,
+//! decides nothing from what it saw, and parks, if it does, only after
+//! looking again under the lock. It saves the park and wake-up when the
+//! other workers' tasks are about to make work runnable (a pipeline mapped
+//! onto as many groups as cores, `then`), and it never takes a core from a
+//! worker of the same run (there are no more workers than cores). Not under
+//! `loom` (whose model is the protocol).
+//!
 //! The end (done or failed) wakes every parked worker (`notify_all`), and a
 //! worker checks for it under the lock before it parks, so every worker
 //! returns. A worker that returns from its wait takes one pending wake-up
@@ -219,7 +231,15 @@ struct Shared<B> {
     state: Mutex<State<B>>,
     cv: Condvar,
     start: Instant,
+    /// Bumped after every finished task: a spinning worker's hint to look
+    /// again (read without the lock; the lock decides).
+    epoch: std::sync::atomic::AtomicU64,
+    /// Spin before parking (no more workers than cores).
+    spin: bool,
 }
+
+/// How long a worker with nothing runnable watches `epoch` before it parks.
+const SPIN: Duration = Duration::from_micros(30);
 
 impl<B> State<B> {
     fn over(&self, groups: &[GroupRt]) -> bool {
@@ -479,6 +499,7 @@ impl<B: Send + 'static> Shared<B> {
         let cpu0 = crate::sys::thread_cpu_time();
         let mut s = lock(&self.state);
         let mut last = None;
+        let mut spun = false;
         loop {
             if s.over(&self.groups) {
                 break;
@@ -498,9 +519,31 @@ impl<B: Send + 'static> Shared<B> {
                 last = Some(task.group);
                 s = lock(&self.state);
                 s.complete(&self.groups, task, done, self.width);
+                self.epoch
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                spun = false;
                 if s.over(&self.groups) && s.parked > 0 {
                     self.cv.notify_all();
                 }
+                continue;
+            }
+            // Nothing runnable at all, and a worker that is running may
+            // finish soon: watch for a finished task a little first.
+            if self.spin && !spun && !s.any_runnable(&self.groups) {
+                spun = true;
+                let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
+                drop(s);
+                let t = Instant::now();
+                let mut n = 0u32;
+                while self.epoch.load(std::sync::atomic::Ordering::Relaxed) == seen {
+                    std::hint::spin_loop();
+                    n += 1;
+                    if n.is_multiple_of(64) && t.elapsed() >= SPIN {
+                        break;
+                    }
+                }
+                s = lock(&self.state);
+                s.idle += t.elapsed();
                 continue;
             }
             // Nothing runnable for this worker: what is runnable (of the
@@ -514,6 +557,7 @@ impl<B: Send + 'static> Shared<B> {
             s.check(s.any_runnable(&self.groups));
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            spun = false;
             s.parked -= 1;
             s.notified = s.notified.saturating_sub(1);
             s.idle += t.elapsed();
@@ -755,6 +799,8 @@ pub(crate) fn run<B: Send + 'static>(
         }),
         cv: Condvar::new(),
         start,
+        epoch: std::sync::atomic::AtomicU64::new(0),
+        spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
     for i in 1..workers {
