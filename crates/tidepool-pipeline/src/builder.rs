@@ -82,6 +82,16 @@ pub(crate) struct GroupSpec<B> {
 }
 
 impl<B> GroupSpec<B> {
+    /// The group's name in messages: its first stage's, or the shared
+    /// stage's (the source group without `then` stages: "source").
+    fn name(&self) -> String {
+        self.stages
+            .first()
+            .map(|s| s.name.clone())
+            .or_else(|| self.shared.as_ref().map(|s| s.inner.name.clone()))
+            .unwrap_or_else(|| "source".into())
+    }
+
     fn new(stages: Vec<StageSpec<B>>) -> Self {
         GroupSpec {
             stages,
@@ -539,12 +549,7 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
             .push("a fork's branch cannot be pooled: `pooled` applies to a whole pipeline".into());
     }
     for (i, g) in b.groups.iter().enumerate() {
-        let name = g
-            .stages
-            .first()
-            .map(|s| s.name.clone())
-            .or_else(|| g.shared.as_ref().map(|s| s.inner.name.clone()))
-            .unwrap_or_else(|| "source".into());
+        let name = g.name();
         if g.repeat == 0 {
             errors.push(format!("stage `{name}`: repeat must be at least 1"));
         }
@@ -631,12 +636,7 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
         ));
     }
     for g in &b.groups {
-        let stage = g
-            .stages
-            .first()
-            .map(|s| s.name.clone())
-            .or_else(|| g.shared.as_ref().map(|s| s.inner.name.clone()))
-            .unwrap_or_else(|| "source".into());
+        let stage = g.name();
         if g.priority.is_some() {
             errors.push(format!(
                 "stage `{stage}`: priorities apply to a stage's own threads, and a pooled \

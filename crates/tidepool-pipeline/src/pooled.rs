@@ -124,8 +124,9 @@ use std::time::{Duration, Instant};
 use crate::builder::{Builder, Order, Replicas};
 use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
+use crate::run::guarded;
 use crate::running::Blocking;
-use crate::stage::{BoxError, Context, Flow, Source, Stage};
+use crate::stage::{Context, Flow, Source, Stage};
 use crate::sync::{lock, Condvar, Mutex};
 
 /// A buffer and what the framework knows about it.
@@ -592,15 +593,6 @@ impl<B: Send + 'static> Shared<B> {
             drop(s);
             self.cv.notify_all();
         }
-    }
-}
-
-/// Run user code, turning a panic into a [`Cause`].
-fn guarded<T>(f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Cause> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Cause::Failed(e)),
-        Err(p) => Err(Cause::Panicked(panic_message(&*p))),
     }
 }
 

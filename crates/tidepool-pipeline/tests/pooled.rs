@@ -1,8 +1,9 @@
 //! Pooled mode (`Builder::pooled`): the same programs give the same results
 //! as with a thread per stage — every round once, order kept, one buffer at
 //! a time per serial stage, at most the replica count at once, the
-//! last-buffer notice once, in-flight bounded by the pool — on 1 to 4
-//! workers; and what it refuses, it refuses at `build`.
+//! last-buffer notice once — on 1 to 4 workers; and what it refuses, it
+//! refuses at `build`. (In-flight bounded by the pool and `repeat`: `pipeline.rs`,
+//! which runs those tests in both modes; failures: `failures.rs`.)
 
 mod common;
 
@@ -83,44 +84,6 @@ fn serial_stages_take_one_buffer_at_a_time_in_order_and_see_the_notice_once() {
         assert!(report.notes[0].contains(&format!("pooled: {workers} workers")));
         assert_eq!(bufs.made.load(Ordering::SeqCst), 4);
         assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
-    }
-}
-
-#[test]
-fn buffers_in_flight_never_exceed_the_pool() {
-    for workers in [2, 4] {
-        for pool in [1, 2, 5] {
-            let bufs = Buffers::default();
-            let in_flight = Arc::new(AtomicUsize::new(0));
-            let peak = Arc::new(AtomicUsize::new(0));
-            let (f1, f2, p1) = (in_flight.clone(), in_flight.clone(), peak.clone());
-            let mut src = counter(300);
-            Pipeline::builder("bound")
-                .buffers(pool, bufs.maker())
-                .source("read", move |b: &mut Counted, cx: &Context| {
-                    let now = f1.fetch_add(1, Ordering::SeqCst) + 1;
-                    p1.fetch_max(now, Ordering::SeqCst);
-                    src(b, cx)
-                })
-                .replicated("work", 3, || {
-                    |b: &mut Counted, cx: &Context| -> R {
-                        b.value = spin(cx.round(), 1);
-                        Ok(())
-                    }
-                })
-                .order(Order::Unordered)
-                .stage("write", move |_: &mut Counted, _: &Context| -> R {
-                    f2.fetch_sub(1, Ordering::SeqCst);
-                    Ok(())
-                })
-                .pooled_threads(workers)
-                .build()
-                .unwrap()
-                .run()
-                .unwrap();
-            assert!(peak.load(Ordering::SeqCst) <= pool, "pool {pool}");
-            assert_eq!(bufs.made.load(Ordering::SeqCst), pool);
-        }
     }
 }
 
@@ -219,48 +182,6 @@ fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
         assert_eq!(*sorted.lock().unwrap(), *written.lock().unwrap());
         assert_eq!(made.load(Ordering::SeqCst), 3);
         assert_eq!(*out.lock().unwrap(), (0..300).collect::<Vec<_>>());
-    }
-}
-
-#[test]
-fn repeat_runs_each_stage_on_k_buffers_before_the_next_stage() {
-    for workers in WORKERS {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (l1, l2) = (log.clone(), log.clone());
-        Pipeline::builder("repeat")
-            .buffers(3, Buffers::default().maker())
-            .source("read", counter(5))
-            .stage("in", move |b: &mut Counted, _: &Context| -> R {
-                l1.lock().unwrap().push(("in", b.round));
-                Ok(())
-            })
-            .then("out", move |b: &mut Counted, _: &Context| -> R {
-                l2.lock().unwrap().push(("out", b.round));
-                Ok(())
-            })
-            .repeat(2)
-            .pooled_threads(workers)
-            .build()
-            .unwrap()
-            .run()
-            .unwrap();
-        let log = log.lock().unwrap().clone();
-        assert_eq!(
-            log,
-            [
-                ("in", 0),
-                ("in", 1),
-                ("out", 0),
-                ("out", 1),
-                ("in", 2),
-                ("in", 3),
-                ("out", 2),
-                ("out", 3),
-                ("in", 4),
-                ("out", 4)
-            ],
-            "{workers} workers"
-        );
     }
 }
 
