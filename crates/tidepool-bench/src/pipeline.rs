@@ -306,6 +306,8 @@ pub fn oracle(shape: &Shape, items: usize) -> (f64, PerItem) {
 pub enum Impl {
     /// This crate's pipelines.
     Tidepool,
+    /// This crate's pipelines in pooled mode ([`pooled_workers`] workers).
+    TidepoolPooled,
     /// Hand-written crossbeam-channel threads.
     Crossbeam,
     /// `pariter`.
@@ -316,17 +318,24 @@ pub enum Impl {
 
 impl Impl {
     /// All of them, tidepool first.
-    pub const ALL: [Impl; 4] = [
+    pub const ALL: [Impl; 5] = [
         Impl::Tidepool,
+        Impl::TidepoolPooled,
         Impl::Crossbeam,
         Impl::Pariter,
         Impl::Pipeliner,
     ];
 
+    /// A peer (not one of tidepool's own rows).
+    pub fn is_peer(self) -> bool {
+        !matches!(self, Impl::Tidepool | Impl::TidepoolPooled)
+    }
+
     /// The name in the JSON.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Tidepool => "tidepool-pipeline",
+            Impl::TidepoolPooled => "tidepool-pipeline-pooled",
             Impl::Crossbeam => "crossbeam-threads",
             Impl::Pariter => "pariter",
             Impl::Pipeliner => "pipeliner",
@@ -339,7 +348,10 @@ impl Impl {
         let mut done = 0;
         let r = timed(items, || {
             done = match self {
-                Impl::Tidepool => run_tidepool(shape, items),
+                Impl::Tidepool => run_tidepool(shape, items, None),
+                Impl::TidepoolPooled => {
+                    run_tidepool(shape, items, Some(pooled_workers(shape, cores())))
+                }
                 Impl::Crossbeam => run_crossbeam(shape, items),
                 Impl::Pariter => run_pariter(shape, items),
                 Impl::Pipeliner => run_pipeliner(shape, items),
@@ -350,7 +362,23 @@ impl Impl {
     }
 }
 
-fn run_tidepool(shape: &Shape, items: usize) -> usize {
+/// The workers a user would give a pooled pipeline of `shape`: one per
+/// core, plus one per blocking stage (a worker blocked in I/O computes
+/// nothing).
+pub fn pooled_workers(shape: &Shape, cores: usize) -> usize {
+    cores
+        + shape
+            .stages
+            .iter()
+            .filter(|s| matches!(s.work, Work::Block(_)))
+            .count()
+}
+
+fn cores() -> usize {
+    tidepool::sys::cores()
+}
+
+fn run_tidepool(shape: &Shape, items: usize, pooled: Option<usize>) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
     assert!(!shape.stages[0].then, "the source starts the first group");
@@ -388,6 +416,9 @@ fn run_tidepool(shape: &Shape, items: usize) -> usize {
         } else {
             b.stage(s.name, f)
         };
+    }
+    if let Some(n) = pooled {
+        b = b.pooled_threads(n);
     }
     let report = b
         .build()
@@ -679,10 +710,10 @@ pub fn run(
         let bound = structural;
         let tp = impls.iter().position(|&i| i == Impl::Tidepool);
         let tidepool_over_best_peer: Vec<f64> = match tp {
-            Some(t) if impls.len() > 1 => (0..repeats)
+            Some(t) if impls.iter().any(|i| i.is_peer()) => (0..repeats)
                 .map(|r| {
                     let best = (0..impls.len())
-                        .filter(|&i| i != t)
+                        .filter(|&i| impls[i].is_peer())
                         .map(|i| samples[i][r])
                         .fold(0.0, f64::max);
                     samples[t][r] / best
@@ -744,8 +775,10 @@ pub fn table(b: &PipelineBench) -> String {
     );
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
+        let shape = shapes(b.cores).into_iter().find(|x| x.name == s.name);
+        let workers = shape.map_or(b.cores, |x| pooled_workers(&x, b.cores));
         out += &format!(
-            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            "\n{} (pooled: {workers} workers; bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
             s.name,
             s.bound_items_per_sec,
             s.oracle_items_per_sec,
@@ -758,14 +791,14 @@ pub fn table(b: &PipelineBench) -> String {
         let best_peer = s
             .results
             .iter()
-            .filter(|r| r.imp != "tidepool-pipeline")
+            .filter(|r| !r.imp.starts_with("tidepool-pipeline"))
             .map(|r| r.items_per_sec)
             .fold(0.0, f64::max);
         for r in &s.results {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<18} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
+                "  {:<24} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
                 r.items_per_sec,
                 100.0 * r.of_bound,
@@ -773,7 +806,7 @@ pub fn table(b: &PipelineBench) -> String {
                 r.switches_per_item,
                 lo,
                 hi,
-                if r.imp == "tidepool-pipeline" && best_peer > 0.0 {
+                if r.imp.starts_with("tidepool-pipeline") && best_peer > 0.0 {
                     format!("  {:.3}x best peer", r.items_per_sec / best_peer)
                 } else {
                     String::new()
@@ -798,6 +831,14 @@ mod tests {
         // Blocking stages of 250 µs real cost: 4 000/s.
         let b = bound(&s[2], 2, |_| Duration::from_micros(250));
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
+    }
+
+    /// Pooled mode gets a worker per core, plus one per blocking stage.
+    #[test]
+    fn pooled_workers_are_the_cores_plus_the_blocking_stages() {
+        let s = shapes(2);
+        let w: Vec<usize> = s.iter().map(|x| pooled_workers(x, 2)).collect();
+        assert_eq!(w, [2, 2, 4, 2, 2]);
     }
 
     /// The multistage shapes are the compute shapes' work on fewer

@@ -82,6 +82,16 @@ pub(crate) struct GroupSpec<B> {
 }
 
 impl<B> GroupSpec<B> {
+    /// The group's name in messages: its first stage's, or the shared
+    /// stage's (the source group without `then` stages: "source").
+    fn name(&self) -> String {
+        self.stages
+            .first()
+            .map(|s| s.name.clone())
+            .or_else(|| self.shared.as_ref().map(|s| s.inner.name.clone()))
+            .unwrap_or_else(|| "source".into())
+    }
+
     fn new(stages: Vec<StageSpec<B>>) -> Self {
         GroupSpec {
             stages,
@@ -186,6 +196,8 @@ pub struct Builder<B> {
     pub(crate) source: Option<(String, Box<dyn Source<B>>)>,
     pub(crate) groups: Vec<GroupSpec<B>>,
     pub(crate) errors: Vec<String>,
+    /// Pooled mode's worker count (`None`: a thread per stage).
+    pub(crate) workers: Option<usize>,
 }
 
 fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
@@ -211,6 +223,7 @@ impl<B: Send + 'static> Builder<B> {
             source: None,
             groups: Vec::new(),
             errors: Vec::new(),
+            workers: None,
         }
     }
 
@@ -467,6 +480,62 @@ impl<B: Send + 'static> Builder<B> {
         self.groups.last_mut()
     }
 
+    /// Pooled mode, on as many workers as the machine has cores: any worker
+    /// runs any stage (oneTBB `parallel_pipeline` style) instead of a
+    /// thread per stage. The same program gives the same results: a stage
+    /// still takes one buffer at a time in order (at most its replica count
+    /// at once if replicated), `then` groups stay fused, `repeat` works.
+    /// Hand-offs cost a lock instead of a context switch, so compute-bound
+    /// pipelines with more stages than cores get closer to their bound.
+    ///
+    /// Stages that block (I/O) hold a worker while they block: give such a
+    /// pipeline more workers with [`pooled_threads`](Builder::pooled_threads).
+    /// `build()` refuses what needs a thread per stage: priorities,
+    /// self-sizing stages, forks and shared stages.
+    ///
+    /// ```
+    /// use tidepool_pipeline::{BoxError, Context, Flow, Order, Pipeline};
+    ///
+    /// let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let o = out.clone();
+    /// let report = Pipeline::builder("squares")
+    ///     .buffers(8, || vec![0u64; 512])
+    ///     .source("read", |b: &mut Vec<u64>, cx: &Context| -> Result<Flow, BoxError> {
+    ///         b.fill(cx.round());
+    ///         Ok(if cx.round() == 999 { Flow::Last } else { Flow::More })
+    ///     })
+    ///     .stage("square", |b: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+    ///         b.iter_mut().for_each(|x| *x = x.wrapping_mul(*x));
+    ///         Ok(())
+    ///     })
+    ///     .replicated("hash", 2, || |b: &mut Vec<u64>, _: &Context| -> Result<(), BoxError> {
+    ///         b[0] = b.iter().fold(0, |h, x| h ^ x.rotate_left(7));
+    ///         Ok(())
+    ///     })
+    ///     .order(Order::Ordered)
+    ///     .stage("write", move |b: &mut Vec<u64>, cx: &Context| -> Result<(), BoxError> {
+    ///         o.lock().unwrap().push((cx.round(), b[0]));
+    ///         Ok(())
+    ///     })
+    ///     .pooled() // as many workers as cores
+    ///     .build()?
+    ///     .run()?;
+    /// let out = out.lock().unwrap();
+    /// assert!(out.iter().map(|r| r.0).eq(0..1000)); // in order
+    /// assert!(report.notes[0].starts_with("pooled"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pooled(self) -> Self {
+        self.pooled_threads(tidepool::sys::cores())
+    }
+
+    /// Pooled mode (see [`pooled`](Builder::pooled)) on `workers` workers,
+    /// e.g. the cores plus one per blocking stage.
+    pub fn pooled_threads(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
     /// Check the description and make the pipeline.
     pub fn build(self) -> Result<crate::Pipeline<B>, BuildError> {
         crate::Pipeline::new(self)
@@ -475,13 +544,12 @@ impl<B: Send + 'static> Builder<B> {
 
 pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Vec<String>) {
     errors.extend(b.errors.iter().cloned());
+    if in_branch && b.workers.is_some() {
+        errors
+            .push("a fork's branch cannot be pooled: `pooled` applies to a whole pipeline".into());
+    }
     for (i, g) in b.groups.iter().enumerate() {
-        let name = g
-            .stages
-            .first()
-            .map(|s| s.name.clone())
-            .or_else(|| g.shared.as_ref().map(|s| s.inner.name.clone()))
-            .unwrap_or_else(|| "source".into());
+        let name = g.name();
         if g.repeat == 0 {
             errors.push(format!("stage `{name}`: repeat must be at least 1"));
         }
@@ -552,6 +620,47 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
                 }
                 validate_chain(br, true, errors);
             }
+        }
+    }
+}
+
+/// What pooled mode refuses: each needs a thread per stage.
+pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
+    let Some(workers) = b.workers else {
+        return;
+    };
+    let name = &b.name;
+    if workers == 0 {
+        errors.push(format!(
+            "pipeline `{name}`: pooled_threads must be at least 1"
+        ));
+    }
+    for g in &b.groups {
+        let stage = g.name();
+        if g.priority.is_some() {
+            errors.push(format!(
+                "stage `{stage}`: priorities apply to a stage's own threads, and a pooled \
+                 pipeline runs every stage on any worker; drop `priority` or `pooled` \
+                 (thread per stage)"
+            ));
+        }
+        if matches!(g.replicas, Replicas::Sized { .. }) {
+            errors.push(format!(
+                "stage `{stage}`: a self-sizing stage sizes its own threads, not available in \
+                 a pooled pipeline; use `replicated(name, n, make)` and size the pool with \
+                 `pooled_threads(n)`, or drop `pooled`"
+            ));
+        }
+        if g.fork.is_some() {
+            errors.push(format!(
+                "fork after `{stage}`: fork/join runs thread per stage only; drop `pooled`"
+            ));
+        }
+        if g.shared.is_some() {
+            errors.push(format!(
+                "shared stage `{stage}`: a stage shared between pipelines runs thread per \
+                 stage only; drop `pooled`"
+            ));
         }
     }
 }

@@ -39,6 +39,7 @@
 mod builder;
 mod error;
 mod pipeline;
+mod pooled;
 pub mod priority;
 mod queue;
 mod report;

@@ -4,7 +4,10 @@
 //! the deferred wake-ups (`running.rs`): the same pipeline with every
 //! thread counted on fewer cores than threads, so that pushes leave their
 //! wake-ups owed, and the race between a deferring push and a thread that
-//! frees a core.
+//! frees a core. And of pooled mode's sleeping and waking (`pooled.rs`):
+//! the real executor on loom threads, whose every release of the run's
+//! lock checks that runnable work never waits while a worker sleeps with
+//! no wake-up on its way.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p tidepool-pipeline --lib --release loom`
 
@@ -314,4 +317,82 @@ fn loom_broadcast_with_one_buffer() {
 #[test]
 fn loom_broadcast_with_two_buffers() {
     broadcast(2, 2);
+}
+
+/// Pooled mode (`pooled.rs`), the real executor on `workers` loom threads:
+/// source → `a` (2 replicas, ordered) → `b`, `rounds` rounds over
+/// `buffers` buffers. Checks: every round reaches `b` once and in order,
+/// each stage gets the last-buffer notice once, every buffer is dropped
+/// after the run, no worker sleeps forever (loom reports a deadlock), and
+/// the protocol's invariant at every release of the lock (`State::check`:
+/// a lost wake-up fails it).
+fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize) {
+    use crate::{Context, Flow, Pipeline};
+    use std::sync::Mutex;
+    model(move || {
+        let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let lasts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (l1, l2, s2, live1) = (lasts.clone(), lasts.clone(), seen.clone(), live.clone());
+        struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        type R = Result<(), crate::BoxError>;
+        let report = Pipeline::builder("loom")
+            .buffers(buffers, move || {
+                live1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Counted(live1.clone())
+            })
+            .source("read", move |_: &mut Counted, cx: &Context| {
+                Ok(if cx.round() + 1 == rounds {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            })
+            .replicated("a", 2, move || {
+                let l = l1.clone();
+                move |_: &mut Counted, cx: &Context| -> R {
+                    if cx.is_last() {
+                        l.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Ok(())
+                }
+            })
+            .stage("b", move |_: &mut Counted, cx: &Context| -> R {
+                if cx.is_last() {
+                    l2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                s2.lock().unwrap().push(cx.round());
+                Ok(())
+            })
+            .repeat(repeat)
+            .pooled_threads(workers)
+            .build()
+            .expect("valid")
+            .run()
+            .expect("no stage fails");
+        assert_eq!(report.pipelines[0].rounds, rounds);
+        assert_eq!(*seen.lock().unwrap(), (0..rounds).collect::<Vec<_>>());
+        assert_eq!(lasts.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn loom_pooled_two_workers() {
+    pooled(3, 2, 2, 1);
+}
+
+#[test]
+fn loom_pooled_three_workers_one_buffer_each_stage_waits() {
+    pooled(2, 1, 3, 1);
+}
+
+#[test]
+fn loom_pooled_two_workers_with_repeat() {
+    pooled(3, 3, 2, 2);
 }

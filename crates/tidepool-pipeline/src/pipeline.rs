@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::builder::{validate_chain, Builder, GroupSpec, Order, Replicas, SharedInner, Spread};
+use crate::builder::{
+    validate_chain, validate_pooled, Builder, GroupSpec, Order, Replicas, SharedInner, Spread,
+};
 use crate::error::{BuildError, Cause, PipelineError, Step};
 use crate::queue::Queue;
 use crate::report::Report;
@@ -53,6 +55,7 @@ impl<B: Send + 'static> Pipeline<B> {
             }
         }
         validate_chain(&spec, false, &mut errors);
+        validate_pooled(&spec, &mut errors);
         let mut seen = Vec::new();
         for g in &spec.groups {
             if let Some(s) = &g.shared {
@@ -109,7 +112,25 @@ fn held_while_waiting<B>(groups: &[GroupSpec<B>]) -> usize {
 /// (FG 2.0's intersecting pipelines): the shared stage's thread serves all
 /// of them. All must have the same buffer type. The first failure in any of
 /// them stops all of them.
-pub fn run_all<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> Result<Report, PipelineError> {
+pub fn run_all<B: Send + 'static>(
+    mut pipelines: Vec<Pipeline<B>>,
+) -> Result<Report, PipelineError> {
+    if let Some(p) = pipelines.iter().find(|p| p.spec.workers.is_some()) {
+        if pipelines.len() == 1 {
+            let p = pipelines.pop().expect("one pipeline");
+            let workers = p.spec.workers.expect("pooled");
+            return crate::pooled::run(p.spec, workers);
+        }
+        return Err(PipelineError {
+            pipeline: p.spec.name.clone(),
+            stage: String::new(),
+            round: None,
+            step: Step::Init,
+            cause: Cause::Failed(
+                "a pooled pipeline runs alone (Pipeline::run), not with others in run_all".into(),
+            ),
+        });
+    }
     let (nodes, run) = compile(pipelines);
     let run = Arc::new(run);
     run::execute(nodes, run)

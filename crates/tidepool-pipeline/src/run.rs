@@ -381,7 +381,7 @@ impl<B> Run<B> {
 }
 
 /// Run user code, turning a panic into a [`Cause`].
-fn guarded<T>(f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Cause> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Cause> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Cause::Failed(e)),

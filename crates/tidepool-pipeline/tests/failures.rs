@@ -4,7 +4,8 @@
 //!
 //! Shapes: linear, replicated, unordered with repeat, route fork/join,
 //! self-sizing, broadcast with a route fork nested in a branch, a replicated
-//! shared stage, a single shared stage.
+//! shared stage, a single shared stage; and the first three pooled
+//! (`Builder::pooled_threads`, 1 to 4 workers).
 
 mod common;
 
@@ -104,6 +105,7 @@ fn pipelines(
     buffers: usize,
     f: &Fault,
     bufs: &Buffers,
+    pooled: Option<usize>,
 ) -> Vec<Pipeline<Counted>> {
     let base = |name: &str| {
         Pipeline::builder(name)
@@ -204,12 +206,18 @@ fn pipelines(
             return vec![one.build().unwrap(), two.build().unwrap()];
         }
     };
+    let p = match pooled {
+        Some(n) => p.pooled_threads(n),
+        None => p,
+    };
     vec![p.build().unwrap()]
 }
 
-fn check(case: u64) -> Result<bool, String> {
+/// Case `case`; pooled cases run shapes 0–2 on 1–4 workers.
+fn check(case: u64, pooled: bool) -> Result<bool, String> {
     let mut rng = Rng(case.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let shape = case % 8;
+    let shape = if pooled { case % 3 } else { case % 8 };
+    let workers = pooled.then(|| 1 + (case / 3 % 4) as usize);
     let rounds = 1 + rng.below(60);
     let buffers = 3 + rng.below(4) as usize;
     let kind = [
@@ -227,10 +235,10 @@ fn check(case: u64) -> Result<bool, String> {
         fired: Arc::default(),
     };
     let bufs = Buffers::default();
-    let ps = pipelines(shape, rounds, buffers, &fault, &bufs);
+    let ps = pipelines(shape, rounds, buffers, &fault, &bufs, workers);
     let result: Result<_, PipelineError> = run_all(ps);
     let fired = fault.fired.load(Ordering::SeqCst);
-    let what = format!("case {case}: shape {shape}, {rounds} rounds, {buffers} buffers, {kind:?} in `{}` at round {}", fault.stage, fault.round);
+    let what = format!("case {case}: shape {shape} (pooled: {workers:?}), {rounds} rounds, {buffers} buffers, {kind:?} in `{}` at round {}", fault.stage, fault.round);
     let live = bufs.live.load(Ordering::SeqCst);
     if live != 0 {
         return Err(format!("{what}: {live} buffers still alive after the run"));
@@ -264,6 +272,15 @@ fn check(case: u64) -> Result<bool, String> {
 
 #[test]
 fn any_failure_at_any_point_ends_the_run_with_that_failure() {
+    stress(false);
+}
+
+#[test]
+fn pooled_any_failure_at_any_point_ends_the_run_with_that_failure() {
+    stress(true);
+}
+
+fn stress(pooled: bool) {
     std::panic::set_hook(Box::new(|_| {}));
     let cases: u64 = std::env::var("PIPELINE_STRESS_CASES")
         .ok()
@@ -273,7 +290,7 @@ fn any_failure_at_any_point_ends_the_run_with_that_failure() {
     for case in 0..cases {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(check(case));
+            let _ = tx.send(check(case, pooled));
         });
         // Not a timing margin: a run of a few milliseconds that has not
         // ended after two minutes is hung.

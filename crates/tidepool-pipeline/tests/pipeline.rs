@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{counter, spin, Buffers, Counted, Notices};
+use common::{counter, mode, spin, Buffers, Counted, Notices};
 use tidepool::policy::PolicySpec;
 use tidepool_pipeline::{
     run_all, BoxError, Builder, Context, Flow, Order, Pipeline, SharedStage, Stage, Step,
@@ -68,15 +68,19 @@ fn a_stage_may_share_its_context_with_scoped_threads() {
         .unwrap();
 }
 
+/// Also in pooled mode (`None`: a thread per stage).
 #[test]
 fn buffers_in_flight_never_exceed_the_pool() {
-    for pool in [1, 2, 5] {
+    for (pool, workers) in [1, 2, 5]
+        .into_iter()
+        .flat_map(|p| [None, Some(2), Some(4)].map(|w| (p, w)))
+    {
         let bufs = Buffers::default();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let (f1, f2, p1) = (in_flight.clone(), in_flight.clone(), peak.clone());
         let mut src = counter(500);
-        Pipeline::builder("bound")
+        let b = Pipeline::builder("bound")
             .buffers(pool, bufs.maker())
             .source("read", move |b: &mut Counted, cx: &Context| {
                 let now = f1.fetch_add(1, Ordering::SeqCst) + 1;
@@ -93,12 +97,12 @@ fn buffers_in_flight_never_exceed_the_pool() {
             .stage("write", move |_: &mut Counted, _: &Context| -> R {
                 f2.fetch_sub(1, Ordering::SeqCst);
                 Ok(())
-            })
-            .build()
-            .unwrap()
-            .run()
-            .unwrap();
-        assert!(peak.load(Ordering::SeqCst) <= pool, "pool {pool}");
+            });
+        mode(b, workers).build().unwrap().run().unwrap();
+        assert!(
+            peak.load(Ordering::SeqCst) <= pool,
+            "pool {pool}, {workers:?}"
+        );
         assert_eq!(
             bufs.made.load(Ordering::SeqCst),
             pool,
@@ -286,42 +290,43 @@ fn then_on_a_replicated_stage_asks_for_then_each() {
         .unwrap();
 }
 
+/// Also in pooled mode on 1, 2 and 4 workers (`None`: a thread per stage).
 #[test]
 fn repeat_runs_each_stage_on_k_buffers_before_the_next_stage() {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (l1, l2) = (log.clone(), log.clone());
-    Pipeline::builder("repeat")
-        .buffers(3, Buffers::default().maker())
-        .source("read", counter(5))
-        .stage("in", move |b: &mut Counted, _: &Context| -> R {
-            l1.lock().unwrap().push(("in", b.round));
-            Ok(())
-        })
-        .then("out", move |b: &mut Counted, _: &Context| -> R {
-            l2.lock().unwrap().push(("out", b.round));
-            Ok(())
-        })
-        .repeat(2)
-        .build()
-        .unwrap()
-        .run()
-        .unwrap();
-    let log = log.lock().unwrap().clone();
-    assert_eq!(
-        log,
-        [
-            ("in", 0),
-            ("in", 1),
-            ("out", 0),
-            ("out", 1),
-            ("in", 2),
-            ("in", 3),
-            ("out", 2),
-            ("out", 3),
-            ("in", 4),
-            ("out", 4)
-        ]
-    );
+    for workers in [None, Some(1), Some(2), Some(4)] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (l1, l2) = (log.clone(), log.clone());
+        let b = Pipeline::builder("repeat")
+            .buffers(3, Buffers::default().maker())
+            .source("read", counter(5))
+            .stage("in", move |b: &mut Counted, _: &Context| -> R {
+                l1.lock().unwrap().push(("in", b.round));
+                Ok(())
+            })
+            .then("out", move |b: &mut Counted, _: &Context| -> R {
+                l2.lock().unwrap().push(("out", b.round));
+                Ok(())
+            })
+            .repeat(2);
+        mode(b, workers).build().unwrap().run().unwrap();
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            [
+                ("in", 0),
+                ("in", 1),
+                ("out", 0),
+                ("out", 1),
+                ("in", 2),
+                ("in", 3),
+                ("out", 2),
+                ("out", 3),
+                ("in", 4),
+                ("out", 4)
+            ],
+            "{workers:?}"
+        );
+    }
 }
 
 #[test]

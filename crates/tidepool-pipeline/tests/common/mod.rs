@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tidepool_pipeline::{BoxError, Context, Flow};
+use tidepool_pipeline::{BoxError, Builder, Context, Flow};
 
 /// A buffer that counts how many of its kind exist.
 pub struct Counted {
@@ -89,4 +89,12 @@ pub fn spin(round: u64, salt: u64) -> u64 {
         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
     }
     x
+}
+
+/// `b` in pooled mode on `workers` workers, or thread per stage (`None`).
+pub fn mode<B: Send + 'static>(b: Builder<B>, workers: Option<usize>) -> Builder<B> {
+    match workers {
+        Some(n) => b.pooled_threads(n),
+        None => b,
+    }
 }

@@ -1,0 +1,372 @@
+//! Pooled mode (`Builder::pooled`): the same programs give the same results
+//! as with a thread per stage — every round once, order kept, one buffer at
+//! a time per serial stage, at most the replica count at once, the
+//! last-buffer notice once — on 1 to 4 workers; and what it refuses, it
+//! refuses at `build`. (In-flight bounded by the pool and `repeat`: `pipeline.rs`,
+//! which runs those tests in both modes; failures: `failures.rs`.)
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{counter, spin, Buffers, Counted, Notices};
+use tidepool::policy::PolicySpec;
+use tidepool_pipeline::{
+    run_all, BoxError, Builder, Context, Flow, Order, Pipeline, PrioritySpec, SharedStage, Stage,
+};
+
+type R = Result<(), BoxError>;
+
+/// Worker counts every test runs with: fewer, as many as and more workers
+/// than stages.
+const WORKERS: [usize; 4] = [1, 2, 3, 4];
+
+/// A stage that checks it never runs twice at once and sees rounds in
+/// order (a serial stage), and records the notice.
+fn serial(name: &'static str, n: &Notices) -> impl Stage<Counted> {
+    let busy = Arc::new(AtomicUsize::new(0));
+    let n = n.clone();
+    let mut next = 0u64;
+    move |b: &mut Counted, cx: &Context| -> R {
+        assert_eq!(
+            busy.fetch_add(1, Ordering::SeqCst),
+            0,
+            "{name} ran twice at once"
+        );
+        assert_eq!(b.round, next, "{name} out of order");
+        assert_eq!(cx.stage(), name);
+        next += 1;
+        n.see(cx);
+        b.value = spin(cx.round(), b.value);
+        b.path.push(name);
+        busy.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn serial_stages_take_one_buffer_at_a_time_in_order_and_see_the_notice_once() {
+    for workers in WORKERS {
+        let bufs = Buffers::default();
+        let notices = Notices::default();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let o = out.clone();
+        let report = Pipeline::builder("linear")
+            .buffers(4, bufs.maker())
+            .source("read", counter(500))
+            .stage("a", serial("a", &notices))
+            .stage("b", serial("b", &notices))
+            .then("c", serial("c", &notices))
+            .stage("d", move |b: &mut Counted, _: &Context| -> R {
+                o.lock().unwrap().push((b.round, b.path.clone()));
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let out = out.lock().unwrap();
+        assert_eq!(out.len(), 500, "{workers} workers");
+        for (i, (round, path)) in out.iter().enumerate() {
+            assert_eq!(*round, i as u64);
+            assert_eq!(path, &["a", "b", "c"]);
+        }
+        for s in ["a", "b", "c"] {
+            assert_eq!(notices.of(s), 1, "{s}, {workers} workers");
+        }
+        assert_eq!(report.pipelines[0].rounds, 500);
+        let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["read", "a", "b+c", "d"]);
+        assert!(report.stages.iter().all(|s| s.items == 500), "{report:?}");
+        assert!(report.notes[0].contains(&format!("pooled: {workers} workers")));
+        assert_eq!(bufs.made.load(Ordering::SeqCst), 4);
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+    }
+}
+
+/// A replicated stage runs at most its replica count at once (and, with
+/// more workers than replicas, really runs them side by side), ordered
+/// replicas keep the order downstream, unordered ones lose nothing.
+#[test]
+fn replicas_run_at_most_their_count_at_once_and_keep_the_order_if_asked() {
+    for workers in WORKERS {
+        for order in [Order::Ordered, Order::Unordered] {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let notices = Notices::default();
+            let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let (s, n1, n2) = (seen.clone(), notices.clone(), notices.clone());
+            let (now1, peak1) = (now.clone(), peak.clone());
+            Pipeline::builder("replicas")
+                .buffers(8, Buffers::default().maker())
+                .source("read", counter(400))
+                .replicated("work", 3, move || {
+                    let (n, now, peak) = (n1.clone(), now1.clone(), peak1.clone());
+                    move |b: &mut Counted, cx: &Context| -> R {
+                        let k = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(k, Ordering::SeqCst);
+                        n.see(cx);
+                        b.value = spin(cx.round(), cx.replica() as u64);
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        Ok(())
+                    }
+                })
+                .order(order)
+                .stage("check", move |b: &mut Counted, cx: &Context| -> R {
+                    n2.see(cx);
+                    s.lock().unwrap().push(b.round);
+                    Ok(())
+                })
+                .pooled_threads(workers)
+                .build()
+                .unwrap()
+                .run()
+                .unwrap();
+            let mut seen = seen.lock().unwrap().clone();
+            if order == Order::Unordered {
+                seen.sort_unstable();
+            }
+            assert_eq!(seen, (0..400).collect::<Vec<_>>(), "{order:?}, {workers}");
+            assert!(peak.load(Ordering::SeqCst) <= 3);
+            assert_eq!((notices.of("work"), notices.of("check")), (1, 1));
+        }
+    }
+}
+
+/// `then_each`: each replica's instances stay together (a round's sort and
+/// write run on the same instance, one after the other on one worker).
+#[test]
+fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
+    for workers in WORKERS {
+        type Seen = Arc<Mutex<BTreeMap<u64, (usize, i32)>>>;
+        let (sorted, written): (Seen, Seen) = Default::default();
+        let made = Arc::new(AtomicUsize::new(0));
+        let (s1, w1, m1) = (sorted.clone(), written.clone(), made.clone());
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let o = out.clone();
+        Pipeline::builder("fused replicas")
+            .buffers(6, Buffers::default().maker())
+            .source("read", counter(300))
+            .replicated("sort", 3, move || {
+                let s = s1.clone();
+                move |b: &mut Counted, cx: &Context| -> R {
+                    let t = tidepool_pipeline::sys::thread_id();
+                    assert!(s
+                        .lock()
+                        .unwrap()
+                        .insert(b.round, (cx.replica(), t))
+                        .is_none());
+                    Ok(())
+                }
+            })
+            .then_each("write", move || {
+                m1.fetch_add(1, Ordering::SeqCst);
+                let w = w1.clone();
+                move |b: &mut Counted, cx: &Context| -> R {
+                    let t = tidepool_pipeline::sys::thread_id();
+                    w.lock().unwrap().insert(b.round, (cx.replica(), t));
+                    Ok(())
+                }
+            })
+            .stage("sink", move |b: &mut Counted, _: &Context| -> R {
+                o.lock().unwrap().push(b.round);
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(*sorted.lock().unwrap(), *written.lock().unwrap());
+        assert_eq!(made.load(Ordering::SeqCst), 3);
+        assert_eq!(*out.lock().unwrap(), (0..300).collect::<Vec<_>>());
+    }
+}
+
+/// A source that repeats, and one that ends with an empty buffer.
+#[test]
+fn a_repeating_source_and_an_empty_end_reach_every_stage() {
+    for workers in WORKERS {
+        let notices = Notices::default();
+        let count = Arc::new(AtomicUsize::new(0));
+        let (n1, c) = (notices.clone(), count.clone());
+        let mut left = 7u64;
+        let report = Pipeline::builder("empty end")
+            .buffers(5, Buffers::default().maker())
+            .source("read", move |b: &mut Counted, cx: &Context| {
+                b.round = cx.round();
+                if left == 0 {
+                    return Ok(Flow::End);
+                }
+                left -= 1;
+                Ok(Flow::More)
+            })
+            .repeat(3)
+            .stage("a", move |_: &mut Counted, cx: &Context| -> R {
+                n1.see(cx);
+                Ok(())
+            })
+            .stage("b", move |_: &mut Counted, cx: &Context| -> R {
+                if cx.is_last() {
+                    assert!(cx.is_empty());
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(report.pipelines[0].rounds, 8, "7 filled, 1 empty");
+        assert_eq!(count.load(Ordering::SeqCst), 8);
+        assert_eq!(notices.of("a"), 1);
+        assert!(notices.0.lock().unwrap().iter().all(|n| n.2), "empty last");
+    }
+}
+
+#[test]
+fn init_and_cleanup_run_once_per_stage_instance() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    struct S(&'static str, Arc<Mutex<Vec<String>>>);
+    impl Stage<Counted> for S {
+        fn init(&mut self) -> R {
+            self.1.lock().unwrap().push(format!("init {}", self.0));
+            Ok(())
+        }
+        fn process(&mut self, _: &mut Counted, _: &Context) -> R {
+            Ok(())
+        }
+        fn cleanup(&mut self) -> R {
+            self.1.lock().unwrap().push(format!("cleanup {}", self.0));
+            Ok(())
+        }
+    }
+    Pipeline::builder("lifecycle")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(10))
+        .stage("a", S("a", log.clone()))
+        .replicated("b", 2, {
+            let l = log.clone();
+            move || S("b", l.clone())
+        })
+        .pooled()
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let log = log.lock().unwrap().clone();
+    let count = |s: &str| log.iter().filter(|e| *e == s).count();
+    assert_eq!((count("init a"), count("cleanup a")), (1, 1));
+    assert_eq!((count("init b"), count("cleanup b")), (2, 2));
+    assert_eq!(log.len(), 6);
+}
+
+/// A stage that blocks does not stall the run, even on one worker.
+#[test]
+fn blocking_stages_finish_on_any_worker_count() {
+    for workers in WORKERS {
+        let n = Arc::new(AtomicUsize::new(0));
+        let n1 = n.clone();
+        Pipeline::builder("io")
+            .buffers(4, Buffers::default().maker())
+            .source("read", counter(40))
+            .stage("sleep", |_: &mut Counted, _: &Context| -> R {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                Ok(())
+            })
+            .stage("count", move |_: &mut Counted, _: &Context| -> R {
+                n1.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        assert_eq!(n.load(Ordering::SeqCst), 40);
+    }
+}
+
+fn pass(_: &mut Counted, _: &Context) -> R {
+    Ok(())
+}
+
+fn refused(builder: Builder<Counted>) -> String {
+    builder.build().err().expect("refused").to_string()
+}
+
+fn base() -> Builder<Counted> {
+    Pipeline::builder("x")
+        .buffers(4, Buffers::default().maker())
+        .source("read", counter(3))
+}
+
+#[test]
+fn features_that_need_a_thread_per_stage_are_refused_by_name() {
+    let e = refused(
+        base()
+            .stage("a", pass)
+            .priority(PrioritySpec::parse("nice:5").unwrap())
+            .pooled(),
+    );
+    assert!(
+        e.contains("stage `a`") && e.contains("priorit") && e.contains("pooled"),
+        "{e}"
+    );
+    let e = refused(
+        base()
+            .sized("s", PolicySpec::parse("auto").unwrap(), 4, || pass)
+            .pooled(),
+    );
+    assert!(
+        e.contains("stage `s`") && e.contains("self-sizing") && e.contains("pooled_threads"),
+        "{e}"
+    );
+    let e = refused(
+        base()
+            .stage("a", pass)
+            .fork(
+                |_: &Counted, _: &Context| 0,
+                vec![
+                    Builder::branch().stage("p", pass),
+                    Builder::branch().stage("q", pass),
+                ],
+                Order::Ordered,
+            )
+            .pooled(),
+    );
+    assert!(e.contains("fork after `a`") && e.contains("pooled"), "{e}");
+    let shared = SharedStage::new("sh", pass);
+    let e = refused(base().shared(&shared).pooled());
+    assert!(
+        e.contains("shared stage `sh`") && e.contains("pooled"),
+        "{e}"
+    );
+    let e = refused(base().stage("a", pass).pooled_threads(0));
+    assert!(e.contains("pooled_threads must be at least 1"), "{e}");
+    let e = refused(base().stage("a", pass).fork(
+        |_: &Counted, _: &Context| 0,
+        vec![
+            Builder::branch().stage("p", pass).pooled(),
+            Builder::branch().stage("q", pass),
+        ],
+        Order::Ordered,
+    ));
+    assert!(e.contains("branch cannot be pooled"), "{e}");
+    // The same pipelines without `pooled` build.
+    base()
+        .stage("a", pass)
+        .priority(PrioritySpec::parse("nice:5").unwrap())
+        .build()
+        .unwrap();
+    // A pooled pipeline runs alone.
+    let e = run_all(vec![
+        base().stage("a", pass).pooled().build().unwrap(),
+        base().stage("b", pass).build().unwrap(),
+    ])
+    .expect_err("refused");
+    assert!(e.to_string().contains("runs alone"), "{e}");
+}
