@@ -98,7 +98,7 @@
 //! it. On Linux a woken thread may preempt its waker when the kernel puts
 //! it on the waker's CPU (EEVDF's wake-up preemption), and on a loaded
 //! machine it often does. Measured (`docs/notebook/pipelines.md`, session
-//! 10), on the blocking shape: the reader, having conveyed its buffer and
+//! 9b), on the blocking shape: the reader, having conveyed its buffer and
 //! woken a spare for the compute stage, lost its CPU to that spare for the
 //! whole 60 µs compute call before it could issue its next read in 14% of
 //! the items (14–20 µs per item on average, on the limiting stage); on two
@@ -113,8 +113,9 @@
 //! parks, always outside the lock (a worker that switched before parking
 //! looks again, as after a spin); in a steady state the workers keep to
 //! their kinds (above) and seldom switch. This decides which thread the
-//! kernel runs first, never what the protocol decides, and it is off under
-//! `loom`. Workers switch only when the thread calling `run` is in
+//! kernel runs first, never what the protocol decides; under `loom` the
+//! switches are bookkeeping only, so that the model covers the lock let go
+//! and taken again before a park. Workers switch only when the thread calling `run` is in
 //! `SCHED_OTHER`, the default: a caller that chose a class keeps it for
 //! every worker. The calling thread (worker 0) gets `SCHED_OTHER` back at
 //! the end; a switch the OS refuses turns switching off for that worker.
@@ -280,6 +281,13 @@ impl Class {
     /// Take SCHED_BATCH (`batch`) or SCHED_OTHER, if not in it already.
     fn take(&mut self, batch: bool) {
         if !self.on || self.batch == batch {
+            return;
+        }
+        // Under `loom` a switch is bookkeeping only: the model covers the
+        // worker's path around it (the lock let go before parking), not
+        // the OS.
+        if cfg!(loom) {
+            self.batch = batch;
             return;
         }
         let c = if batch {
@@ -865,7 +873,7 @@ pub(crate) fn run<B: Send + 'static>(
         start,
         epoch: std::sync::atomic::AtomicU64::new(0),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
-        classes: !cfg!(loom) && matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
+        classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
     for i in 1..workers {
@@ -886,7 +894,7 @@ pub(crate) fn run<B: Send + 'static>(
         }
     }
     shared.worker_guarded();
-    if shared.classes {
+    if shared.classes && !cfg!(loom) {
         // The calling thread was worker 0: back to its own class.
         let _ = crate::sys::set_sched_class(SchedClass::Other);
     }
