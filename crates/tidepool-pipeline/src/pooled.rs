@@ -102,8 +102,8 @@
 //! woken a spare for the compute stage, lost its CPU to that spare for the
 //! whole 60 µs compute call before it could issue its next read in 14% of
 //! the items (14–20 µs per item on average, on the limiting stage); on two
-//! workers for two fused compute groups, the same preemption turned every
-//! hand-off into a context switch. So a worker runs computing groups, and
+//! workers for two fused compute groups, when another process held a core,
+//! the same preemption cost a context switch per item. So a worker runs computing groups, and
 //! waits parked, in `SCHED_BATCH` (the kernel's class for CPU-bound
 //! threads: one that wakes never preempts the running thread, it takes a
 //! free CPU or waits for the running one's slice to end), and takes
@@ -111,12 +111,13 @@
 //! call still preempts a computing worker, as a stage thread's would. A
 //! worker switches only when the kind of its task changes, and before it
 //! parks, always outside the lock (a worker that switched before parking
-//! looks again, as after a spin); in a steady state the workers keep to
-//! their kinds (above) and seldom switch. This decides which thread the
-//! kernel runs first, never what the protocol decides; under `loom` the
-//! switches are bookkeeping only, so that the model covers the lock let go
-//! and taken again before a park. Workers switch only when the thread calling `run` is in
-//! `SCHED_OTHER`, the default: a caller that chose a class keeps it for
+//! looks again, as after a spin); the workers mostly keep to their kinds
+//! (above): 6% of the tasks changed kind on the blocking shape. This
+//! decides which thread the kernel runs first, never what the protocol
+//! decides; under `loom` the switches are bookkeeping only, so that the
+//! model covers the lock let go and taken again before a park. Workers
+//! switch only when the thread calling `run` is in `SCHED_OTHER`, the
+//! default: a caller that chose a class keeps it for
 //! every worker. The calling thread (worker 0) gets `SCHED_OTHER` back at
 //! the end; a switch the OS refuses turns switching off for that worker.
 //!
