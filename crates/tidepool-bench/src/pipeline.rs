@@ -342,6 +342,33 @@ impl Impl {
         }
     }
 
+    /// The threads it runs `shape`'s stage work on (the calling thread
+    /// counted when it runs some): a thread per replica of each group
+    /// (tidepool, crossbeam), pooled mode's workers, pariter's `readahead`
+    /// threads and `parallel_map` workers plus the caller that runs the
+    /// last unreplicated map, pipeliner's `with_threads` workers (the
+    /// source runs on the first map's).
+    pub fn threads(self, shape: &Shape, cores: usize) -> usize {
+        let groups = groups(shape);
+        let per_group: usize = groups.iter().map(|g| g.replicas).sum();
+        match self {
+            Impl::Tidepool | Impl::Crossbeam => per_group,
+            Impl::TidepoolPooled => pooled_workers(shape, cores),
+            Impl::Pariter => {
+                let last_on_caller = groups.len() == 1 || groups[groups.len() - 1].replicas == 1;
+                groups[1..]
+                    .iter()
+                    .map(|g| if g.replicas > 1 { g.replicas } else { 1 })
+                    .sum::<usize>()
+                    + usize::from(last_on_caller)
+            }
+            Impl::Pipeliner => {
+                let first = usize::from(groups[0].works.len() > 1);
+                first + groups[1..].iter().map(|g| g.replicas).sum::<usize>()
+            }
+        }
+    }
+
     /// Run `items` items through `shape`; returns items per second and the
     /// cost per item.
     pub fn run(self, shape: &Shape, items: usize) -> (f64, PerItem) {
@@ -570,6 +597,8 @@ pub struct ImplResult {
     pub switches_per_item: f64,
     /// Median voluntary context switches per item (waits: parks, sleeps).
     pub voluntary_switches_per_item: f64,
+    /// Threads that ran the stage work ([`Impl::threads`]).
+    pub threads: usize,
 }
 
 /// One shape's results.
@@ -737,6 +766,7 @@ pub fn run(
                     cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
                     switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
                     voluntary_switches_per_item: median(vo.iter().copied()).unwrap_or(0.0),
+                    threads: imp.threads(&shape, cores),
                 }
             })
             .collect();
@@ -775,10 +805,8 @@ pub fn table(b: &PipelineBench) -> String {
     );
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
-        let shape = shapes(b.cores).into_iter().find(|x| x.name == s.name);
-        let workers = shape.map_or(b.cores, |x| pooled_workers(&x, b.cores));
         out += &format!(
-            "\n{} (pooled: {workers} workers; bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
             s.name,
             s.bound_items_per_sec,
             s.oracle_items_per_sec,
@@ -798,8 +826,9 @@ pub fn table(b: &PipelineBench) -> String {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<24} {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
+                "  {:<24} {:>2} threads {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
+                r.threads,
                 r.items_per_sec,
                 100.0 * r.of_bound,
                 r.cpu_us_per_item,
@@ -839,6 +868,19 @@ mod tests {
         let s = shapes(2);
         let w: Vec<usize> = s.iter().map(|x| pooled_workers(x, 2)).collect();
         assert_eq!(w, [2, 2, 4, 2, 2]);
+    }
+
+    /// Each row's thread count follows its implementation's mapping.
+    #[test]
+    fn thread_counts_follow_each_mapping() {
+        let s = shapes(2);
+        let count = |imp: Impl| -> Vec<usize> { s.iter().map(|x| imp.threads(x, 2)).collect() };
+        // balanced, slow-replicated, blocking, balanced-multistage, slow-multistage
+        assert_eq!(count(Impl::Tidepool), [4, 4, 3, 2, 3]);
+        assert_eq!(count(Impl::Crossbeam), [4, 4, 3, 2, 3]);
+        assert_eq!(count(Impl::TidepoolPooled), [2, 2, 4, 2, 2]);
+        assert_eq!(count(Impl::Pariter), [4, 4, 3, 2, 2]);
+        assert_eq!(count(Impl::Pipeliner), [3, 3, 2, 2, 2]);
     }
 
     /// The multistage shapes are the compute shapes' work on fewer

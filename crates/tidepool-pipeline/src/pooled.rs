@@ -94,6 +94,33 @@
 //! worker of the same run (there are no more workers than cores). Not under
 //! `loom` (whose model is the protocol).
 //!
+//! **Scheduling classes.** A wake-up must not cost the worker that issues
+//! it. On Linux a woken thread may preempt its waker when the kernel puts
+//! it on the waker's CPU (EEVDF's wake-up preemption), and on a loaded
+//! machine it often does. Measured (`docs/notebook/pipelines.md`, session
+//! 9b), on the blocking shape: the reader, having conveyed its buffer and
+//! woken a spare for the compute stage, lost its CPU to that spare for the
+//! whole 60 µs compute call before it could issue its next read in 14% of
+//! the items (14–20 µs per item on average, on the limiting stage); on two
+//! workers for two fused compute groups, when another process held a core,
+//! the same preemption cost a context switch per item. So a worker runs computing groups, and
+//! waits parked, in `SCHED_BATCH` (the kernel's class for CPU-bound
+//! threads: one that wakes never preempts the running thread, it takes a
+//! free CPU or waits for the running one's slice to end), and takes
+//! `SCHED_OTHER` back to run a blocking group, so that the end of an I/O
+//! call still preempts a computing worker, as a stage thread's would. A
+//! worker switches only when the kind of its task changes, and before it
+//! parks, always outside the lock (a worker that switched before parking
+//! looks again, as after a spin); the workers mostly keep to their kinds
+//! (above): 6% of the tasks changed kind on the blocking shape. This
+//! decides which thread the kernel runs first, never what the protocol
+//! decides; under `loom` the switches are bookkeeping only, so that the
+//! model covers the lock let go and taken again before a park. Workers
+//! switch only when the thread calling `run` is in `SCHED_OTHER`, the
+//! default: a caller that chose a class keeps it for
+//! every worker. The calling thread (worker 0) gets `SCHED_OTHER` back at
+//! the end; a switch the OS refuses turns switching off for that worker.
+//!
 //! The end (done or failed) wakes every parked worker (`notify_all`), and a
 //! worker checks for it under the lock before it parks, so every worker
 //! returns. A worker that returns from its wait takes one pending wake-up
@@ -128,6 +155,7 @@ use crate::run::guarded;
 use crate::running::Blocking;
 use crate::stage::{Context, Flow, Source, Stage};
 use crate::sync::{lock, Condvar, Mutex};
+use crate::sys::SchedClass;
 
 /// A buffer and what the framework knows about it.
 struct Buf<B> {
@@ -237,6 +265,42 @@ struct Shared<B> {
     epoch: std::sync::atomic::AtomicU64,
     /// Spin before parking (no more workers than cores).
     spin: bool,
+    /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
+    /// thread was in SCHED_OTHER; see "Scheduling classes").
+    classes: bool,
+}
+
+/// A worker's scheduling class (module doc, "Scheduling classes").
+struct Class {
+    /// Switching is on (a refused switch turns it off for this worker).
+    on: bool,
+    /// In SCHED_BATCH (else SCHED_OTHER).
+    batch: bool,
+}
+
+impl Class {
+    /// Take SCHED_BATCH (`batch`) or SCHED_OTHER, if not in it already.
+    fn take(&mut self, batch: bool) {
+        if !self.on || self.batch == batch {
+            return;
+        }
+        // Under `loom` a switch is bookkeeping only: the model covers the
+        // worker's path around it (the lock let go before parking), not
+        // the OS.
+        if cfg!(loom) {
+            self.batch = batch;
+            return;
+        }
+        let c = if batch {
+            SchedClass::Batch
+        } else {
+            SchedClass::Other
+        };
+        match crate::sys::set_sched_class(c) {
+            Ok(()) => self.batch = batch,
+            Err(_) => self.on = false,
+        }
+    }
 }
 
 /// How long a worker with nothing runnable watches `epoch` before it parks.
@@ -501,11 +565,17 @@ impl<B: Send + 'static> Shared<B> {
         let mut s = lock(&self.state);
         let mut last = None;
         let mut spun = false;
+        let mut class = Class {
+            on: self.classes,
+            batch: false,
+        };
         loop {
             if s.over(&self.groups) {
                 break;
             }
-            if let Some(mut task) = s.pick(&self.groups, last.take(), self.start) {
+            let prev = last.take();
+            if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
+                let computing = !s.groups[task.group].blocks;
                 let more = s.any_runnable(&self.groups);
                 let wake = more && s.parked > s.notified;
                 if wake {
@@ -516,6 +586,7 @@ impl<B: Send + 'static> Shared<B> {
                 if wake {
                     self.cv.notify_one();
                 }
+                class.take(computing);
                 let done = self.run_task(&mut task);
                 last = Some(task.group);
                 s = lock(&self.state);
@@ -553,6 +624,16 @@ impl<B: Send + 'static> Shared<B> {
             if wake {
                 s.notified += 1;
                 self.cv.notify_one();
+            }
+            // A parked worker waits in SCHED_BATCH: its wake-up will not
+            // preempt the worker that issues it (the syscall outside the
+            // lock, then a new look).
+            if class.on && !class.batch {
+                drop(s);
+                class.take(true);
+                s = lock(&self.state);
+                last = prev;
+                continue;
             }
             s.parked += 1;
             s.check(s.any_runnable(&self.groups));
@@ -793,6 +874,7 @@ pub(crate) fn run<B: Send + 'static>(
         start,
         epoch: std::sync::atomic::AtomicU64::new(0),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
+        classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
     for i in 1..workers {
@@ -813,6 +895,10 @@ pub(crate) fn run<B: Send + 'static>(
         }
     }
     shared.worker_guarded();
+    if shared.classes && !cfg!(loom) {
+        // The calling thread was worker 0: back to its own class.
+        let _ = crate::sys::set_sched_class(SchedClass::Other);
+    }
     for h in handles {
         if h.join().is_err() {
             let mut s = lock(&shared.state);

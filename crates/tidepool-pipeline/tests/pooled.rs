@@ -370,3 +370,127 @@ fn features_that_need_a_thread_per_stage_are_refused_by_name() {
     .expect_err("refused");
     assert!(e.to_string().contains("runs alone"), "{e}");
 }
+
+/// Counts a stage's calls by the scheduling class its worker was in.
+#[derive(Clone, Default)]
+struct Classes {
+    batch: Arc<AtomicUsize>,
+    other: Arc<AtomicUsize>,
+}
+
+impl Classes {
+    fn see(&self) {
+        use tidepool_pipeline::sys::{sched_class, SchedClass};
+        match sched_class().expect("the thread's class") {
+            Some(SchedClass::Batch) => &self.batch,
+            Some(SchedClass::Other) => &self.other,
+            c => panic!("unexpected class {c:?}"),
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (
+            self.batch.load(Ordering::Relaxed),
+            self.other.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A pipeline of a computing and a blocking stage on three workers, run on
+/// a fresh thread that starts in `class`; the two stages' class counts and
+/// the thread's class after the run.
+#[cfg(target_os = "linux")]
+fn classes_seen(
+    class: tidepool_pipeline::sys::SchedClass,
+    rounds: u64,
+) -> (
+    (usize, usize),
+    (usize, usize),
+    Option<tidepool_pipeline::sys::SchedClass>,
+) {
+    use tidepool_pipeline::sys::{sched_class, set_sched_class};
+    std::thread::spawn(move || {
+        set_sched_class(class).expect("allowed: checked by the caller");
+        let (compute, block) = (Classes::default(), Classes::default());
+        let (c, b) = (compute.clone(), block.clone());
+        Pipeline::builder("classes")
+            .buffers(4, Buffers::default().maker())
+            .source("read", counter(rounds))
+            .stage("compute", move |x: &mut Counted, cx: &Context| -> R {
+                c.see();
+                x.value = spin(cx.round(), 1);
+                Ok(())
+            })
+            .stage("block", move |_: &mut Counted, _: &Context| -> R {
+                b.see();
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                Ok(())
+            })
+            .pooled_threads(3)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        (compute.counts(), block.counts(), sched_class().unwrap())
+    })
+    .join()
+    .unwrap()
+}
+
+/// Whether this process may put a thread in SCHED_BATCH and back.
+#[cfg(target_os = "linux")]
+fn batch_allowed() -> bool {
+    use tidepool_pipeline::sys::{set_sched_class, SchedClass};
+    std::thread::spawn(|| {
+        set_sched_class(SchedClass::Batch).is_ok() && set_sched_class(SchedClass::Other).is_ok()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Workers run a computing stage in SCHED_BATCH (so that waking one does
+/// not preempt the worker that woke it), a blocking stage in SCHED_OTHER,
+/// and the calling thread gets SCHED_OTHER back.
+#[cfg(target_os = "linux")]
+#[test]
+fn workers_compute_in_sched_batch_and_block_in_sched_other() {
+    use tidepool_pipeline::sys::SchedClass;
+    if !batch_allowed() {
+        eprintln!("skipped: this process may not switch threads to SCHED_BATCH and back");
+        return;
+    }
+    let rounds = 200;
+    let ((batch, other), block, after) = classes_seen(SchedClass::Other, rounds);
+    assert_eq!(batch + other, rounds as usize);
+    // A stage counts as blocking until its first sampled call shows it
+    // does not (`running.rs`, `Blocking`): only the first calls may run in
+    // SCHED_OTHER.
+    assert!(
+        batch >= rounds as usize / 2,
+        "compute: {batch} batch, {other} other"
+    );
+    assert_eq!(block, (0, rounds as usize), "block: (batch, other)");
+    assert_eq!(
+        after,
+        Some(SchedClass::Other),
+        "the caller's class restored"
+    );
+}
+
+/// A caller that chose a class other than SCHED_OTHER keeps it, and so do
+/// the workers: pooled mode switches classes only from the default one.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_caller_in_sched_batch_keeps_every_worker_in_it() {
+    use tidepool_pipeline::sys::SchedClass;
+    if !batch_allowed() {
+        eprintln!("skipped: this process may not switch threads to SCHED_BATCH and back");
+        return;
+    }
+    let rounds = 100;
+    let (compute, block, after) = classes_seen(SchedClass::Batch, rounds);
+    assert_eq!(compute, (rounds as usize, 0));
+    assert_eq!(block, (rounds as usize, 0));
+    assert_eq!(after, Some(SchedClass::Batch));
+}
