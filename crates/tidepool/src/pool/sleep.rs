@@ -63,21 +63,6 @@
 //! that a worker that takes one task and leaves still gets the second task
 //! to the other parked worker.
 //!
-//! ## The clock, on credit
-//!
-//! A burst's submitter finds a worker on its way at nearly every push, and
-//! the clock read (the TSC) was a measurable part of its submit path. So a
-//! thread whose clock read found a wake-up young may skip the read for its
-//! next [`HOLD_CREDIT`] (8) held skips *of that same wake-up* (identified by
-//! its `since` stamp; a new wake-up starts without credit). The bound is
-//! then "50 µs, or the reading thread's next 8 pushes after that, whichever
-//! is later": a count, not a time, so a thread that pushes rarely may hold
-//! up to 8 pushes past the grace. Liveness does not rest on the bound (it
-//! rests on the hand-on, above), and each skip still reads `arriving > 0`
-//! after the push and fence, so the argument above is unchanged. Under loom
-//! there is no credit (time stands still there: every wake-up stays young,
-//! which is the answer the credit gives).
-//!
 //! LIFO wake-up means the workers at the bottom of the stack stay
 //! idle for long stretches and really reach their keep-alive, so surplus
 //! threads retire instead of all being kept half-busy.
@@ -106,43 +91,6 @@ fn ticks() -> u64 {
 #[inline]
 fn elapsed_since(since: u64) -> Duration {
     Duration::from_nanos(Clock::nanos_between(since, ticks()))
-}
-
-/// Held skips a submitting thread may take without reading the clock again
-/// after a read found the wake-up young (see the module docs).
-const HOLD_CREDIT: u32 = 8;
-
-#[cfg(not(loom))]
-thread_local! {
-    /// The wake-up this thread last found young, and its credit left.
-    static CREDIT: std::cell::Cell<(u64, u32)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// Whether this thread may hold for wake-up `since` on credit (and spends one).
-#[inline]
-fn held_on_credit(since: u64) -> bool {
-    #[cfg(not(loom))]
-    return CREDIT.with(|c| match c.get() {
-        (s, n) if s == since && n > 0 => {
-            c.set((s, n - 1));
-            true
-        }
-        _ => false,
-    });
-    #[cfg(loom)]
-    {
-        let _ = since;
-        false
-    }
-}
-
-/// A clock read found wake-up `since` young: the next skips go on credit.
-#[inline]
-fn grant_credit(since: u64) {
-    #[cfg(not(loom))]
-    CREDIT.with(|c| c.set((since, HOLD_CREDIT)));
-    #[cfg(loom)]
-    let _ = since;
 }
 
 /// One worker's private wake-up flag.
@@ -226,27 +174,12 @@ impl Sleepers {
             return false;
         }
         let arriving = self.arriving.count.load(SeqCst);
-        if arriving > 0 && self.wake_up_young(arriving) {
+        if crate::control::holds_wake_up(arriving, || {
+            elapsed_since(self.arriving.since.load(Relaxed))
+        }) {
             return true;
         }
         self.wake_one()
-    }
-
-    /// Whether the last wake-up is recent enough to hold this one back
-    /// ([`holds_wake_up`](crate::control::holds_wake_up)), with `arriving`
-    /// (> 0) workers on their way. The clock is read at most once per [`HOLD_CREDIT`] + 1 held
-    /// skips of a thread (see the module docs, "The clock, on credit").
-    #[inline]
-    fn wake_up_young(&self, arriving: usize) -> bool {
-        let since = self.arriving.since.load(Relaxed);
-        if held_on_credit(since) {
-            return true;
-        }
-        let young = crate::control::holds_wake_up(arriving, || elapsed_since(since));
-        if young {
-            grant_credit(since);
-        }
-        young
     }
 
     /// `notify_work_after` for callers that have not fenced.
@@ -373,42 +306,5 @@ impl Sleepers {
         }
         *notified = false;
         true
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::{ticks, Sleepers, HOLD_CREDIT};
-    use crate::control::ARRIVAL_GRACE;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    /// Stamp a wake-up young enough that a clock read holds for it (and so
-    /// grants credit). Retried: a preemption right after the stamp ages it.
-    fn young_wake_up(s: &Sleepers) -> u64 {
-        loop {
-            let since = ticks();
-            s.arriving.since.store(since, Relaxed);
-            if s.wake_up_young(1) {
-                return since;
-            }
-        }
-    }
-
-    /// A clock read that finds a wake-up young buys `HOLD_CREDIT` skips of
-    /// that wake-up without a read, no more; a new wake-up starts without.
-    #[test]
-    fn the_clock_is_read_again_after_the_credit() {
-        let s = Sleepers::default();
-        young_wake_up(&s);
-        std::thread::sleep(ARRIVAL_GRACE * 2);
-        for _ in 0..HOLD_CREDIT {
-            assert!(s.wake_up_young(1), "on credit: no clock read");
-        }
-        assert!(!s.wake_up_young(1), "credit spent: the clock says old");
-
-        let since = young_wake_up(&s);
-        std::thread::sleep(ARRIVAL_GRACE * 2);
-        s.arriving.since.store(since + 1, Relaxed);
-        assert!(!s.wake_up_young(1), "another wake-up: no credit");
     }
 }
