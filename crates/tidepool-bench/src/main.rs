@@ -209,8 +209,8 @@ fn dispatch(args: DispatchArgs) {
         // compared in one scenario ran within seconds of each other, under
         // the same load, and each takes every position in turn. Throughput
         // scenarios build one pool at a time (no other pool alive); the idle
-        // scenarios keep every impl's pool alive and take their samples
-        // round-robin, so they interleave at the finest grain.
+        // scenarios keep every impl's pool alive and take their samples in
+        // short blocks of each in turn (`scenario::BLOCK`, about 5 ms).
         for (k, &sc) in scenarios.iter().enumerate() {
             let order: Vec<Impl> = rotated(&impls, rep + k)
                 .into_iter()

@@ -72,7 +72,7 @@ impl Scenario {
 
     /// Whether the scenario samples an idle pool (lone tasks or bursts
     /// after a pause): those run every implementation at once, interleaved
-    /// sample by sample ([`run_interleaved`]).
+    /// in short blocks of samples ([`run_interleaved`]).
     pub fn is_idle(self) -> bool {
         matches!(self, Scenario::LatencyIdle | Scenario::BurstIdle)
     }
@@ -374,15 +374,25 @@ struct IdleTotals {
     cpu_ns: u64,
 }
 
+/// Samples (lone tasks or bursts) of one pool taken back to back, each after
+/// the idle gap, before the next pool's block: about 5 ms at the default
+/// 500 µs gap.
+pub const BLOCK: usize = 10;
+
 /// Run an idle scenario (`burst-idle` or `latency-idle`) on every one of
-/// `subjects` at once, interleaved at the finest grain: sample (burst or
-/// lone task) `i` of every subject, in an order rotated by `rotate + i`,
-/// before sample `i + 1` of any. Before every sample the harness sleeps
-/// `p.idle_gap`, so the pool about to be sampled, and the one sampled just
-/// before it, have parked; a pool's own samples are then at least that far
-/// apart (more with more subjects). A host slowdown lasting a few
-/// milliseconds thus lands on every pool alike instead of on one pool's
-/// whole run. Returns one [`Sample`] per subject, in `subjects` order.
+/// `subjects` at once, interleaved in short blocks: [`BLOCK`] samples (bursts
+/// or lone tasks) of each subject in turn, in an order rotated by `rotate`
+/// plus the block's number, then the next block of each. Before every sample
+/// the harness sleeps `p.idle_gap`, so the pool about to be sampled, and the
+/// one sampled just before it, have parked, and within a block a pool's
+/// samples are `p.idle_gap` apart, as the scenario defines them. A host
+/// slowdown lasting more than a few milliseconds thus lands on every pool
+/// alike instead of on one pool's whole run. (Sample by sample instead, a
+/// pool's own samples would be the gap times the number of pools apart: with
+/// eleven pools, 5.5 ms of other pools' work between two of its samples, a
+/// colder regime in which every pool's p50, the floor row's included, was
+/// 2–3 times the one at a 500 µs gap.) Returns one [`Sample`] per subject,
+/// in `subjects` order.
 pub fn run_interleaved(
     scenario: Scenario,
     subjects: &[&dyn Idle],
@@ -406,18 +416,20 @@ pub fn run_interleaved(
         })
         .collect();
     let order: Vec<usize> = (0..subjects.len()).collect();
-    for i in 0..rounds {
-        for j in rotated(&order, rotate + i) {
-            std::thread::sleep(p.idle_gap);
-            let t = &mut totals[j];
-            if latency {
-                let (start, round_trip) = subjects[j].lone_task();
-                t.hist.saturating_record(start);
-                t.busy_ns += round_trip;
-            } else {
-                let (busy, cpu) = subjects[j].burst(burst, p.zero_sized);
-                t.busy_ns += busy;
-                t.cpu_ns += cpu;
+    for (block, first) in (0..rounds).step_by(BLOCK).enumerate() {
+        for j in rotated(&order, rotate + block) {
+            for _ in first..rounds.min(first + BLOCK) {
+                std::thread::sleep(p.idle_gap);
+                let t = &mut totals[j];
+                if latency {
+                    let (start, round_trip) = subjects[j].lone_task();
+                    t.hist.saturating_record(start);
+                    t.busy_ns += round_trip;
+                } else {
+                    let (busy, cpu) = subjects[j].burst(burst, p.zero_sized);
+                    t.busy_ns += busy;
+                    t.cpu_ns += cpu;
+                }
             }
         }
     }
@@ -503,14 +515,22 @@ mod tests {
         let s = throughput(&Inline, 2_000, 8, false, Body::Work1us);
         assert!(s.tasks_per_sec < 8.0 * 2e6, "{s:?}");
 
-        // The idle scenarios take sample i of every subject, in an order
-        // rotated per sample, before sample i + 1 of any.
+        // The idle scenarios take a block of samples of every subject, in an
+        // order rotated per block, before the next block of any; the last
+        // block may be short.
         let log = std::sync::Mutex::new(Vec::new());
         let (a, b) = (Logged(0, &log), Logged(1, &log));
         let subjects: [&dyn Idle; 2] = [&a, &b];
-        let p = Params { samples: 3, ..p };
+        let p = Params {
+            samples: BLOCK + 2,
+            ..p
+        };
         let samples = run_interleaved(Scenario::LatencyIdle, &subjects, &p, 0);
-        assert_eq!(*log.lock().unwrap(), [0, 1, 1, 0, 0, 1]);
+        let want: Vec<u8> = [(0, BLOCK), (1, BLOCK), (1, 2), (0, 2)]
+            .iter()
+            .flat_map(|&(who, n)| std::iter::repeat_n(who, n))
+            .collect();
+        assert_eq!(*log.lock().unwrap(), want);
         assert_eq!(samples.len(), 2);
         assert!(samples.iter().all(|s| s.p50_ns.is_some()));
         log.lock().unwrap().clear();
@@ -518,9 +538,10 @@ mod tests {
         // Two passes (`inner`) of three bursts of ten tasks, starting at b.
         let log = log.into_inner().unwrap();
         assert_eq!(log.len(), 2 * 3 * 2 * 10);
+        // One block: b's three bursts, then a's.
         assert_eq!(
-            &log[..11],
-            &[1; 10].iter().chain(&[0]).copied().collect::<Vec<_>>()[..]
+            &log[..31],
+            &[1; 30].iter().chain(&[0]).copied().collect::<Vec<_>>()[..]
         );
         assert!(samples.iter().all(|s| s.cpu_ns_per_task.is_some()));
         assert_eq!(LATCH.remaining(), 0);
