@@ -63,20 +63,6 @@
 //! that a worker that takes one task and leaves still gets the second task
 //! to the other parked worker.
 //!
-//! # Where a woken worker looks first
-//!
-//! The default queue is sharded, and a thread pops from its start shard
-//! first (`queue::lock_free`). The waker writes where its own pops start
-//! (a submitter: the shard its pushes go to; a worker handing on: the shard
-//! it found work in) into the woken worker's [`Parker`] before it notifies
-//! it, and the worker starts its pops there until its next wake-up. So the
-//! worker that drains a burst takes it from the shard it is in, not after
-//! probing its own empty shard on every pop. It is a hint and nothing more:
-//! a relaxed store and load, ordered by the notification's lock; every pop
-//! still visits every shard, and the worker's pushes still go to its own
-//! home, so neither the argument above nor any thread's FIFO order depends
-//! on it.
-//!
 //! LIFO wake-up means the workers at the bottom of the stack stay
 //! idle for long stretches and really reach their keep-alive, so surplus
 //! threads retire instead of all being kept half-busy.
@@ -112,17 +98,6 @@ fn elapsed_since(since: u64) -> Duration {
 pub(crate) struct Parker {
     notified: Mutex<bool>,
     cv: Condvar,
-    /// Where the waker's pops start (its tasks' shard), plus one; 0: none.
-    /// A hint only: written before the notification, read after it.
-    hint: std::sync::atomic::AtomicUsize,
-}
-
-impl Parker {
-    /// The shard its waker pointed this worker to, if any (see the module
-    /// docs, "Where a woken worker looks first").
-    pub(crate) fn hint(&self) -> Option<usize> {
-        self.hint.load(Relaxed).checked_sub(1)
-    }
 }
 
 /// How a wait on the idle stack ended.
@@ -229,8 +204,6 @@ impl Sleepers {
         };
         match parker {
             Some(p) => {
-                let hint = crate::queue::pop_start().map_or(0, |s| s + 1);
-                p.hint.store(hint, Relaxed);
                 *lock(&p.notified) = true;
                 p.cv.notify_one();
                 true
@@ -333,32 +306,5 @@ impl Sleepers {
         }
         *notified = false;
         true
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// A woken worker learns where its waker's pops start.
-    #[test]
-    fn a_wake_up_carries_the_wakers_shard() {
-        let sleepers = std::sync::Arc::new(Sleepers::default());
-        let me = Arc::new(Parker::default());
-        let parked = {
-            let (sleepers, me) = (sleepers.clone(), me.clone());
-            std::thread::spawn(move || sleepers.park(&me, None, || false))
-        };
-        std::thread::spawn(move || {
-            crate::queue::set_home(3);
-            // Until the worker is on the stack.
-            while !sleepers.wake_one() {
-                std::thread::yield_now();
-            }
-        })
-        .join()
-        .unwrap();
-        assert!(matches!(parked.join().unwrap(), Wake::Notified { .. }));
-        assert_eq!(me.hint(), Some(3));
     }
 }

@@ -194,13 +194,6 @@ impl Worker {
                 .set(matches!(woke, Wake::Notified { .. }) && idle_ns >= IDLE_PARK_NS);
             self.since_wake.set(0);
             hand_on = woke == Wake::Notified { last: true };
-            if matches!(woke, Wake::Notified { .. }) {
-                // Look first where the waker's tasks are (`pool::sleep`,
-                // "Where a woken worker looks first").
-                if let Some(shard) = self.parker.hint() {
-                    crate::queue::start_pops_at(shard);
-                }
-            }
             if woke == Wake::TimedOut && shared.expire_worker() {
                 self.retire(true);
                 return;

@@ -130,91 +130,43 @@ impl spill::Part<Task> for SegQueue<Task> {
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// This thread's home shard (modulo the number of shards): where its
-    /// pushes go. `usize::MAX` until it first needs one.
+    /// This thread's home shard (modulo the number of shards); `usize::MAX`
+    /// until it first needs one.
     static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// Where this thread's pops start, and how many it made: the start
-    /// shard (modulo `MAX_SHARDS`) in the low bits, `SEAT_SET` once it has
-    /// one, the pop count above (picks the fair turns). One thread-local
-    /// word, read and written once per pop.
-    static SEAT: Cell<usize> = const { Cell::new(0) };
+    /// This thread's pops from sharded queues (picks the fair turns).
+    static POPS: Cell<u32> = const { Cell::new(0) };
 }
 
-/// `SEAT`: the start shard is set.
-const SEAT_SET: usize = MAX_SHARDS;
-/// `SEAT`: one pop.
-const SEAT_POP: usize = 2 * MAX_SHARDS;
+/// One pop in this many (per thread) starts at another shard than home, in
+/// rotation: a thread whose home shard never empties still visits every
+/// other shard, so no task waits forever behind a busy shard (a pool shrunk
+/// to one worker, say, with one busy submitter).
+const FAIR_EVERY: u32 = 8;
 
-/// One pop in this many (per thread) starts at another shard than its
-/// start shard, in rotation: a thread whose start shard never empties still
-/// visits every other shard, so no task waits forever behind a busy shard
-/// (a pool shrunk to one worker, say, with one busy submitter).
-const FAIR_EVERY: usize = 8;
-
-/// Make shard `n` (modulo the number of shards) the calling thread's home,
-/// for its pushes and as the start of its pops: a pool gives its workers
-/// consecutive homes, so that two workers start popping at different heads.
+/// Make shard `n` (modulo the number of shards) the calling thread's home:
+/// a pool gives its workers consecutive homes, so that two workers start
+/// popping at different heads.
 pub(crate) fn set_home(n: usize) {
     HOME.with(|h| h.set(n % MAX_SHARDS));
-    start_pops_at(n);
-}
-
-/// Start the calling thread's pops at shard `n` (modulo the number of
-/// shards) from now on; its pushes still go to its home, so its own tasks
-/// stay in one FIFO. A worker woken by a submitter starts where that
-/// submitter's tasks are (`pool::sleep`, "Where a woken worker looks first").
-pub(crate) fn start_pops_at(n: usize) {
-    SEAT.with(|s| s.set((s.get() & !(SEAT_SET - 1)) | SEAT_SET | (n % MAX_SHARDS)));
-}
-
-/// Where the calling thread's pops start (modulo `MAX_SHARDS`): its home
-/// unless it was told otherwise; `None` if it has neither yet.
-pub(crate) fn pop_start() -> Option<usize> {
-    let seat = SEAT.with(Cell::get);
-    if seat & SEAT_SET != 0 {
-        return Some(seat & (SEAT_SET - 1));
-    }
-    let h = HOME.with(Cell::get);
-    (h != usize::MAX).then_some(h)
 }
 
 /// The calling thread's home shard among `shards` (threads that never got
 /// one are dealt homes round-robin).
 #[inline]
 fn home(shards: usize) -> usize {
-    debug_assert!(shards.is_power_of_two() && MAX_SHARDS.is_multiple_of(shards));
-    home_mod_max() & (shards - 1)
-}
-
-/// The calling thread's home modulo `MAX_SHARDS` (dealt on first use).
-/// Shard counts are powers of two dividing `MAX_SHARDS`: consecutive homes
-/// stay consecutive shards, and a mask does what `%` would without a
-/// division on every push and pop.
-#[inline]
-fn home_mod_max() -> usize {
-    HOME.with(|h| {
+    let h = HOME.with(|h| {
         let mut v = h.get();
         if v == usize::MAX {
             v = NEXT_HOME.fetch_add(1, Relaxed) % MAX_SHARDS;
             h.set(v);
         }
         v
-    })
-}
-
-/// This pop's start shard modulo `MAX_SHARDS` and the thread's pop count
-/// (this pop included), in one read and one write of `SEAT`.
-#[inline]
-fn take_seat() -> (usize, usize) {
-    SEAT.with(|s| {
-        let mut v = s.get();
-        if v & SEAT_SET == 0 {
-            v |= SEAT_SET | home_mod_max();
-        }
-        let v = v.wrapping_add(SEAT_POP);
-        s.set(v);
-        (v & (SEAT_SET - 1), v / SEAT_POP)
-    })
+    });
+    // Shard counts are powers of two dividing `MAX_SHARDS`: consecutive
+    // homes stay consecutive shards, and a mask does what `%` would without
+    // a division on every push and pop.
+    debug_assert!(shards.is_power_of_two() && MAX_SHARDS.is_multiple_of(shards));
+    h & (shards - 1)
 }
 
 impl LockFreeQueue {
@@ -285,16 +237,6 @@ impl Shard {
     }
 }
 
-impl LockFreeQueue {
-    /// Pop from `count` shards in turn from shard `first` (modulo their
-    /// number): the start shard was empty, or this is a fair turn.
-    #[inline(never)]
-    fn pop_from(&self, first: usize, count: usize) -> Option<Task> {
-        let n = self.shards.len();
-        (0..count).find_map(|i| self.shards[(first + i) & (n - 1)].pop())
-    }
-}
-
 impl TaskQueue for LockFreeQueue {
     #[inline]
     fn push(&self, task: Task) -> Result<(), Task> {
@@ -311,18 +253,16 @@ impl TaskQueue for LockFreeQueue {
         if n == 1 {
             return self.shards[0].pop();
         }
-        debug_assert!(n.is_power_of_two() && MAX_SHARDS.is_multiple_of(n));
-        let (start, pops) = take_seat();
-        if !pops.is_multiple_of(FAIR_EVERY) {
-            // The common case: the start shard has a task. Nothing else is
-            // touched on the way (`docs/design.md`, "Session 9c").
-            let shard = &self.shards[start & (n - 1)];
-            if let Some(task) = shard.pop() {
-                return Some(task);
-            }
-            return self.pop_from(start + 1, n - 1);
+        let pops = POPS.with(|p| {
+            let k = p.get().wrapping_add(1);
+            p.set(k);
+            k
+        });
+        let mut start = home(n);
+        if pops.is_multiple_of(FAIR_EVERY) {
+            start += (pops / FAIR_EVERY) as usize;
         }
-        self.pop_from(start + pops / FAIR_EVERY, n)
+        (0..n).find_map(|i| self.shards[(start + i) & (n - 1)].pop())
     }
 
     fn len(&self) -> usize {
@@ -518,47 +458,6 @@ mod tests {
         assert_eq!(popper.join().unwrap(), 4);
     }
 
-    /// A thread told to start its pops at another shard takes that shard's
-    /// task first and then its own, in order; its pushes still go home.
-    #[test]
-    fn pops_start_where_told_pushes_stay_home() {
-        let q = Arc::new(LockFreeQueue::with_shards(None, 2));
-        let ran = Arc::new(Mutex::new(Vec::new()));
-        let task = |i: usize| {
-            let ran = ran.clone();
-            Task::new(move || {
-                ran.lock().unwrap().push(i);
-                false
-            })
-        };
-        let other = {
-            let (q, t) = (q.clone(), task(99));
-            std::thread::spawn(move || {
-                set_home(1);
-                q.push(t).unwrap();
-            })
-        };
-        other.join().unwrap();
-        let (q2, tasks) = (q.clone(), (0..3).map(task).collect::<Vec<_>>());
-        std::thread::spawn(move || {
-            assert_eq!(pop_start(), None, "a new thread has no start yet");
-            set_home(0);
-            assert_eq!(pop_start(), Some(0));
-            start_pops_at(MAX_SHARDS + 1);
-            assert_eq!(pop_start(), Some(1), "modulo the shards");
-            for t in tasks {
-                q2.push(t).unwrap();
-            }
-            assert_eq!(q2.shards[0].len(), 3, "pushes go home");
-            while let Some(t) = q2.pop() {
-                t.run();
-            }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(*ran.lock().unwrap(), vec![99, 0, 1, 2]);
-    }
-
     /// A single popper whose home shard never runs dry still takes the
     /// other shards' tasks within a bounded number of pops.
     #[test]
@@ -579,7 +478,7 @@ mod tests {
         pusher.join().unwrap();
         let popper = std::thread::spawn(move || {
             set_home(0);
-            for i in 0..10 * FAIR_EVERY {
+            for i in 0..10 * FAIR_EVERY as usize {
                 // Home always has work: one more pushed for each popped.
                 let ran = ran.clone();
                 q.push(Task::new(move || {
@@ -593,7 +492,7 @@ mod tests {
             ran.iter().position(|&i| i == usize::MAX)
         });
         let at = popper.join().unwrap().expect("the other shard's task ran");
-        assert!(at < 2 * FAIR_EVERY, "ran only after {at} pops");
+        assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
     }
 
     /// Eight submitting threads (two per shard) and four poppers: every

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use crate::task::Task;
 
+pub(crate) use lock_free::set_home;
 pub use lock_free::LockFreeQueue;
-pub(crate) use lock_free::{pop_start, set_home, start_pops_at};
 use locked::{HybridQueue, MutexQueue, SpinQueue};
 
 /// A multi-producer multi-consumer queue of tasks, optionally bounded: FIFO
