@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{counter, mode, spin, Buffers, Counted, Notices};
+use common::{counter, lifecycle, mode, pass, refused, spin, Buffers, Counted, Notices};
 use tidepool::policy::PolicySpec;
 use tidepool_pipeline::{
     run_all, BoxError, Builder, Context, Flow, Order, Pipeline, SharedStage, Stage, Step,
@@ -575,55 +575,12 @@ fn a_self_sizing_stage_runs_under_a_tidepool_policy() {
 
 #[test]
 fn init_and_cleanup_run_once_per_stage_instance_on_its_thread() {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    struct S(&'static str, Arc<Mutex<Vec<(String, i32)>>>);
-    impl Stage<Counted> for S {
-        fn init(&mut self) -> R {
-            self.1.lock().unwrap().push((
-                format!("init {}", self.0),
-                tidepool_pipeline::sys::thread_id(),
-            ));
-            Ok(())
-        }
-        fn process(&mut self, _: &mut Counted, _: &Context) -> R {
-            Ok(())
-        }
-        fn cleanup(&mut self) -> R {
-            self.1.lock().unwrap().push((
-                format!("cleanup {}", self.0),
-                tidepool_pipeline::sys::thread_id(),
-            ));
-            Ok(())
-        }
-    }
-    Pipeline::builder("lifecycle")
-        .buffers(2, Buffers::default().maker())
-        .source("read", counter(10))
-        .stage("a", S("a", log.clone()))
-        .replicated("b", 2, {
-            let l = log.clone();
-            move || S("b", l.clone())
-        })
-        .build()
-        .unwrap()
-        .run()
-        .unwrap();
-    let log = log.lock().unwrap().clone();
+    let log = lifecycle(|b| b);
     let count = |s: &str| log.iter().filter(|e| e.0 == s).count();
     assert_eq!((count("init a"), count("cleanup a")), (1, 1));
     assert_eq!((count("init b"), count("cleanup b")), (2, 2));
     let tid = |s: &str| log.iter().find(|e| e.0 == s).unwrap().1;
     assert_eq!(tid("init a"), tid("cleanup a"));
-}
-
-/// A stage that does nothing.
-fn pass(_: &mut Counted, _: &Context) -> R {
-    Ok(())
-}
-
-/// What `build` refuses `builder` with.
-fn refused(builder: Builder<Counted>) -> String {
-    builder.build().err().expect("refused").to_string()
 }
 
 #[test]

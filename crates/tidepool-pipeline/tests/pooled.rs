@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{counter, spin, Buffers, Counted, Notices};
+use common::{counter, lifecycle, pass, refused, spin, Buffers, Counted, Notices};
 use tidepool::policy::PolicySpec;
 use tidepool_pipeline::{
     run_all, BoxError, Builder, Context, Flow, Order, Pipeline, PrioritySpec, SharedStage, Stage,
@@ -229,36 +229,8 @@ fn a_repeating_source_and_an_empty_end_reach_every_stage() {
 
 #[test]
 fn init_and_cleanup_run_once_per_stage_instance() {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    struct S(&'static str, Arc<Mutex<Vec<String>>>);
-    impl Stage<Counted> for S {
-        fn init(&mut self) -> R {
-            self.1.lock().unwrap().push(format!("init {}", self.0));
-            Ok(())
-        }
-        fn process(&mut self, _: &mut Counted, _: &Context) -> R {
-            Ok(())
-        }
-        fn cleanup(&mut self) -> R {
-            self.1.lock().unwrap().push(format!("cleanup {}", self.0));
-            Ok(())
-        }
-    }
-    Pipeline::builder("lifecycle")
-        .buffers(2, Buffers::default().maker())
-        .source("read", counter(10))
-        .stage("a", S("a", log.clone()))
-        .replicated("b", 2, {
-            let l = log.clone();
-            move || S("b", l.clone())
-        })
-        .pooled()
-        .build()
-        .unwrap()
-        .run()
-        .unwrap();
-    let log = log.lock().unwrap().clone();
-    let count = |s: &str| log.iter().filter(|e| *e == s).count();
+    let log = lifecycle(|b| b.pooled());
+    let count = |s: &str| log.iter().filter(|e| e.0 == s).count();
     assert_eq!((count("init a"), count("cleanup a")), (1, 1));
     assert_eq!((count("init b"), count("cleanup b")), (2, 2));
     assert_eq!(log.len(), 6);
@@ -288,14 +260,6 @@ fn blocking_stages_finish_on_any_worker_count() {
             .unwrap();
         assert_eq!(n.load(Ordering::SeqCst), 40);
     }
-}
-
-fn pass(_: &mut Counted, _: &Context) -> R {
-    Ok(())
-}
-
-fn refused(builder: Builder<Counted>) -> String {
-    builder.build().err().expect("refused").to_string()
 }
 
 fn base() -> Builder<Counted> {

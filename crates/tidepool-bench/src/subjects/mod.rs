@@ -15,6 +15,50 @@ use std::str::FromStr;
 use crate::scenario::{Idle, Scenario};
 use crate::subject::Visit;
 
+/// Build `$imp`'s subject (its own type, so `$body` is monomorphised per
+/// pool) with `$threads` workers, bind it to `$s` and evaluate `$body`.
+macro_rules! build {
+    ($imp:expr, $threads:expr, |$s:ident| $body:expr) => {
+        match $imp {
+            Impl::Tidepool
+            | Impl::TidepoolNoStats
+            | Impl::TidepoolStats
+            | Impl::TidepoolMutex
+            | Impl::TidepoolSpin
+            | Impl::TidepoolHybrid
+            | Impl::TidepoolLockFree
+            | Impl::TidepoolSlice => {
+                let $s = TidepoolSubject::new($imp, $threads);
+                $body
+            }
+            Impl::Threadpool => {
+                let $s = ThreadpoolSubject::new($threads);
+                $body
+            }
+            Impl::RustyPool => {
+                let $s = RustyPoolSubject::new($threads);
+                $body
+            }
+            Impl::Crossbeam => {
+                let $s = CrossbeamPool::new($threads);
+                $body
+            }
+            Impl::Rayon => {
+                let $s = RayonSubject::new($threads);
+                $body
+            }
+            Impl::TokioBlocking => {
+                let $s = TokioBlockingSubject::new($threads);
+                $body
+            }
+            Impl::Floor => {
+                let $s = FloorSubject::new();
+                $body
+            }
+        }
+    };
+}
+
 /// The floor's name in reports: a reference row, not a peer
 /// ([`Impl::Floor`]).
 pub const FLOOR: &str = "floor";
@@ -129,47 +173,15 @@ impl Impl {
     /// Build this implementation with `threads` workers, hand it to `v`, then
     /// drop (shut down) it.
     pub fn with<V: Visit>(self, threads: usize, v: V) -> V::Output {
-        match self {
-            Impl::Tidepool
-            | Impl::TidepoolNoStats
-            | Impl::TidepoolStats
-            | Impl::TidepoolMutex
-            | Impl::TidepoolSpin
-            | Impl::TidepoolHybrid
-            | Impl::TidepoolLockFree
-            | Impl::TidepoolSlice => v.visit(&TidepoolSubject::new(self, threads)),
-            Impl::Threadpool => v.visit(&ThreadpoolSubject::new(threads)),
-            Impl::RustyPool => v.visit(&RustyPoolSubject::new(threads)),
-            Impl::Crossbeam => v.visit(&CrossbeamPool::new(threads)),
-            Impl::Rayon => v.visit(&RayonSubject::new(threads)),
-            Impl::TokioBlocking => v.visit(&TokioBlockingSubject::new(threads)),
-            Impl::Floor => v.visit(&FloorSubject::new()),
-        }
+        build!(self, threads, |s| v.visit(&s))
     }
-}
 
-impl Impl {
     /// Build this implementation with `threads` workers for the idle
     /// scenarios, which keep every implementation alive at once
     /// ([`run_interleaved`](crate::scenario::run_interleaved)); dropping the
     /// box shuts it down.
     pub fn build_idle(self, threads: usize) -> Box<dyn Idle> {
-        match self {
-            Impl::Tidepool
-            | Impl::TidepoolNoStats
-            | Impl::TidepoolStats
-            | Impl::TidepoolMutex
-            | Impl::TidepoolSpin
-            | Impl::TidepoolHybrid
-            | Impl::TidepoolLockFree
-            | Impl::TidepoolSlice => Box::new(TidepoolSubject::new(self, threads)),
-            Impl::Threadpool => Box::new(ThreadpoolSubject::new(threads)),
-            Impl::RustyPool => Box::new(RustyPoolSubject::new(threads)),
-            Impl::Crossbeam => Box::new(CrossbeamPool::new(threads)),
-            Impl::Rayon => Box::new(RayonSubject::new(threads)),
-            Impl::TokioBlocking => Box::new(TokioBlockingSubject::new(threads)),
-            Impl::Floor => Box::new(FloorSubject::new()),
-        }
+        build!(self, threads, |s| Box::new(s))
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tidepool_pipeline::{BoxError, Builder, Context, Flow};
+use tidepool_pipeline::{BoxError, Builder, Context, Flow, Pipeline, Stage};
 
 /// A buffer that counts how many of its kind exist.
 pub struct Counted {
@@ -97,4 +97,57 @@ pub fn mode<B: Send + 'static>(b: Builder<B>, workers: Option<usize>) -> Builder
         Some(n) => b.pooled_threads(n),
         None => b,
     }
+}
+
+/// A stage that does nothing.
+pub fn pass(_: &mut Counted, _: &Context) -> Result<(), BoxError> {
+    Ok(())
+}
+
+/// What `build` refuses `builder` with.
+pub fn refused(builder: Builder<Counted>) -> String {
+    builder.build().err().expect("refused").to_string()
+}
+
+/// Logs each stage instance's `init` and `cleanup`, with the thread they ran on.
+struct Lifecycle(&'static str, Arc<Mutex<Vec<(String, i32)>>>);
+
+impl Lifecycle {
+    fn log(&self, what: &str) {
+        self.1.lock().unwrap().push((
+            format!("{what} {}", self.0),
+            tidepool_pipeline::sys::thread_id(),
+        ));
+    }
+}
+
+impl Stage<Counted> for Lifecycle {
+    fn init(&mut self) -> Result<(), BoxError> {
+        self.log("init");
+        Ok(())
+    }
+    fn process(&mut self, _: &mut Counted, _: &Context) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn cleanup(&mut self) -> Result<(), BoxError> {
+        self.log("cleanup");
+        Ok(())
+    }
+}
+
+/// Run read → a → b (2 replicas), 10 rounds, configured by `mode`; the
+/// stages' `init`/`cleanup` log: ("init a", thread id), ...
+pub fn lifecycle(mode: impl FnOnce(Builder<Counted>) -> Builder<Counted>) -> Vec<(String, i32)> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let b = Pipeline::builder("lifecycle")
+        .buffers(2, Buffers::default().maker())
+        .source("read", counter(10))
+        .stage("a", Lifecycle("a", log.clone()))
+        .replicated("b", 2, {
+            let l = log.clone();
+            move || Lifecycle("b", l.clone())
+        });
+    mode(b).build().unwrap().run().unwrap();
+    let log = log.lock().unwrap().clone();
+    log
 }
