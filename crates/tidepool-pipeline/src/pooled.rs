@@ -86,10 +86,7 @@
 //! are no more workers than cores, a worker first watches, without the
 //! lock, a counter that every finished task bumps (`epoch`), for at most
 //! [`SPIN`] once per park; if it moves, the worker takes the lock and looks
-//! again. A finishing worker bumps it only once it has let go of the lock
-//! (after its next pick), so that the spinner it stirs finds the lock free
-//! instead of queueing on it behind the pick; the counter has cache lines
-//! of its own, so that the spinner's reads do not slow the lock's holder. This is outside the protocol: a spinning worker is not parked,
+//! again. This is outside the protocol: a spinning worker is not parked,
 //! decides nothing from what it saw, and parks, if it does, only after
 //! looking again under the lock. It saves the park and wake-up when the
 //! other workers' tasks are about to make work runnable (a pipeline mapped
@@ -148,7 +145,6 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -264,11 +260,9 @@ struct Shared<B> {
     state: Mutex<State<B>>,
     cv: Condvar,
     start: Instant,
-    /// Bumped after every finished task, once the finishing worker has let
-    /// go of the lock: a spinning worker's hint to look again (read without
-    /// the lock; the lock decides). On lines of its own: the spinner reads
-    /// it in a loop, the lock's holders write the run's state.
-    epoch: crate::sync::Padded<std::sync::atomic::AtomicU64>,
+    /// Bumped after every finished task: a spinning worker's hint to look
+    /// again (read without the lock; the lock decides).
+    epoch: std::sync::atomic::AtomicU64,
     /// Spin before parking (no more workers than cores).
     spin: bool,
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
@@ -349,19 +343,13 @@ impl<B> State<B> {
     /// Take a runnable task, or `None` to park (see the module doc,
     /// "Blocking and computing workers"). `last` is the group whose task
     /// the caller just finished.
-    fn pick(
-        &mut self,
-        groups: &[GroupRt],
-        last: Option<usize>,
-        start: Instant,
-        spare: &mut Vec<Held<B>>,
-    ) -> Option<Task<B>> {
-        let a_spare = self.parked > self.notified;
+    fn pick(&mut self, groups: &[GroupRt], last: Option<usize>, start: Instant) -> Option<Task<B>> {
+        let spare = self.parked > self.notified;
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g]);
         let g = match last {
             // A spare worker can take the rest: keep to the same stage,
             // then to stages of the same kind (blocking or computing).
-            Some(l) if a_spare => {
+            Some(l) if spare => {
                 let kind = self.groups[l].blocks;
                 if runnable(self, l) {
                     l
@@ -382,9 +370,7 @@ impl<B> State<B> {
             .idle
             .pop()
             .expect("runnable: an idle instance");
-        // The caller's empty vector, kept from its last task (no allocation
-        // per task).
-        let mut batch = std::mem::take(spare);
+        let mut batch = Vec::with_capacity(rt.repeat);
         if g == 0 {
             let at = self.free.len() - rt.repeat;
             let depth = self.free.len() - rt.repeat;
@@ -449,15 +435,8 @@ impl<B> State<B> {
         }
     }
 
-    /// Finish a task: its buffers go on, its instance back to idle. Returns
-    /// the task's batch vector, empty, for the worker's next pick.
-    fn complete(
-        &mut self,
-        groups: &[GroupRt],
-        task: Task<B>,
-        done: Done,
-        width: usize,
-    ) -> Vec<Held<B>> {
+    /// Finish a task: its buffers go on, its instance back to idle.
+    fn complete(&mut self, groups: &[GroupRt], task: Task<B>, done: Done, width: usize) {
         let Task {
             group, inst, batch, ..
         } = task;
@@ -466,14 +445,13 @@ impl<B> State<B> {
             self.groups[group].blocks = inst.blocking.blocks();
         }
         self.groups[group].idle.push(inst);
-        let mut batch = batch;
         if let Some(e) = done.error {
             if self.error.is_none() {
                 self.error = Some(e);
             }
-            batch.clear(); // the batch's buffers are dropped
-            return batch;
+            return; // the batch's buffers are dropped with it
         }
+        let mut batch = batch;
         if group == 0 {
             // Unfilled buffers (the stream ended first) go back unused.
             self.free.extend(batch.drain(done.filled..).map(|h| h.buf));
@@ -483,10 +461,9 @@ impl<B> State<B> {
                 self.total = Some(self.next_round);
             }
         }
-        for h in batch.drain(..) {
+        for h in batch {
             self.convey(groups, group, h, width);
         }
-        batch
     }
 }
 
@@ -592,23 +569,12 @@ impl<B: Send + 'static> Shared<B> {
             on: self.classes,
             batch: false,
         };
-        let mut spare = Vec::new();
-        // A task finished and `epoch` is not bumped yet: it is, once this
-        // worker has let go of the lock, so that a spinner that sees it
-        // move finds the lock free.
-        let mut finished = false;
-        let bump = |finished: &mut bool| {
-            if std::mem::take(finished) {
-                self.epoch.0.fetch_add(1, Relaxed);
-            }
-        };
         loop {
             if s.over(&self.groups) {
-                bump(&mut finished);
                 break;
             }
             let prev = last.take();
-            if let Some(mut task) = s.pick(&self.groups, prev, self.start, &mut spare) {
+            if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
                 let computing = !s.groups[task.group].blocks;
                 let more = s.any_runnable(&self.groups);
                 let wake = more && s.parked > s.notified;
@@ -617,7 +583,6 @@ impl<B: Send + 'static> Shared<B> {
                 }
                 s.check(more);
                 drop(s);
-                bump(&mut finished);
                 if wake {
                     self.cv.notify_one();
                 }
@@ -625,8 +590,9 @@ impl<B: Send + 'static> Shared<B> {
                 let done = self.run_task(&mut task);
                 last = Some(task.group);
                 s = lock(&self.state);
-                spare = s.complete(&self.groups, task, done, self.width);
-                finished = true;
+                s.complete(&self.groups, task, done, self.width);
+                self.epoch
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 spun = false;
                 if s.over(&self.groups) && s.parked > 0 {
                     self.cv.notify_all();
@@ -637,16 +603,11 @@ impl<B: Send + 'static> Shared<B> {
             // finish soon: watch for a finished task a little first.
             if self.spin && !spun && !s.any_runnable(&self.groups) {
                 spun = true;
-                let mut seen = self.epoch.0.load(Relaxed);
+                let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
                 drop(s);
-                // This worker's own bump does not count as a finished task
-                // to look for; another's after `seen` does.
-                if std::mem::take(&mut finished) && self.epoch.0.fetch_add(1, Relaxed) == seen {
-                    seen += 1;
-                }
                 let t = Instant::now();
                 let mut n = 0u32;
-                while self.epoch.0.load(Relaxed) == seen {
+                while self.epoch.load(std::sync::atomic::Ordering::Relaxed) == seen {
                     std::hint::spin_loop();
                     n += 1;
                     if n.is_multiple_of(64) && t.elapsed() >= SPIN {
@@ -669,7 +630,6 @@ impl<B: Send + 'static> Shared<B> {
             // lock, then a new look).
             if class.on && !class.batch {
                 drop(s);
-                bump(&mut finished);
                 class.take(true);
                 s = lock(&self.state);
                 last = prev;
@@ -677,7 +637,6 @@ impl<B: Send + 'static> Shared<B> {
             }
             s.parked += 1;
             s.check(s.any_runnable(&self.groups));
-            bump(&mut finished);
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
@@ -913,7 +872,7 @@ pub(crate) fn run<B: Send + 'static>(
         }),
         cv: Condvar::new(),
         start,
-        epoch: crate::sync::Padded(std::sync::atomic::AtomicU64::new(0)),
+        epoch: std::sync::atomic::AtomicU64::new(0),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
