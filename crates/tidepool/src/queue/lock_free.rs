@@ -568,84 +568,6 @@ mod tests {
         assert_eq!(unique.len(), seats.len());
     }
 
-    /// The widening under load: a first submitter pushes while two workers
-    /// pop; midway a second submitter joins (its home the other shard). No
-    /// task is lost or run twice across the switch, and each worker runs
-    /// each submitter's tasks in order.
-    #[test]
-    fn widening_loses_no_task_and_keeps_order() {
-        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-        const PER: usize = RING_SLOTS + 2_000; // through ring and overflow
-        thread_local! {
-            static RAN: std::cell::RefCell<Vec<(usize, usize)>> = const {
-                std::cell::RefCell::new(Vec::new())
-            };
-        }
-        for _ in 0..20 {
-            let q = Arc::new(LockFreeQueue::with_shards(None, 2));
-            let seen: Arc<Vec<AtomicUsize>> =
-                Arc::new((0..2 * PER).map(|_| AtomicUsize::new(0)).collect());
-            let (done, halfway) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-            let threads: Vec<_> = (0..4)
-                .map(|t| {
-                    let (q, seen, done, halfway) =
-                        (q.clone(), seen.clone(), done.clone(), halfway.clone());
-                    std::thread::spawn(move || {
-                        if t < 2 {
-                            set_home(t);
-                            if t == 1 {
-                                while halfway.load(Relaxed) == 0 {
-                                    std::hint::spin_loop();
-                                }
-                            }
-                            for i in 0..PER {
-                                if t == 0 && i == PER / 2 {
-                                    halfway.store(1, Relaxed);
-                                }
-                                let seen = seen.clone();
-                                q.push(Task::new(move || {
-                                    seen[t * PER + i].fetch_add(1, Relaxed);
-                                    RAN.with(|r| r.borrow_mut().push((t, i)));
-                                    false
-                                }))
-                                .unwrap();
-                            }
-                            return true;
-                        }
-                        set_home(t);
-                        while done.load(Relaxed) < 2 * PER {
-                            match q.pop() {
-                                Some(task) => {
-                                    task.run();
-                                    done.fetch_add(1, Relaxed);
-                                }
-                                None => std::thread::yield_now(),
-                            }
-                        }
-                        let mut last = [None; 2];
-                        RAN.with(|r| {
-                            let r = std::mem::take(&mut *r.borrow_mut());
-                            r.iter().all(|&(s, i)| {
-                                let ok = last[s].is_none_or(|l| l < i);
-                                last[s] = Some(i);
-                                ok
-                            })
-                        })
-                    })
-                })
-                .collect();
-            for t in threads {
-                assert!(t.join().unwrap(), "a submitter's tasks ran out of order");
-            }
-            assert_eq!(q.width.narrow(), None, "the second submitter widened it");
-            assert!(
-                seen.iter().all(|s| s.load(Relaxed) == 1),
-                "each task exactly once"
-            );
-            assert!(q.is_empty() && q.len() == 0);
-        }
-    }
-
     /// A single popper whose home shard never runs dry still takes the
     /// other shards' tasks within a bounded number of pops.
     #[test]
@@ -683,33 +605,38 @@ mod tests {
         assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
     }
 
-    /// Eight submitting threads (two per shard) and four poppers: every
-    /// task runs exactly once, and each popper runs each submitter's tasks
-    /// in the order they were submitted.
-    #[test]
-    fn sharded_every_task_once_each_submitters_in_order() {
+    /// `submitters` threads push `per` tasks each while `poppers` threads
+    /// pop them (`before(t, i)` runs on submitter `t` before its push `i`):
+    /// every task runs exactly once, and each popper runs each submitter's
+    /// tasks in the order they were submitted.
+    fn every_task_once_in_order(
+        q: &Arc<LockFreeQueue>,
+        submitters: usize,
+        per: usize,
+        poppers: usize,
+        before: impl Fn(usize, usize) + Send + Sync + 'static,
+    ) {
         use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-        const SUBMITTERS: usize = 8;
-        const PER: usize = RING_SLOTS + 3_000; // through ring and overflow
         thread_local! {
             /// (submitter, index) of the tasks this thread ran, in order.
             static RAN: std::cell::RefCell<Vec<(usize, usize)>> = const {
                 std::cell::RefCell::new(Vec::new())
             };
         }
-        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
         let seen: Arc<Vec<AtomicUsize>> =
-            Arc::new((0..SUBMITTERS * PER).map(|_| AtomicUsize::new(0)).collect());
-        let done = Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = (0..SUBMITTERS + 4)
+            Arc::new((0..submitters * per).map(|_| AtomicUsize::new(0)).collect());
+        let (done, before) = (Arc::new(AtomicUsize::new(0)), Arc::new(before));
+        let threads: Vec<_> = (0..submitters + poppers)
             .map(|t| {
-                let (q, seen, done) = (q.clone(), seen.clone(), done.clone());
+                let (q, seen, done, before) =
+                    (q.clone(), seen.clone(), done.clone(), before.clone());
                 std::thread::spawn(move || {
-                    if t < SUBMITTERS {
-                        for i in 0..PER {
+                    if t < submitters {
+                        for i in 0..per {
+                            before(t, i);
                             let seen = seen.clone();
                             q.push(Task::new(move || {
-                                seen[t * PER + i].fetch_add(1, Relaxed);
+                                seen[t * per + i].fetch_add(1, Relaxed);
                                 RAN.with(|r| r.borrow_mut().push((t, i)));
                                 false
                             }))
@@ -717,7 +644,7 @@ mod tests {
                         }
                         return true;
                     }
-                    while done.load(Relaxed) < SUBMITTERS * PER {
+                    while done.load(Relaxed) < submitters * per {
                         match q.pop() {
                             Some(task) => {
                                 task.run();
@@ -726,7 +653,7 @@ mod tests {
                             None => std::thread::yield_now(),
                         }
                     }
-                    let mut last = [None; SUBMITTERS];
+                    let mut last = vec![None; submitters];
                     RAN.with(|r| {
                         r.borrow().iter().all(|&(s, i)| {
                             let ok = last[s].is_none_or(|l| l < i);
@@ -745,5 +672,38 @@ mod tests {
             "each task exactly once"
         );
         assert!(q.is_empty() && q.len() == 0);
+    }
+
+    /// Eight submitting threads (two per shard) and four poppers, through
+    /// ring and overflow.
+    #[test]
+    fn sharded_every_task_once_each_submitters_in_order() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
+        every_task_once_in_order(&q, 8, RING_SLOTS + 3_000, 4, |_, _| {});
+    }
+
+    /// The widening under load: a first submitter (home 0) pushes while two
+    /// workers pop; halfway through, a second submitter (home 1) joins and
+    /// widens the queue. No task is lost or run twice across the switch, and
+    /// each submitter's tasks run in order.
+    #[test]
+    fn widening_loses_no_task_and_keeps_order() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        const PER: usize = RING_SLOTS + 2_000; // through ring and overflow
+        for _ in 0..20 {
+            let q = Arc::new(LockFreeQueue::with_shards(None, 2));
+            let halfway = Arc::new(AtomicBool::new(false));
+            every_task_once_in_order(&q, 2, PER, 2, move |t, i| match (t, i) {
+                (_, 0) => {
+                    set_home(t);
+                    while t == 1 && !halfway.load(Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }
+                (0, i) if i == PER / 2 => halfway.store(true, Relaxed),
+                _ => {}
+            });
+            assert_eq!(q.width.narrow(), None, "the second submitter widened it");
+        }
     }
 }
