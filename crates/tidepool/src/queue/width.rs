@@ -20,7 +20,7 @@
 //! or wide, so its tasks stay in one FIFO whatever the width (the first
 //! submitter's before and after the widening included). The width only
 //! decides where a pop *starts*, and whether it pays for the sharded start:
-//! - `owner` (on its own line, written at most twice in a queue's life)
+//! - `owner` (on its own line, changes at most twice in a queue's life)
 //!   holds 0 until the first push, then that pusher's *seat* (a per-thread
 //!   word that is unique to the thread and carries its home shard in its low
 //!   bits), then [`WIDE`] from the first push by a thread with another seat.
