@@ -549,3 +549,77 @@ fn loom_spill_flag_keeps_fifo() {
         assert_eq!(taken, [0, 1, 2]);
     });
 }
+
+/// Lazy striping (`queue::width`): a queue claimed by one submitter (its
+/// tasks in its home shard, 0) while a second submitter pushes to its own
+/// home shard (1) and so widens it, racing a worker that pops and parks at
+/// the old width. A narrow pop goes on to every shard and the worker's
+/// re-check asks every shard, so the worker gets both tasks whatever the
+/// interleaving. (Checked by hand: with a narrow pop and re-check that look
+/// at the narrow shard only and a second push that does not widen, loom
+/// reports the worker deadlocked. With the same narrow-only pop and re-check
+/// and a push that does widen, it passes: the sleep protocol's fences make
+/// the re-check read the new width. The real pop does not rely on that.)
+#[test]
+fn loom_widening_strands_no_task() {
+    use crate::queue::width::Width;
+    use loom::sync::Mutex;
+    use std::collections::VecDeque;
+
+    struct Queue {
+        width: Width,
+        shards: [Mutex<VecDeque<u32>>; 2],
+    }
+    impl Queue {
+        fn push(&self, seat: usize, t: u32) {
+            self.width.note_push(seat);
+            self.shards[seat & 1].lock().unwrap().push_back(t);
+        }
+        /// `LockFreeQueue::pop`'s shape: narrow, the owner's shard then
+        /// the rest; wide, home (0 here) first, then the other.
+        fn pop(&self) -> Option<u32> {
+            let first = self.width.narrow().map_or(0, |owner| owner & 1);
+            (0..2).find_map(|i| self.shards[(first + i) & 1].lock().unwrap().pop_front())
+        }
+        fn has_work(&self) -> bool {
+            self.shards.iter().any(|s| !s.lock().unwrap().is_empty())
+        }
+    }
+    // Seats: a thread id above the two home bits.
+    const OWNER: usize = 1 << 2;
+    const SECOND: usize = (2 << 2) | 1;
+
+    model(move || {
+        let sleepers = Arc::new(Sleepers::default());
+        let q = Arc::new(Queue {
+            width: Width::default(),
+            shards: [Mutex::new(VecDeque::new()), Mutex::new(VecDeque::new())],
+        });
+        q.push(OWNER, 0);
+        let worker = {
+            let (sleepers, q) = (sleepers.clone(), q.clone());
+            thread::spawn(move || {
+                let me = Arc::new(Parker::default());
+                let mut got = Vec::new();
+                while got.len() < 2 {
+                    match q.pop() {
+                        Some(t) => got.push(t),
+                        None => {
+                            sleepers.park(&me, None, || q.has_work());
+                        }
+                    }
+                }
+                got
+            })
+        };
+        let second = {
+            let q = q.clone();
+            submitter(&sleepers, move || q.push(SECOND, 1))
+        };
+        second.join().unwrap();
+        let mut got = worker.join().unwrap();
+        got.sort_unstable();
+        assert_eq!(got, [0, 1]);
+        assert_eq!(q.width.narrow(), None, "the second push widened it");
+    });
+}

@@ -23,7 +23,10 @@
 //! shard): the re-check in step 2 must then read *every* shard, as
 //! `is_empty` does — a worker that looked only at its own shard would miss
 //! a task pushed elsewhere (the loom model `loom_sharded_queue_loses_no_wakeup`
-//! deadlocks then).
+//! deadlocks then). It still does while the queue is narrow (one submitter
+//! so far, `queue::width`): a re-check that read the old width while a
+//! second submitter's push widened the queue sees that push's shard too
+//! (`loom_widening_strands_no_task`).
 //!
 //! A submitter skips the wake-up while a worker is *searching* (spinning for
 //! work): the spinner will take the task. A spinner that instead leaves for

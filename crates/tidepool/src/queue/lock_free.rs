@@ -23,6 +23,7 @@ use crossbeam_utils::CachePadded;
 
 use super::seg::SegQueue;
 use super::spill;
+use super::width::Width;
 
 use super::TaskQueue;
 use crate::task::Task;
@@ -46,11 +47,17 @@ pub const MAX_SHARDS: usize = 4;
 /// a fifth of every pop with eight submitters: `docs/design.md`, "Fourth
 /// round"). Each submitting thread's tasks stay in FIFO order; tasks of
 /// different threads may run in any order, as they could anyway (their
-/// submits race). Bounded, it is one ring: the capacity and the
-/// back-pressure protocol (`pool::room`) are about one queue.
+/// submits race). Until a second thread submits, the queue is *narrow*:
+/// pops start at the one submitter's shard and skip the sharded pop's
+/// bookkeeping ([`width`](super::width)). Bounded, it is one ring: the
+/// capacity and the back-pressure protocol (`pool::room`) are about one
+/// queue.
 #[derive(Debug)]
 pub struct LockFreeQueue {
     shards: Box<[CachePadded<Shard>]>,
+    /// Unbounded with several shards: whether a second thread has submitted
+    /// yet; until then pops take the short path ([`width`](super::width)).
+    width: Width,
 }
 
 /// One FIFO: a preallocated ring that, when unbounded, spills into a list.
@@ -126,16 +133,21 @@ impl spill::Part<Task> for SegQueue<Task> {
     }
 }
 
-/// The next home shard handed to a thread that has none yet.
-static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
+/// The next thread id (see `HOME`).
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 thread_local! {
-    /// This thread's home shard (modulo the number of shards); `usize::MAX`
-    /// until it first needs one.
-    static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's *seat*: a thread id, unique for the process, above
+    /// `SEAT_SHIFT`, and its home shard (modulo `MAX_SHARDS`) below; 0 until
+    /// it first needs one. Its pushes go to its home shard; the id tells the
+    /// queue's first submitter from any other ([`width`](super::width)).
+    static HOME: Cell<usize> = const { Cell::new(0) };
     /// This thread's pops from sharded queues (picks the fair turns).
     static POPS: Cell<u32> = const { Cell::new(0) };
 }
+
+/// Bits of a seat below its thread id: its home shard.
+const SEAT_SHIFT: u32 = MAX_SHARDS.trailing_zeros();
 
 /// One pop in this many (per thread) starts at another shard than home, in
 /// rotation: a thread whose home shard never empties still visits every
@@ -147,26 +159,38 @@ const FAIR_EVERY: u32 = 8;
 /// a pool gives its workers consecutive homes, so that two workers start
 /// popping at different heads.
 pub(crate) fn set_home(n: usize) {
-    HOME.with(|h| h.set(n % MAX_SHARDS));
+    let id = seat() >> SEAT_SHIFT;
+    HOME.with(|h| h.set((id << SEAT_SHIFT) | (n % MAX_SHARDS)));
 }
 
-/// The calling thread's home shard among `shards` (threads that never got
-/// one are dealt homes round-robin).
+/// The calling thread's seat (threads that never got one get the next id,
+/// and homes dealt round-robin by it).
 #[inline]
-fn home(shards: usize) -> usize {
-    let h = HOME.with(|h| {
+fn seat() -> usize {
+    HOME.with(|h| {
         let mut v = h.get();
-        if v == usize::MAX {
-            v = NEXT_HOME.fetch_add(1, Relaxed) % MAX_SHARDS;
+        if v == 0 {
+            let id = NEXT_ID.fetch_add(1, Relaxed);
+            v = (id << SEAT_SHIFT) | (id % MAX_SHARDS);
             h.set(v);
         }
         v
-    });
-    // Shard counts are powers of two dividing `MAX_SHARDS`: consecutive
-    // homes stay consecutive shards, and a mask does what `%` would without
-    // a division on every push and pop.
+    })
+}
+
+/// A seat's home shard among `shards`. Shard counts are powers of two
+/// dividing `MAX_SHARDS`: consecutive homes stay consecutive shards, and a
+/// mask does what `%` would without a division on every push and pop.
+#[inline]
+fn shard_of(seat: usize, shards: usize) -> usize {
     debug_assert!(shards.is_power_of_two() && MAX_SHARDS.is_multiple_of(shards));
-    h & (shards - 1)
+    seat & (shards - 1)
+}
+
+/// The calling thread's home shard among `shards`.
+#[inline]
+fn home(shards: usize) -> usize {
+    shard_of(seat(), shards)
 }
 
 impl LockFreeQueue {
@@ -201,6 +225,7 @@ impl LockFreeQueue {
         };
         LockFreeQueue {
             shards: shards.into_boxed_slice(),
+            width: Width::default(),
         }
     }
 }
@@ -237,6 +262,15 @@ impl Shard {
     }
 }
 
+impl LockFreeQueue {
+    /// Pop from every shard but `first`, in turn after it: the narrow pop
+    /// found its first shard empty (`width`: no pop ever skips a shard).
+    #[inline(never)]
+    fn pop_rest(&self, first: usize, n: usize) -> Option<Task> {
+        (1..n).find_map(|i| self.shards[(first + i) & (n - 1)].pop())
+    }
+}
+
 impl TaskQueue for LockFreeQueue {
     #[inline]
     fn push(&self, task: Task) -> Result<(), Task> {
@@ -244,7 +278,9 @@ impl TaskQueue for LockFreeQueue {
         if n == 1 {
             return self.shards[0].push(task);
         }
-        self.shards[home(n)].push(task)
+        let seat = seat();
+        self.width.note_push(seat);
+        self.shards[shard_of(seat, n)].push(task)
     }
 
     #[inline]
@@ -252,6 +288,16 @@ impl TaskQueue for LockFreeQueue {
         let n = self.shards.len();
         if n == 1 {
             return self.shards[0].pop();
+        }
+        if let Some(owner) = self.width.narrow() {
+            // One submitter so far: its home shard is the only one with
+            // tasks (but for a push racing the widening, which the rest
+            // finds). No thread-local, no rotation.
+            let first = shard_of(owner, n);
+            if let Some(task) = self.shards[first].pop() {
+                return Some(task);
+            }
+            return self.pop_rest(first, n);
         }
         let pops = POPS.with(|p| {
             let k = p.get().wrapping_add(1);
@@ -458,6 +504,70 @@ mod tests {
         assert_eq!(popper.join().unwrap(), 4);
     }
 
+    /// One submitting thread keeps the queue narrow, however many threads
+    /// pop; the first push by another thread widens it for good, and the
+    /// first submitter's tasks stay in its home shard before and after.
+    #[test]
+    fn narrow_until_a_second_submitter() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 2));
+        assert_eq!(q.width.narrow(), Some(0), "no push yet");
+        let first = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                set_home(1);
+                for _ in 0..3 {
+                    q.push(Task::new(|| false)).unwrap();
+                }
+                seat()
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(q.width.narrow(), Some(first), "claimed by its first pusher");
+        assert_eq!(q.shards[1].len(), 3, "in the pusher's home shard");
+        for _ in 0..2 {
+            let q = q.clone();
+            std::thread::spawn(move || q.pop().unwrap().run())
+                .join()
+                .unwrap();
+        }
+        assert_eq!(q.width.narrow(), Some(first), "pops do not widen");
+        let q2 = q.clone();
+        std::thread::spawn(move || {
+            set_home(1);
+            q2.push(Task::new(|| false)).unwrap();
+        })
+        .join()
+        .unwrap();
+        assert_eq!(q.width.narrow(), None, "a second submitter widened it");
+        assert_eq!(q.shards[1].len(), 2, "same home, same shard");
+        while let Some(t) = q.pop() {
+            t.run();
+        }
+        assert!(q.is_empty());
+    }
+
+    /// Seats are unique per thread, even for threads with the same home, so
+    /// a thread that starts after the owner has gone is a second submitter.
+    #[test]
+    fn seats_are_unique_per_thread() {
+        let seats: Vec<usize> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    set_home(0);
+                    seat()
+                })
+                .join()
+                .unwrap()
+            })
+            .collect();
+        assert!(seats.iter().all(|&s| s != 0 && s & (MAX_SHARDS - 1) == 0));
+        let mut unique = seats.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), seats.len());
+    }
+
     /// A single popper whose home shard never runs dry still takes the
     /// other shards' tasks within a bounded number of pops.
     #[test]
@@ -495,33 +605,38 @@ mod tests {
         assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
     }
 
-    /// Eight submitting threads (two per shard) and four poppers: every
-    /// task runs exactly once, and each popper runs each submitter's tasks
-    /// in the order they were submitted.
-    #[test]
-    fn sharded_every_task_once_each_submitters_in_order() {
+    /// `submitters` threads push `per` tasks each while `poppers` threads
+    /// pop them (`before(t, i)` runs on submitter `t` before its push `i`):
+    /// every task runs exactly once, and each popper runs each submitter's
+    /// tasks in the order they were submitted.
+    fn every_task_once_in_order(
+        q: &Arc<LockFreeQueue>,
+        submitters: usize,
+        per: usize,
+        poppers: usize,
+        before: impl Fn(usize, usize) + Send + Sync + 'static,
+    ) {
         use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-        const SUBMITTERS: usize = 8;
-        const PER: usize = RING_SLOTS + 3_000; // through ring and overflow
         thread_local! {
             /// (submitter, index) of the tasks this thread ran, in order.
             static RAN: std::cell::RefCell<Vec<(usize, usize)>> = const {
                 std::cell::RefCell::new(Vec::new())
             };
         }
-        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
         let seen: Arc<Vec<AtomicUsize>> =
-            Arc::new((0..SUBMITTERS * PER).map(|_| AtomicUsize::new(0)).collect());
-        let done = Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = (0..SUBMITTERS + 4)
+            Arc::new((0..submitters * per).map(|_| AtomicUsize::new(0)).collect());
+        let (done, before) = (Arc::new(AtomicUsize::new(0)), Arc::new(before));
+        let threads: Vec<_> = (0..submitters + poppers)
             .map(|t| {
-                let (q, seen, done) = (q.clone(), seen.clone(), done.clone());
+                let (q, seen, done, before) =
+                    (q.clone(), seen.clone(), done.clone(), before.clone());
                 std::thread::spawn(move || {
-                    if t < SUBMITTERS {
-                        for i in 0..PER {
+                    if t < submitters {
+                        for i in 0..per {
+                            before(t, i);
                             let seen = seen.clone();
                             q.push(Task::new(move || {
-                                seen[t * PER + i].fetch_add(1, Relaxed);
+                                seen[t * per + i].fetch_add(1, Relaxed);
                                 RAN.with(|r| r.borrow_mut().push((t, i)));
                                 false
                             }))
@@ -529,7 +644,7 @@ mod tests {
                         }
                         return true;
                     }
-                    while done.load(Relaxed) < SUBMITTERS * PER {
+                    while done.load(Relaxed) < submitters * per {
                         match q.pop() {
                             Some(task) => {
                                 task.run();
@@ -538,7 +653,7 @@ mod tests {
                             None => std::thread::yield_now(),
                         }
                     }
-                    let mut last = [None; SUBMITTERS];
+                    let mut last = vec![None; submitters];
                     RAN.with(|r| {
                         r.borrow().iter().all(|&(s, i)| {
                             let ok = last[s].is_none_or(|l| l < i);
@@ -557,5 +672,38 @@ mod tests {
             "each task exactly once"
         );
         assert!(q.is_empty() && q.len() == 0);
+    }
+
+    /// Eight submitting threads (two per shard) and four poppers, through
+    /// ring and overflow.
+    #[test]
+    fn sharded_every_task_once_each_submitters_in_order() {
+        let q = Arc::new(LockFreeQueue::with_shards(None, 4));
+        every_task_once_in_order(&q, 8, RING_SLOTS + 3_000, 4, |_, _| {});
+    }
+
+    /// The widening under load: a first submitter (home 0) pushes while two
+    /// workers pop; halfway through, a second submitter (home 1) joins and
+    /// widens the queue. No task is lost or run twice across the switch, and
+    /// each submitter's tasks run in order.
+    #[test]
+    fn widening_loses_no_task_and_keeps_order() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        const PER: usize = RING_SLOTS + 2_000; // through ring and overflow
+        for _ in 0..20 {
+            let q = Arc::new(LockFreeQueue::with_shards(None, 2));
+            let halfway = Arc::new(AtomicBool::new(false));
+            every_task_once_in_order(&q, 2, PER, 2, move |t, i| match (t, i) {
+                (_, 0) => {
+                    set_home(t);
+                    while t == 1 && !halfway.load(Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }
+                (0, i) if i == PER / 2 => halfway.store(true, Relaxed),
+                _ => {}
+            });
+            assert_eq!(q.width.narrow(), None, "the second submitter widened it");
+        }
     }
 }

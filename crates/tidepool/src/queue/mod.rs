@@ -10,6 +10,7 @@ mod locked;
 mod seg;
 pub(crate) mod spill;
 mod spin_lock;
+pub(crate) mod width;
 
 use std::fmt;
 use std::str::FromStr;
