@@ -94,36 +94,6 @@
 //! worker of the same run (there are no more workers than cores). Not under
 //! `loom` (whose model is the protocol).
 //!
-//! **A watch for a blocking task's output.** A pipeline whose limiting
-//! stage blocks (a read) pays, per item, the wake-up of the worker that
-//! computes on what it read: a `futex` wake issued by the reader between
-//! two reads (measured: `docs/notebook/pipelines.md`, session 10b). So a
-//! worker about to park while a blocking group's task is running, whose
-//! output goes to a computing group, may *watch* that task instead: at
-//! most one worker watches (`watching`), and a worker watches a given task
-//! once. The watcher parks with a timeout that ends [`WATCH_LEAD`] before
-//! the task's predicted end (the group's task durations, a moving
-//! average); while so parked it is an ordinary parked worker (a wake-up
-//! may take it, and it then looks again as any woken worker). When the
-//! timeout ends, and the task is still running and nothing is runnable, it
-//! *spins* (`spinning`): it watches `epoch` without the lock until a task
-//! finishes, looks again under the lock, and goes on spinning while the
-//! watched task still runs and nothing is runnable, until [`WATCH_TAIL`]
-//! after the predicted end. A spinner always looks under the lock before
-//! it stops spinning, so while it spins a worker that makes work runnable
-//! need not wake anyone: the wake-up rule above becomes *runnable, a
-//! worker parked, no wake-up on its way and no spinner*, and the invariant
-//! *if something is runnable and a worker is parked, a wake-up is on its
-//! way or a spinner will look*. After the spin the watcher looks again as a
-//! woken worker does (it has no kind, and wakes one more if more is
-//! runnable). A watcher waits in `SCHED_OTHER` (below): in `SCHED_BATCH`
-//! its timer's wake-up waited for a busy CPU and came after the task's end
-//! in most items; it spins in `SCHED_BATCH` again, so that the watched
-//! task's end preempts it if they share a CPU. The spin costs CPU (up to `WATCH_LEAD + WATCH_TAIL` per
-//! watched task), only in pipelines with a blocking stage feeding a
-//! computing one. Under `loom`, whose timed wait never times out, a watch is
-//! its spin, one yield long.
-//!
 //! **Scheduling classes.** A wake-up must not cost the worker that issues
 //! it. On Linux a woken thread may preempt its waker when the kernel puts
 //! it on the waker's CPU (EEVDF's wake-up preemption), and on a loaded
@@ -244,14 +214,6 @@ struct GroupState<B> {
     depth: DepthSeries,
     /// Its user code blocks (the latest sample of an instance's).
     blocks: bool,
-    /// Tasks of this group running now, and when the latest one started
-    /// (kept for blocking groups only: a watch's target).
-    running: usize,
-    started: Option<Instant>,
-    /// Tasks of this group picked so far (a watch's target's identity).
-    tasks: u64,
-    /// A blocking group's task duration, a moving average (1/8 weight).
-    est: Option<Duration>,
 }
 
 /// Everything the lock guards.
@@ -266,12 +228,6 @@ struct State<B> {
     parked: usize,
     /// Wake-ups issued and not yet taken by a returning worker.
     notified: usize,
-    /// A worker watches for a blocking task's output (module doc, "A
-    /// watch"): at most one at a time.
-    watching: bool,
-    /// The watcher is spinning: it looks under the lock before it stops,
-    /// so that no worker needs waking for what becomes runnable meanwhile.
-    spinning: bool,
     /// The workers' time parked, summed.
     idle: Duration,
     /// The workers' CPU time, summed (`None` if the OS does not tell).
@@ -285,8 +241,6 @@ struct Task<B> {
     batch: Vec<Held<B>>,
     /// Group 0: the first round it fills.
     round: u64,
-    /// When it was picked (blocking groups only).
-    started: Option<Instant>,
 }
 
 /// What a finished task reports.
@@ -352,12 +306,6 @@ impl Class {
 /// How long a worker with nothing runnable watches `epoch` before it parks.
 const SPIN: Duration = Duration::from_micros(30);
 
-/// A watcher's timed wait ends this long before the watched task's
-/// predicted end (the kernel may end such a wait up to 50 µs late: the
-/// default timer slack of a thread), and its spin this long after it.
-const WATCH_LEAD: Duration = Duration::from_micros(150);
-const WATCH_TAIL: Duration = Duration::from_micros(50);
-
 impl<B> State<B> {
     fn over(&self, groups: &[GroupRt]) -> bool {
         self.error.is_some() || self.total == Some(self.groups[groups.len() - 1].items)
@@ -379,41 +327,13 @@ impl<B> State<B> {
     /// lets go of the lock: if something is `runnable` and a worker is
     /// parked, a wake-up is on its way. Always on under `loom`.
     fn check(&self, runnable: bool) {
-        let broken = runnable && self.parked > 0 && self.notified == 0 && !self.spinning;
+        let broken = runnable && self.parked > 0 && self.notified == 0;
         if cfg!(any(loom, debug_assertions)) {
             assert!(
                 !broken,
                 "runnable work and a parked worker with no wake-up on its way"
             );
         }
-    }
-
-    /// A watch for a worker about to park (module doc, "A watch"): a
-    /// blocking group with a task running whose output goes to a computing
-    /// group, and the task's predicted end (started + `est`). `None` if a
-    /// worker watches already, or this worker watched this task before.
-    fn watch(
-        &self,
-        groups: &[GroupRt],
-        watched: Option<(usize, u64)>,
-    ) -> Option<(usize, u64, Instant)> {
-        if self.watching {
-            return None;
-        }
-        (0..groups.len().saturating_sub(1))
-            .filter_map(|g| {
-                let s = &self.groups[g];
-                let target = (g, s.tasks);
-                if !s.blocks
-                    || s.running == 0
-                    || self.groups[g + 1].blocks
-                    || watched == Some(target)
-                {
-                    return None;
-                }
-                Some((g, s.tasks, s.started? + s.est?))
-            })
-            .min_by_key(|w| w.2)
     }
 
     fn any_runnable(&self, groups: &[GroupRt]) -> bool {
@@ -450,13 +370,6 @@ impl<B> State<B> {
             .idle
             .pop()
             .expect("runnable: an idle instance");
-        let started = self.groups[g].blocks.then(Instant::now);
-        let gs = &mut self.groups[g];
-        gs.tasks += 1;
-        if started.is_some() {
-            gs.running += 1;
-            gs.started = started;
-        }
         let mut batch = Vec::with_capacity(rt.repeat);
         if g == 0 {
             let at = self.free.len() - rt.repeat;
@@ -492,7 +405,6 @@ impl<B> State<B> {
             inst,
             batch,
             round: self.next_round,
-            started,
         })
     }
 
@@ -526,21 +438,8 @@ impl<B> State<B> {
     /// Finish a task: its buffers go on, its instance back to idle.
     fn complete(&mut self, groups: &[GroupRt], task: Task<B>, done: Done, width: usize) {
         let Task {
-            group,
-            inst,
-            batch,
-            started,
-            ..
+            group, inst, batch, ..
         } = task;
-        if let Some(t) = started {
-            let gs = &mut self.groups[group];
-            gs.running -= 1;
-            let d = t.elapsed();
-            gs.est = Some(match gs.est {
-                Some(e) => (e * 7 + d) / 8,
-                None => d,
-            });
-        }
         // Under `loom` the kinds stay as set at the start (below).
         if !cfg!(loom) {
             self.groups[group].blocks = inst.blocking.blocks();
@@ -666,7 +565,6 @@ impl<B: Send + 'static> Shared<B> {
         let mut s = lock(&self.state);
         let mut last = None;
         let mut spun = false;
-        let mut watched = None;
         let mut class = Class {
             on: self.classes,
             batch: false,
@@ -679,7 +577,7 @@ impl<B: Send + 'static> Shared<B> {
             if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
                 let computing = !s.groups[task.group].blocks;
                 let more = s.any_runnable(&self.groups);
-                let wake = more && s.parked > s.notified && !s.spinning;
+                let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
                 }
@@ -722,89 +620,19 @@ impl<B: Send + 'static> Shared<B> {
             }
             // Nothing runnable for this worker: what is runnable (of the
             // other kind) goes to a spare worker, woken here.
-            let wake = s.any_runnable(&self.groups) && s.parked > s.notified && !s.spinning;
+            let wake = s.any_runnable(&self.groups) && s.parked > s.notified;
             if wake {
                 s.notified += 1;
                 self.cv.notify_one();
             }
             // A parked worker waits in SCHED_BATCH: its wake-up will not
-            // preempt the worker that issues it; a watcher in SCHED_OTHER,
-            // so that its timer's wake-up is not left waiting for a CPU
-            // (the syscall outside the lock, then a new look).
-            let watch = s.watch(&self.groups, watched);
-            if class.on && class.batch != watch.is_none() {
+            // preempt the worker that issues it (the syscall outside the
+            // lock, then a new look).
+            if class.on && !class.batch {
                 drop(s);
-                class.take(watch.is_none());
+                class.take(true);
                 s = lock(&self.state);
                 last = prev;
-                continue;
-            }
-            // A watch (module doc): parked until shortly before the watched
-            // task's predicted end (a wake-up may come first), then
-            // spinning until a task finishes or shortly after that end.
-            if let Some((g, n, end)) = watch {
-                s.watching = true;
-                watched = Some((g, n));
-                let t = Instant::now();
-                // Under `loom` (whose timed wait never times out) the
-                // watch is its spin.
-                let wait = if cfg!(loom) {
-                    Duration::ZERO
-                } else {
-                    end.saturating_duration_since(t).saturating_sub(WATCH_LEAD)
-                };
-                let mut timed_out = true;
-                if !wait.is_zero() {
-                    s.parked += 1;
-                    s.check(s.any_runnable(&self.groups));
-                    let (g, r) = self
-                        .cv
-                        .wait_timeout(s, wait)
-                        .unwrap_or_else(|e| e.into_inner());
-                    s = g;
-                    s.parked -= 1;
-                    s.notified = s.notified.saturating_sub(1);
-                    timed_out = r.timed_out();
-                }
-                // Spin until something is runnable (a finished task that
-                // makes nothing runnable, e.g. another stage's, does not
-                // end the spin) or the spin's end.
-                let until = end + WATCH_TAIL;
-                while timed_out
-                    && !s.over(&self.groups)
-                    && !s.any_runnable(&self.groups)
-                    && s.groups[g].tasks == n
-                    && s.groups[g].running > 0
-                {
-                    s.spinning = true;
-                    let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
-                    drop(s);
-                    // Spinning in SCHED_BATCH: the watched task's end (in
-                    // SCHED_OTHER) preempts the spinner, not the reverse.
-                    class.take(true);
-                    let mut late = cfg!(loom);
-                    if cfg!(loom) {
-                        crate::sync::yield_now();
-                    } else {
-                        let mut k = 0u32;
-                        while self.epoch.load(std::sync::atomic::Ordering::Relaxed) == seen {
-                            std::hint::spin_loop();
-                            k += 1;
-                            if k.is_multiple_of(64) && Instant::now() >= until {
-                                late = true;
-                                break;
-                            }
-                        }
-                    }
-                    s = lock(&self.state);
-                    s.spinning = false;
-                    if late {
-                        break;
-                    }
-                }
-                s.watching = false;
-                s.idle += t.elapsed();
-                spun = false;
                 continue;
             }
             s.parked += 1;
@@ -1025,10 +853,6 @@ pub(crate) fn run<B: Send + 'static>(
             // Blocking until sampled; under `loom` (which samples nothing)
             // the kinds alternate, so that the model covers declining.
             blocks: !cfg!(loom) || g % 2 == 1,
-            running: 0,
-            started: None,
-            tasks: 0,
-            est: None,
         })
         .collect();
     let shared = Arc::new(Shared {
@@ -1043,8 +867,6 @@ pub(crate) fn run<B: Send + 'static>(
             error: None,
             parked: 0,
             notified: 0,
-            watching: false,
-            spinning: false,
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
         }),

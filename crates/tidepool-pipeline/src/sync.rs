@@ -4,12 +4,12 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(loom)]
-pub(crate) use loom::thread::{yield_now, JoinHandle};
+pub(crate) use loom::thread::JoinHandle;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::thread::{yield_now, JoinHandle};
+pub(crate) use std::thread::JoinHandle;
 
 /// Lock a mutex, ignoring poisoning: no critical section in this crate runs
 /// user code, so a poisoned lock still guards consistent data.
