@@ -1,9 +1,9 @@
 #!/bin/bash
-# Session 10b (branch pipe14; pipe13s script, binaries /tmp/pipe14-ARM): interleaved A/B of tidepool-bench builds copied to /tmp/pipe13-<ARM>,
-# arms rotated per round (sets c3, d4, e5; sets b1 and b2 ran the same command with two arms,
-# A first in odd rounds and B first in even ones). One JSON per run in OUTDIR, the load average
-# per run in OUTDIR/TAG-SHAPE-load.txt. docs/benchmarks.md, "Session 10".
-# usage: run3.sh SHAPE ROUNDS ITEMS OUTDIR TAG "A B C" [IMPLS]
+# Session 10b (branch pipe14), pipe13's A/B script with the binaries at /tmp/pipe14-<ARM>: interleaved
+# A/B of tidepool-bench builds, arms rotated per round (two arms: the second first in odd rounds, A
+# first in even ones). One JSON per run in OUTDIR, the load average per run in OUTDIR/TAG-SHAPE-load.txt;
+# packed with bench-pipeline-s10-pipe14-ab-pack.py. docs/benchmarks.md, "Session 10b".
+# usage: bench-pipeline-s10-pipe14-ab.sh SHAPE ROUNDS ITEMS OUTDIR TAG "A B" [IMPLS]
 shape=$1; rounds=$2; items=$3; out=$4; tag=$5; arms=($6); impls=${7:-tidepool-pipeline-pooled,crossbeam-threads,pariter}
 mkdir -p $out
 n=${#arms[@]}
