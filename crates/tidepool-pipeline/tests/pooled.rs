@@ -262,6 +262,59 @@ fn blocking_stages_finish_on_any_worker_count() {
     }
 }
 
+/// Blocking stages between computing ones, their calls of uneven length
+/// (0, the usual, twice the usual: a worker that times its wake-up by a
+/// stage's past durations is early or late), give every round once, in
+/// order, one at a time per stage, and the notice once, on 1 to 5 workers.
+#[test]
+fn blocking_stages_of_uneven_length_lose_and_reorder_nothing() {
+    for workers in [1, 2, 3, 4, 5] {
+        let bufs = Buffers::default();
+        let notices = Notices::default();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let o = out.clone();
+        let blocking = |us: u64| {
+            move |_: &mut Counted, cx: &Context| -> R {
+                // Mostly 200 µs, now and then much shorter or longer.
+                let d = match cx.round() % 7 {
+                    0 => 0,
+                    3 => 2 * us,
+                    _ => us,
+                };
+                std::thread::sleep(std::time::Duration::from_micros(d));
+                Ok(())
+            }
+        };
+        let report = Pipeline::builder("uneven-io")
+            .buffers(4, bufs.maker())
+            .source("read", counter(300))
+            .stage("io", blocking(200))
+            .stage("a", serial("a", &notices))
+            .stage("io2", blocking(150))
+            .stage("b", serial("b", &notices))
+            .stage("d", move |b: &mut Counted, _: &Context| -> R {
+                o.lock().unwrap().push((b.round, b.path.clone()));
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        let out = out.lock().unwrap();
+        assert_eq!(out.len(), 300, "{workers} workers");
+        for (i, (round, path)) in out.iter().enumerate() {
+            assert_eq!(*round, i as u64);
+            assert_eq!(path, &["a", "b"]);
+        }
+        for s in ["a", "b"] {
+            assert_eq!(notices.of(s), 1, "{s}, {workers} workers");
+        }
+        assert_eq!(report.pipelines[0].rounds, 300);
+        assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
+    }
+}
+
 fn base() -> Builder<Counted> {
     Pipeline::builder("x")
         .buffers(4, Buffers::default().maker())

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Pack one session-10b pipe14 A/B set (the per-run JSONs and load lines that
+bench-pipeline-s10-pipe14-ab.sh wrote to OUTDIR) into the .jsonl format that
+bench-pipeline-s10-pipe13-ab-summary.py reads.
+
+python3 docs/records/bench-pipeline-s10-pipe14-ab-pack.py OUTDIR TAG "ARMS NOTE" > docs/records/bench-pipeline-s10-pipe14-ab-TAG.jsonl
+"""
+import glob, json, os, re, sys
+
+out, tag, note = sys.argv[1], sys.argv[2], sys.argv[3]
+print(json.dumps({"arms": note, "cmd": "/tmp/pipe14-<arm> pipeline --shape <shape> --items 4000 --repeats 5 --json -q --impl tidepool-pipeline-pooled,crossbeam-threads,pariter", "order": "arms alternated, A first in even rounds"}))
+for lf in sorted(glob.glob(f"{out}/{tag}-*-load.txt")):
+    shape = os.path.basename(lf)[len(tag) + 1:-len("-load.txt")]
+    for line in open(lf):
+        m = re.match(r"(\S+) round (\d+) arm (\S+) load (.*)$", line.strip())
+        utc, r, arm, load = m.groups()
+        f = f"{out}/{tag}-{shape}-{arm}-{r}.json"
+        if not os.path.exists(f) or os.path.getsize(f) == 0:
+            continue
+        print(json.dumps({"shape": shape, "arm": arm, "round": int(r), "utc": utc, "loadavg": load, "run": json.load(open(f))}))
