@@ -49,7 +49,7 @@ pub const MAX_SHARDS: usize = 4;
 /// different threads may run in any order, as they could anyway (their
 /// submits race). Until a second thread submits, the queue is *narrow*:
 /// pops start at the one submitter's shard and skip the sharded pop's
-/// bookkeeping ([`width`](super::width)). Bounded, it is one ring: the
+/// bookkeeping (`queue::width`). Bounded, it is one ring: the
 /// capacity and the back-pressure protocol (`pool::room`) are about one
 /// queue.
 #[derive(Debug)]
