@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Pack one session-10b pipe14 A/B set (the per-run JSONs and load lines that
-bench-pipeline-s10-pipe14-ab.sh wrote to OUTDIR) into the .jsonl format that
+bench-pipeline-s10-pipe13-ab.sh, run with BIN=/tmp/pipe14-, wrote to OUTDIR) into the .jsonl format that
 bench-pipeline-s10-pipe13-ab-summary.py reads.
 
 python3 docs/records/bench-pipeline-s10-pipe14-ab-pack.py OUTDIR TAG "ARMS NOTE" > docs/records/bench-pipeline-s10-pipe14-ab-TAG.jsonl

@@ -46,37 +46,51 @@ fn serial(name: &'static str, n: &Notices) -> impl Stage<Counted> {
     }
 }
 
+/// The rounds and stage paths a [`recorder`] sink saw, in arrival order.
+type Seen = Arc<Mutex<Vec<(u64, Vec<&'static str>)>>>;
+
+/// A sink stage that records each buffer's round and path into `seen`.
+fn recorder(seen: &Seen) -> impl FnMut(&mut Counted, &Context) -> R + Send + 'static {
+    let seen = seen.clone();
+    move |b: &mut Counted, _: &Context| -> R {
+        seen.lock().unwrap().push((b.round, b.path.clone()));
+        Ok(())
+    }
+}
+
+/// `seen` holds `rounds` rounds in input order, each through `path`, and
+/// every stage on `path` saw the last-buffer notice once.
+fn in_order_through(seen: &Seen, rounds: usize, path: &[&str], notices: &Notices, workers: usize) {
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), rounds, "{workers} workers");
+    for (i, (round, p)) in seen.iter().enumerate() {
+        assert_eq!(*round, i as u64);
+        assert_eq!(p, path);
+    }
+    for s in path {
+        assert_eq!(notices.of(s), 1, "{s}, {workers} workers");
+    }
+}
+
 #[test]
 fn serial_stages_take_one_buffer_at_a_time_in_order_and_see_the_notice_once() {
     for workers in WORKERS {
         let bufs = Buffers::default();
         let notices = Notices::default();
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let o = out.clone();
+        let seen = Seen::default();
         let report = Pipeline::builder("linear")
             .buffers(4, bufs.maker())
             .source("read", counter(500))
             .stage("a", serial("a", &notices))
             .stage("b", serial("b", &notices))
             .then("c", serial("c", &notices))
-            .stage("d", move |b: &mut Counted, _: &Context| -> R {
-                o.lock().unwrap().push((b.round, b.path.clone()));
-                Ok(())
-            })
+            .stage("d", recorder(&seen))
             .pooled_threads(workers)
             .build()
             .unwrap()
             .run()
             .unwrap();
-        let out = out.lock().unwrap();
-        assert_eq!(out.len(), 500, "{workers} workers");
-        for (i, (round, path)) in out.iter().enumerate() {
-            assert_eq!(*round, i as u64);
-            assert_eq!(path, &["a", "b", "c"]);
-        }
-        for s in ["a", "b", "c"] {
-            assert_eq!(notices.of(s), 1, "{s}, {workers} workers");
-        }
+        in_order_through(&seen, 500, &["a", "b", "c"], &notices, workers);
         assert_eq!(report.pipelines[0].rounds, 500);
         let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["read", "a", "b+c", "d"]);
@@ -271,8 +285,7 @@ fn blocking_stages_of_uneven_length_lose_and_reorder_nothing() {
     for workers in [1, 2, 3, 4, 5] {
         let bufs = Buffers::default();
         let notices = Notices::default();
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let o = out.clone();
+        let seen = Seen::default();
         let blocking = |us: u64| {
             move |_: &mut Counted, cx: &Context| -> R {
                 // Mostly 200 µs, now and then much shorter or longer.
@@ -292,24 +305,13 @@ fn blocking_stages_of_uneven_length_lose_and_reorder_nothing() {
             .stage("a", serial("a", &notices))
             .stage("io2", blocking(150))
             .stage("b", serial("b", &notices))
-            .stage("d", move |b: &mut Counted, _: &Context| -> R {
-                o.lock().unwrap().push((b.round, b.path.clone()));
-                Ok(())
-            })
+            .stage("d", recorder(&seen))
             .pooled_threads(workers)
             .build()
             .unwrap()
             .run()
             .unwrap();
-        let out = out.lock().unwrap();
-        assert_eq!(out.len(), 300, "{workers} workers");
-        for (i, (round, path)) in out.iter().enumerate() {
-            assert_eq!(*round, i as u64);
-            assert_eq!(path, &["a", "b"]);
-        }
-        for s in ["a", "b"] {
-            assert_eq!(notices.of(s), 1, "{s}, {workers} workers");
-        }
+        in_order_through(&seen, 300, &["a", "b"], &notices, workers);
         assert_eq!(report.pipelines[0].rounds, 300);
         assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
     }

@@ -133,7 +133,7 @@ impl spill::Part<Task> for SegQueue<Task> {
     }
 }
 
-/// The next thread id (see `HOME`).
+/// The next thread id (see `SEAT`).
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 thread_local! {
@@ -141,7 +141,7 @@ thread_local! {
     /// `SEAT_SHIFT`, and its home shard (modulo `MAX_SHARDS`) below; 0 until
     /// it first needs one. Its pushes go to its home shard; the id tells the
     /// queue's first submitter from any other ([`width`](super::width)).
-    static HOME: Cell<usize> = const { Cell::new(0) };
+    static SEAT: Cell<usize> = const { Cell::new(0) };
     /// This thread's pops from sharded queues (picks the fair turns).
     static POPS: Cell<u32> = const { Cell::new(0) };
 }
@@ -160,14 +160,14 @@ const FAIR_EVERY: u32 = 8;
 /// popping at different heads.
 pub(crate) fn set_home(n: usize) {
     let id = seat() >> SEAT_SHIFT;
-    HOME.with(|h| h.set((id << SEAT_SHIFT) | (n % MAX_SHARDS)));
+    SEAT.with(|h| h.set((id << SEAT_SHIFT) | (n % MAX_SHARDS)));
 }
 
 /// The calling thread's seat (threads that never got one get the next id,
 /// and homes dealt round-robin by it).
 #[inline]
 fn seat() -> usize {
-    HOME.with(|h| {
+    SEAT.with(|h| {
         let mut v = h.get();
         if v == 0 {
             let id = NEXT_ID.fetch_add(1, Relaxed);
