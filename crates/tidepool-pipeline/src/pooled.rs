@@ -245,8 +245,6 @@ struct Task<B> {
 
 /// What a finished task reports.
 struct Done {
-    /// When its user code ended (the last busy-time stamp).
-    end: Instant,
     /// Group 0: buffers filled (the rest of the batch goes back unused).
     filled: usize,
     /// Group 0: the source ended the stream.
@@ -344,17 +342,8 @@ impl<B> State<B> {
 
     /// Take a runnable task, or `None` to park (see the module doc,
     /// "Blocking and computing workers"). `last` is the group whose task
-    /// the caller just finished and when its user code ended: that time
-    /// stamps the depth series (no clock read under the lock); without it,
-    /// the clock is read for the samples the series keeps.
-    fn pick(
-        &mut self,
-        groups: &[GroupRt],
-        last: Option<(usize, Instant)>,
-        start: Instant,
-    ) -> Option<Task<B>> {
-        let now = || last.map_or_else(|| start.elapsed(), |(_, t)| t - start);
-        let last = last.map(|(g, _)| g);
+    /// the caller just finished.
+    fn pick(&mut self, groups: &[GroupRt], last: Option<usize>, start: Instant) -> Option<Task<B>> {
         let spare = self.parked > self.notified;
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g]);
         let g = match last {
@@ -390,7 +379,9 @@ impl<B> State<B> {
                 index: 0,
                 last: false,
             }));
-            self.groups[0].depth.record(|| now().as_secs_f64(), depth);
+            self.groups[0]
+                .depth
+                .record(start.elapsed().as_secs_f64(), depth);
         } else {
             let total = self.total;
             let s = &mut self.groups[g];
@@ -407,7 +398,7 @@ impl<B> State<B> {
                 });
             }
             let left = s.input.len();
-            s.depth.record(|| now().as_secs_f64(), left);
+            s.depth.record(start.elapsed().as_secs_f64(), left);
         }
         Some(Task {
             group: g,
@@ -490,16 +481,15 @@ impl<B: Send + 'static> Shared<B> {
     /// Run a task's user code (no lock held).
     fn run_task(&self, task: &mut Task<B>) -> Done {
         let rt = &self.groups[task.group];
+        let done = Done {
+            filled: task.batch.len(),
+            ended: false,
+            error: None,
+        };
         let Task {
             inst, batch, round, ..
         } = task;
         let sample = inst.blocking.before();
-        let done = Done {
-            end: Instant::now(),
-            filled: batch.len(),
-            ended: false,
-            error: None,
-        };
         let done = self.run_user(rt, inst, batch, *round, done);
         inst.blocking.after(sample);
         done
@@ -513,8 +503,7 @@ impl<B: Send + 'static> Shared<B> {
         round: u64,
         mut done: Done,
     ) -> Done {
-        // `done.end` is the busy time's running stamp: at the end, when the
-        // user code ended.
+        let mut mark = Instant::now();
         let mut first = 0;
         if let Some(src) = inst.source.as_mut() {
             first = 1;
@@ -523,8 +512,8 @@ impl<B: Send + 'static> Shared<B> {
                 let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
                 let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
                 let now = Instant::now();
-                inst.busy[0] += now - done.end;
-                done.end = now;
+                inst.busy[0] += now - mark;
+                mark = now;
                 match flow {
                     Ok(f) => {
                         h.buf.round = r;
@@ -558,8 +547,8 @@ impl<B: Send + 'static> Shared<B> {
                 );
                 let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
                 let now = Instant::now();
-                inst.busy[first + i] += now - done.end;
-                done.end = now;
+                inst.busy[first + i] += now - mark;
+                mark = now;
                 if let Err(c) = r {
                     done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
                     return done;
@@ -599,7 +588,7 @@ impl<B: Send + 'static> Shared<B> {
                 }
                 class.take(computing);
                 let done = self.run_task(&mut task);
-                last = Some((task.group, done.end));
+                last = Some(task.group);
                 s = lock(&self.state);
                 s.complete(&self.groups, task, done, self.width);
                 self.epoch

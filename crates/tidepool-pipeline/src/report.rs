@@ -26,14 +26,11 @@ impl DepthSeries {
         }
     }
 
-    /// Record `depth` at `t()` seconds since the start; `t` runs only for
-    /// the samples kept (past the first [`DEPTH_SAMPLES`], one in `stride`).
-    pub(crate) fn record(&mut self, t: impl FnOnce() -> f64, depth: usize) {
+    pub(crate) fn record(&mut self, t: f64, depth: usize) {
         self.seen += 1;
         if !self.seen.is_multiple_of(self.stride) {
             return;
         }
-        let t = t();
         if self.points.len() == DEPTH_SAMPLES {
             let kept: Vec<_> = self.points.iter().copied().step_by(2).collect();
             self.points = kept;
@@ -243,7 +240,7 @@ mod tests {
     fn depth_series_stays_bounded() {
         let mut s = DepthSeries::new();
         for i in 0..100_000 {
-            s.record(|| i as f64, i % 7);
+            s.record(i as f64, i % 7);
         }
         assert!(s.points.len() <= DEPTH_SAMPLES);
         assert!(s.points.len() >= DEPTH_SAMPLES / 2);

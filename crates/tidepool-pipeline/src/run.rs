@@ -718,7 +718,7 @@ impl<B: Send + 'static> Node<B> {
                 // the fill (clock reads were ~5 per stage and item).
                 let now = Instant::now();
                 st.wait_output += now - t;
-                depth.record(|| (now - run.start).as_secs_f64(), left);
+                depth.record((now - run.start).as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
                     &self.stage_names[0],
@@ -773,7 +773,7 @@ impl<B: Send + 'static> Node<B> {
                     // starts the first user call's busy time.
                     *mark = Instant::now();
                     st.wait_input += *mark - t;
-                    depth.record(|| (*mark - run.start).as_secs_f64(), left);
+                    depth.record((*mark - run.start).as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
                         pipe,
@@ -939,7 +939,7 @@ impl<B: Send + 'static> Node<B> {
                     left,
                 } => {
                     st.wait_input += t.elapsed();
-                    depth.record(|| run.start.elapsed().as_secs_f64(), left);
+                    depth.record(run.start.elapsed().as_secs_f64(), left);
                     let h = Held {
                         env: item,
                         pipe,

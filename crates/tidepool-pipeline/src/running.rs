@@ -91,13 +91,7 @@
 //! thread samples its voluntary context switches around each of its
 //! stages' user code (one call in [`SAMPLE`] per stage, cheap against the
 //! call); a stage whose sampled calls mostly switch is *blocking*, and its
-//! thread leaves the count around every call of it. Once a stage's kind is
-//! settled, each sample that agrees with it doubles the spacing of the
-//! samples, up to one call in [`SAMPLE_MAX`]; a sample that disagrees sets
-//! it back to [`SAMPLE`]. A settled stage then pays a `getrusage` pair
-//! (~0.45 µs each here) per `SAMPLE_MAX` calls instead of per `SAMPLE`,
-//! and a stage that changes kind is still seen within `SAMPLE_MAX` calls
-//! plus one more sample. A stage starts as
+//! thread leaves the count around every call of it. A stage starts as
 //! blocking (nothing deferred across it until a sample shows otherwise);
 //! where the OS gives no switch count, it stays so. A stage misjudged as
 //! computing (it blocks on a few calls only) costs time, never a wake-up:
@@ -118,12 +112,8 @@ use crate::sync::{lock, Mutex};
 /// itself (the stall bound in the protocol).
 pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// A user call in this many is sampled for voluntary switches (until the
-/// kind is settled, and again after a sample that contradicts it).
+/// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
-
-/// The widest spacing of sampled calls, once a kind has stayed settled.
-pub(crate) const SAMPLE_MAX: u32 = 512;
 
 /// The run's count of running stage threads and its owed wake-ups.
 pub(crate) struct Running<T> {
@@ -261,21 +251,14 @@ impl<T> std::fmt::Debug for Running<T> {
 /// Whether the calling thread's user code blocks (see the protocol).
 #[derive(Debug)]
 pub(crate) struct Blocking {
-    /// Calls to let pass before the next sampled one.
-    left: u32,
-    /// The spacing of sampled calls: [`SAMPLE`] up to [`SAMPLE_MAX`].
-    every: u32,
+    calls: u32,
     /// 0..=3; blocking from 2 up.
     score: u8,
 }
 
 impl Default for Blocking {
     fn default() -> Self {
-        Blocking {
-            left: 0,
-            every: SAMPLE,
-            score: 2,
-        }
+        Blocking { calls: 0, score: 2 }
     }
 }
 
@@ -287,12 +270,12 @@ impl Blocking {
 
     /// Before a user call: the switch count if this call is sampled.
     pub(crate) fn before(&mut self) -> Option<u64> {
-        if self.left > 0 {
-            self.left -= 1;
-            return None;
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls % SAMPLE == 1 {
+            crate::sys::voluntary_switches()
+        } else {
+            None
         }
-        self.left = self.every - 1;
-        crate::sys::voluntary_switches()
     }
 
     /// After a user call sampled by [`Blocking::before`].
@@ -303,21 +286,7 @@ impl Blocking {
         ) else {
             return;
         };
-        let switched = b > a;
-        // A sample that agrees with a settled kind (the score at its end)
-        // spaces the next ones out; any other sets the spacing back.
-        let settled = if switched {
-            self.score == 3
-        } else {
-            self.score == 0
-        };
-        self.every = if settled {
-            (self.every * 2).min(SAMPLE_MAX)
-        } else {
-            SAMPLE
-        };
-        self.left = self.every - 1;
-        if switched {
+        if b > a {
             self.score = (self.score + 1).min(3);
         } else {
             self.score = self.score.saturating_sub(1);
@@ -357,43 +326,5 @@ mod tests {
             });
         }
         assert!(b.blocks());
-    }
-
-    /// Once a kind is settled the samples space out (a computing thread
-    /// pays the `getrusage` pair far less often than one call in
-    /// `SAMPLE`), yet a thread that starts blocking later is seen within
-    /// `SAMPLE_MAX` calls and a couple of samples more.
-    #[test]
-    fn samples_back_off_once_settled_and_a_change_is_still_seen() {
-        let mut b = Blocking::default();
-        // One call; whether it was sampled.
-        let call = |b: &mut Blocking, sleep: bool| {
-            let s = b.before();
-            if sleep {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            } else {
-                std::hint::black_box(0u64);
-            }
-            b.after(s);
-            s.is_some()
-        };
-        let n = 8 * SAMPLE_MAX as usize;
-        let sampled = (0..n).filter(|_| call(&mut b, false)).count();
-        assert!(!b.blocks());
-        assert_eq!(b.every, SAMPLE_MAX, "settled: the widest spacing");
-        let fixed = n / SAMPLE as usize;
-        assert!(
-            sampled < fixed / 4,
-            "{sampled} sampled calls of {n}, against {fixed} without back-off"
-        );
-        let mut calls = 0;
-        while !b.blocks() {
-            call(&mut b, true);
-            calls += 1;
-            assert!(
-                calls <= (SAMPLE_MAX + 2 * SAMPLE) as usize,
-                "a stage that started blocking still unseen after {calls} calls"
-            );
-        }
     }
 }
