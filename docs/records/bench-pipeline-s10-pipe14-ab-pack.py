@@ -4,11 +4,13 @@ bench-pipeline-s10-pipe13-ab.sh, run with BIN=/tmp/pipe14-, wrote to OUTDIR) int
 bench-pipeline-s10-pipe13-ab-summary.py reads.
 
 python3 docs/records/bench-pipeline-s10-pipe14-ab-pack.py OUTDIR TAG "ARMS NOTE" > docs/records/bench-pipeline-s10-pipe14-ab-TAG.jsonl
+
+BIN names the binaries' prefix as the A/B script does (session 11, pipe15: BIN=/tmp/pipe15-).
 """
 import glob, json, os, re, sys
 
 out, tag, note = sys.argv[1], sys.argv[2], sys.argv[3]
-print(json.dumps({"arms": note, "cmd": "/tmp/pipe14-<arm> pipeline --shape <shape> --items 4000 --repeats 5 --json -q --impl tidepool-pipeline-pooled,crossbeam-threads,pariter", "order": "arms alternated, A first in even rounds"}))
+print(json.dumps({"arms": note, "cmd": os.environ.get("BIN", "/tmp/pipe14-") + "<arm> pipeline --shape <shape> --items 4000 --repeats 5 --json -q --impl tidepool-pipeline-pooled,crossbeam-threads,pariter", "order": "arms alternated, A first in even rounds"}))
 for lf in sorted(glob.glob(f"{out}/{tag}-*-load.txt")):
     shape = os.path.basename(lf)[len(tag) + 1:-len("-load.txt")]
     for line in open(lf):
