@@ -45,6 +45,7 @@ mod queue;
 mod report;
 mod run;
 mod running;
+mod sleepers;
 mod stage;
 mod sync;
 pub mod sys;
