@@ -377,7 +377,8 @@ impl<B> State<B> {
         }
         let mut sleep = std::mem::take(&mut self.sleep);
         let w = sleep.wake(groups.len(), |g| {
-            self.runnable(g, &groups[g]).then_some(self.groups[g].blocks)
+            self.runnable(g, &groups[g])
+                .then_some(self.groups[g].blocks)
         });
         self.sleep = sleep;
         if w.is_some() {

@@ -59,7 +59,11 @@ impl Sleepers {
     /// of a runnable blocking group (downstream first), so that an I/O
     /// stage's role stays on one worker; of any runnable group; else to the
     /// latest parked worker, for the first runnable group in that order.
-    pub(crate) fn wake(&mut self, groups: usize, runnable: impl Fn(usize) -> Option<bool>) -> Option<usize> {
+    pub(crate) fn wake(
+        &mut self,
+        groups: usize,
+        runnable: impl Fn(usize) -> Option<bool>,
+    ) -> Option<usize> {
         let free = |s: &Slot| s.parked && s.owed.is_none();
         let own = |blocking_only: bool| {
             (0..groups).rev().find_map(|g| {
