@@ -45,7 +45,6 @@ mod queue;
 mod report;
 mod run;
 mod running;
-mod sleepers;
 mod stage;
 mod sync;
 pub mod sys;

@@ -323,13 +323,12 @@ fn loom_broadcast_with_two_buffers() {
 /// source → `a` (2 replicas, ordered) → `c` × `middle` → `b`, `rounds`
 /// rounds over `buffers` buffers. Under `loom` odd groups block and even
 /// ones compute, so `a` blocks, and with one `c` so does `b`: two blocking
-/// groups, each woken on the worker that ran it last. Checks: every round
-/// reaches `b` once and in order, each stage gets the last-buffer notice
-/// once, every buffer is dropped after the run, no worker sleeps forever
-/// (loom reports a deadlock: a wake-up sent to a worker that does not
-/// take the work, and not passed on, would hang), and the protocol's
+/// groups around a computing one, so that workers decline the other kind.
+/// Checks: every round reaches `b` once and in order, each stage gets the
+/// last-buffer notice once, every buffer is dropped after the run, no
+/// worker sleeps forever (loom reports a deadlock), and the protocol's
 /// invariant at every release of the lock (`State::check`: a lost wake-up
-/// fails it, and so do the workers' slots disagreeing with the counts).
+/// fails it).
 fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: usize) {
     use crate::{Context, Flow, Pipeline};
     use std::sync::Mutex;
@@ -411,8 +410,8 @@ fn loom_pooled_two_workers_with_repeat() {
     pooled(3, 3, 2, 2, 0);
 }
 
-/// Two blocking groups (`a` and `b`) around a computing one, three workers:
-/// targeted wake-ups (`sleepers.rs`) to each blocking group's own worker,
+/// Two blocking groups (`a` and `b`) around a computing one (the blocking
+/// shape's kinds), three workers: a worker that declines wakes a spare,
 /// while another worker may take the work first.
 #[test]
 fn loom_pooled_three_workers_two_blocking_groups() {

@@ -59,43 +59,22 @@
 //!
 //! # Sleeping and waking (why no wake-up is lost, and none is wasted)
 //!
-//! Each worker waits on a condition variable of its own, and has a slot
-//! (`sleepers.rs`) that says whether it is parked and whether a wake-up is
-//! owed to it, and for which group. A worker parks (marks its slot, counted
-//! in `parked`, and waits) only after it has found, under the lock, that
-//! nothing is runnable for it. Work becomes runnable only under the lock,
-//! by a worker finishing a task (or by the end of the run): so a parked
-//! worker never misses runnable work that existed when it parked.
-//!
-//! **Whom a wake-up goes to.** A wake-up is issued under the lock to one
-//! parked worker that is owed none (its slot is marked, `notified` counts
-//! the marked slots, so it never exceeds `parked`), and only that worker's
-//! condition variable is notified. It goes to the worker that took the
-//! latest task of a runnable blocking group, if that worker is parked and
-//! owed nothing (downstream first); else to the one that took the latest
-//! task of any runnable group; else to the worker parked last. So when a
-//! reader parks for want of a free buffer, the free buffer the writer
-//! returns wakes that reader, not another parked worker (with cold caches
-//! and, in `SCHED_BATCH`, slow to get a CPU): the reading role stays on one
-//! worker. A woken worker takes its wake-up (clears its slot), looks first
-//! at the group it was woken for, if that is still runnable, and otherwise
-//! at anything, as a worker with no kind. A return from the wait that no
-//! one asked for (spurious) owes nothing and only looks again.
-//!
-//! No wake-up is lost when another worker takes the work the woken one was
-//! woken for (a worker finishing a task keeps its stage, above): the woken
-//! worker still returns, looks at everything runnable under the lock, and
-//! takes it or parks again; while it is on its way it counts as a wake-up
-//! on its way, which is all the invariant below asks.
+//! A worker parks (waits on the run's condition variable, counted in
+//! `parked`) only after it has found, under the lock, that nothing is
+//! runnable for it. Work becomes runnable only under the lock, by a worker
+//! finishing a task (or by the end of the run): so a parked worker never
+//! misses runnable work that existed when it parked.
 //!
 //! A worker that declines the runnable tasks (they are of the other kind,
 //! above) wakes a spare worker first, so it parks only with a wake-up on
-//! its way to the work it left.
+//! its way to the work it left; a woken worker has no kind and takes any
+//! task.
 //!
 //! A worker that leaves the lock holding a task wakes one more worker if,
 //! after its own pick, something is still runnable, a worker is parked and
-//! no wake-up is already on its way to every parked worker (`parked >
-//! notified`). The woken worker does the same after its own pick:
+//! no wake-up is already on its way (`parked > notified`; `notified` counts
+//! wake-ups issued and not yet taken by a returning waiter, so it never
+//! exceeds `parked`). The woken worker does the same after its own pick:
 //! wake-ups chain, one per runnable task, and never more than the work
 //! needs (no thundering herd). That gives the invariant the `loom` model
 //! checks at every such release: *if something is runnable and a worker
@@ -131,10 +110,7 @@
 //! `SCHED_OTHER` back to run a blocking group, so that the end of an I/O
 //! call still preempts a computing worker, as a stage thread's would. A
 //! worker switches only when the kind of its task changes, and before it
-//! parks if its latest task computed (one whose latest task blocked parks
-//! in `SCHED_OTHER`: it is woken mostly for that blocking group again, see
-//! "Whom a wake-up goes to", and should take a CPU at once, as a stage
-//! thread blocked on a full queue would), always outside the lock (a worker that switched before parking
+//! parks, always outside the lock (a worker that switched before parking
 //! looks again, as after a spin); the workers mostly keep to their kinds
 //! (above): 6% of the tasks changed kind on the blocking shape. This
 //! decides which thread the kernel runs first, never what the protocol
@@ -145,9 +121,10 @@
 //! every worker. The calling thread (worker 0) gets `SCHED_OTHER` back at
 //! the end; a switch the OS refuses turns switching off for that worker.
 //!
-//! The end (done or failed) wakes every parked worker (every condition
-//! variable), and a worker checks for it under the lock before it parks,
-//! so every worker returns.
+//! The end (done or failed) wakes every parked worker (`notify_all`), and a
+//! worker checks for it under the lock before it parks, so every worker
+//! returns. A worker that returns from its wait takes one pending wake-up
+//! (whichever worker it was meant for), and looks again.
 //!
 //! # Blocking stages
 //!
@@ -176,7 +153,6 @@ use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::run::guarded;
 use crate::running::Blocking;
-use crate::sleepers::Sleepers;
 use crate::stage::{Context, Flow, Source, Stage};
 use crate::sync::{lock, Condvar, Mutex};
 use crate::sys::SchedClass;
@@ -252,8 +228,6 @@ struct State<B> {
     parked: usize,
     /// Wake-ups issued and not yet taken by a returning worker.
     notified: usize,
-    /// Who is parked, who is owed a wake-up, who ran each group last.
-    sleep: Sleepers,
     /// The workers' time parked, summed.
     idle: Duration,
     /// The workers' CPU time, summed (`None` if the OS does not tell).
@@ -284,8 +258,7 @@ struct Shared<B> {
     groups: Vec<GroupRt>,
     width: usize,
     state: Mutex<State<B>>,
-    /// One per worker: a wake-up goes to the worker chosen for it.
-    cvs: Vec<Condvar>,
+    cv: Condvar,
     start: Instant,
     /// Bumped after every finished task: a spinning worker's hint to look
     /// again (read without the lock; the lock decides).
@@ -360,31 +333,7 @@ impl<B> State<B> {
                 !broken,
                 "runnable work and a parked worker with no wake-up on its way"
             );
-            assert_eq!(
-                self.sleep.counts(),
-                (self.parked, self.notified),
-                "the workers' slots disagree with the counts"
-            );
         }
-    }
-
-    /// Owe a wake-up for what is runnable to a parked worker that has
-    /// none, chosen as the module doc says ("Sleeping and waking"); returns
-    /// the worker to notify.
-    fn wake(&mut self, groups: &[GroupRt]) -> Option<usize> {
-        if self.parked <= self.notified {
-            return None;
-        }
-        let mut sleep = std::mem::take(&mut self.sleep);
-        let w = sleep.wake(groups.len(), |g| {
-            self.runnable(g, &groups[g])
-                .then_some(self.groups[g].blocks)
-        });
-        self.sleep = sleep;
-        if w.is_some() {
-            self.notified += 1;
-        }
-        w
     }
 
     fn any_runnable(&self, groups: &[GroupRt]) -> bool {
@@ -611,14 +560,11 @@ impl<B: Send + 'static> Shared<B> {
 
     /// One worker: take tasks while any is runnable, park when none is,
     /// return at the end of the run.
-    fn worker(&self, me: usize) {
+    fn worker(&self) {
         let cpu0 = crate::sys::thread_cpu_time();
         let mut s = lock(&self.state);
         let mut last = None;
         let mut spun = false;
-        // The latest task's group blocks: such a worker parks in
-        // SCHED_OTHER ("Scheduling classes").
-        let mut ran_blocking = false;
         let mut class = Class {
             on: self.classes,
             batch: false,
@@ -630,14 +576,15 @@ impl<B: Send + 'static> Shared<B> {
             let prev = last.take();
             if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
                 let computing = !s.groups[task.group].blocks;
-                ran_blocking = !computing;
-                s.sleep.ran(task.group, me);
                 let more = s.any_runnable(&self.groups);
-                let wake = if more { s.wake(&self.groups) } else { None };
+                let wake = more && s.parked > s.notified;
+                if wake {
+                    s.notified += 1;
+                }
                 s.check(more);
                 drop(s);
-                if let Some(w) = wake {
-                    self.cvs[w].notify_one();
+                if wake {
+                    self.cv.notify_one();
                 }
                 class.take(computing);
                 let done = self.run_task(&mut task);
@@ -648,7 +595,7 @@ impl<B: Send + 'static> Shared<B> {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 spun = false;
                 if s.over(&self.groups) && s.parked > 0 {
-                    self.wake_all();
+                    self.cv.notify_all();
                 }
                 continue;
             }
@@ -673,17 +620,15 @@ impl<B: Send + 'static> Shared<B> {
             }
             // Nothing runnable for this worker: what is runnable (of the
             // other kind) goes to a spare worker, woken here.
-            if s.any_runnable(&self.groups) {
-                if let Some(w) = s.wake(&self.groups) {
-                    self.cvs[w].notify_one();
-                }
+            let wake = s.any_runnable(&self.groups) && s.parked > s.notified;
+            if wake {
+                s.notified += 1;
+                self.cv.notify_one();
             }
             // A parked worker waits in SCHED_BATCH: its wake-up will not
             // preempt the worker that issues it (the syscall outside the
-            // lock, then a new look). Not one whose latest task blocked: it
-            // is woken mostly for that group again (its own), and should
-            // preempt as a stage thread's end of I/O would.
-            if class.on && !class.batch && !ran_blocking {
+            // lock, then a new look).
+            if class.on && !class.batch {
                 drop(s);
                 class.take(true);
                 s = lock(&self.state);
@@ -691,18 +636,12 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             s.parked += 1;
-            s.sleep.park(me);
             s.check(s.any_runnable(&self.groups));
             let t = Instant::now();
-            s = self.cvs[me].wait(s).unwrap_or_else(|e| e.into_inner());
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
             s.parked -= 1;
-            // Woken for a group: look at it first, if it is still runnable
-            // (another worker may have taken it; then at anything).
-            if let Some(g) = s.sleep.unpark(me) {
-                s.notified -= 1;
-                last = Some(g).filter(|&g| s.runnable(g, &self.groups[g]));
-            }
+            s.notified = s.notified.saturating_sub(1);
             s.idle += t.elapsed();
         }
         let cpu = match (cpu0, crate::sys::thread_cpu_time()) {
@@ -715,21 +654,14 @@ impl<B: Send + 'static> Shared<B> {
         };
     }
 
-    /// Wake every worker (the end of the run).
-    fn wake_all(&self) {
-        for cv in &self.cvs {
-            cv.notify_all();
-        }
-    }
-
     /// A framework panic in a worker (user code's are caught where it
     /// runs): fail the run so that every other worker returns. (Under
     /// `loom`, a panic is the model's finding: it goes through.)
-    fn worker_guarded(&self, me: usize) {
+    fn worker_guarded(&self) {
         if cfg!(loom) {
-            return self.worker(me);
+            return self.worker();
         }
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker(me))) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker())) {
             let mut s = lock(&self.state);
             if s.error.is_none() {
                 s.error = Some(self.err(
@@ -740,7 +672,7 @@ impl<B: Send + 'static> Shared<B> {
                 ));
             }
             drop(s);
-            self.wake_all();
+            self.cv.notify_all();
         }
     }
 }
@@ -907,7 +839,6 @@ pub(crate) fn run<B: Send + 'static>(
             empty: false,
         })
         .collect();
-    let ngroups = groups.len();
     let states = insts
         .into_iter()
         .enumerate()
@@ -936,11 +867,10 @@ pub(crate) fn run<B: Send + 'static>(
             error: None,
             parked: 0,
             notified: 0,
-            sleep: Sleepers::new(workers, ngroups),
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
         }),
-        cvs: (0..workers).map(|_| Condvar::new()).collect(),
+        cv: Condvar::new(),
         start,
         epoch: std::sync::atomic::AtomicU64::new(0),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
@@ -951,7 +881,7 @@ pub(crate) fn run<B: Send + 'static>(
         let sh = shared.clone();
         match spawn(
             &format!("{}-w{i}", name.chars().take(10).collect::<String>()),
-            move || sh.worker_guarded(i),
+            move || sh.worker_guarded(),
         ) {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -959,12 +889,12 @@ pub(crate) fn run<B: Send + 'static>(
                 s.error
                     .get_or_insert(crate::pipeline::spawn_error(&name, "pooled worker", e));
                 drop(s);
-                shared.wake_all();
+                shared.cv.notify_all();
                 break;
             }
         }
     }
-    shared.worker_guarded(0);
+    shared.worker_guarded();
     if shared.classes && !cfg!(loom) {
         // The calling thread was worker 0: back to its own class.
         let _ = crate::sys::set_sched_class(SchedClass::Other);
