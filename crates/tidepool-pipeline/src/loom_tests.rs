@@ -320,13 +320,16 @@ fn loom_broadcast_with_two_buffers() {
 }
 
 /// Pooled mode (`pooled.rs`), the real executor on `workers` loom threads:
-/// source → `a` (2 replicas, ordered) → `b`, `rounds` rounds over
-/// `buffers` buffers. Checks: every round reaches `b` once and in order,
-/// each stage gets the last-buffer notice once, every buffer is dropped
-/// after the run, no worker sleeps forever (loom reports a deadlock), and
-/// the protocol's invariant at every release of the lock (`State::check`:
-/// a lost wake-up fails it).
-fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize) {
+/// source → `a` (2 replicas, ordered) → `c` × `middle` → `b`, `rounds`
+/// rounds over `buffers` buffers. Under `loom` odd groups block and even
+/// ones compute, so `a` blocks, and with one `c` so does `b`: two blocking
+/// groups around a computing one, so that workers decline the other kind.
+/// Checks: every round reaches `b` once and in order, each stage gets the
+/// last-buffer notice once, every buffer is dropped after the run, no
+/// worker sleeps forever (loom reports a deadlock), and the protocol's
+/// invariant at every release of the lock (`State::check`: a lost wake-up
+/// fails it).
+fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: usize) {
     use crate::{Context, Flow, Pipeline};
     use std::sync::Mutex;
     model(move || {
@@ -341,7 +344,7 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize) {
             }
         }
         type R = Result<(), crate::BoxError>;
-        let report = Pipeline::builder("loom")
+        let mut builder = Pipeline::builder("loom")
             .buffers(buffers, move || {
                 live1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Counted(live1.clone())
@@ -361,7 +364,17 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize) {
                     }
                     Ok(())
                 }
-            })
+            });
+        for i in 0..middle {
+            let l = lasts.clone();
+            builder = builder.stage(format!("c{i}"), move |_: &mut Counted, cx: &Context| -> R {
+                if cx.is_last() {
+                    l.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                Ok(())
+            });
+        }
+        let report = builder
             .stage("b", move |_: &mut Counted, cx: &Context| -> R {
                 if cx.is_last() {
                     l2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -377,22 +390,30 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize) {
             .expect("no stage fails");
         assert_eq!(report.pipelines[0].rounds, rounds);
         assert_eq!(*seen.lock().unwrap(), (0..rounds).collect::<Vec<_>>());
-        assert_eq!(lasts.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(lasts.load(std::sync::atomic::Ordering::SeqCst), 2 + middle);
         assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
     });
 }
 
 #[test]
 fn loom_pooled_two_workers() {
-    pooled(3, 2, 2, 1);
+    pooled(3, 2, 2, 1, 0);
 }
 
 #[test]
 fn loom_pooled_three_workers_one_buffer_each_stage_waits() {
-    pooled(2, 1, 3, 1);
+    pooled(2, 1, 3, 1, 0);
 }
 
 #[test]
 fn loom_pooled_two_workers_with_repeat() {
-    pooled(3, 3, 2, 2);
+    pooled(3, 3, 2, 2, 0);
+}
+
+/// Two blocking groups (`a` and `b`) around a computing one (the blocking
+/// shape's kinds), three workers: a worker that declines wakes a spare,
+/// while another worker may take the work first.
+#[test]
+fn loom_pooled_three_workers_two_blocking_groups() {
+    pooled(2, 2, 3, 1, 1);
 }
