@@ -36,16 +36,9 @@ fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 /// `cores`, every thread is counted as a run's stage thread is (it enters
 /// at its start and leaves at its end) and wake-ups are deferred while
 /// `cores` of them run.
-/// With `spin`, consumers spin (one look) before they wait.
-fn recycle(rounds: u64, buffers: usize, cores: Option<usize>, spin: bool) {
+fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
     model(move || {
-        let running = cores.map(|c| {
-            Arc::new(if spin {
-                Running::spinning(c)
-            } else {
-                Running::new(c)
-            })
-        });
+        let running = cores.map(|c| Arc::new(Running::new(c)));
         let queue = || Arc::new(Queue::new(1, &[0], buffers, running.clone()));
         let free = queue();
         for i in 0..buffers {
@@ -137,34 +130,24 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>, spin: bool) {
 
 #[test]
 fn loom_recycling_with_as_many_buffers_as_rounds() {
-    recycle(2, 2, None, false);
+    recycle(2, 2, None);
 }
 
 #[test]
 fn loom_recycling_with_one_buffer() {
-    recycle(2, 1, None, false);
+    recycle(2, 1, None);
 }
 
 /// Four counted threads on one core: every push into a queue with a
 /// waiter is deferred; only leaving threads pay.
 #[test]
 fn loom_deferred_recycling_on_one_core() {
-    recycle(2, 2, Some(1), false);
+    recycle(2, 2, Some(1));
 }
 
 #[test]
 fn loom_deferred_recycling_with_one_buffer_on_two_cores() {
-    recycle(2, 1, Some(2), false);
-}
-
-/// Four counted threads on four cores, one round: every consumer that finds its
-/// queue empty spins (under loom, one look at the hint with the lock
-/// dropped) before it leaves the count and waits (`running.rs`, "A spin
-/// before waiting"), in every interleaving with the pushes, the totals
-/// and the end of the stream.
-#[test]
-fn loom_recycling_with_spins_on_four_cores() {
-    recycle(1, 1, Some(4), true);
+    recycle(2, 1, Some(2));
 }
 
 /// The race the `SeqCst` pair settles: on two cores, `p` pushes into the
@@ -236,36 +219,6 @@ fn loom_abort_wakes_every_waiter() {
             assert_eq!(w.join().unwrap(), Pop::Aborted);
         }
         assert_eq!(a.push(0, 1), Err(1));
-    });
-}
-
-/// The same with counted waiters on two cores: each may spin before it
-/// waits, and the abort ends a spin as it ends a wait; the count is back
-/// to zero after.
-#[test]
-fn loom_abort_ends_spins_and_waits() {
-    model(|| {
-        let running = Arc::new(Running::spinning(2));
-        let queue = || Arc::new(Queue::<u64>::new(1, &[0], 1, Some(running.clone())));
-        let (a, b) = (queue(), queue());
-        let waiters: Vec<_> = [a.clone(), b.clone()]
-            .into_iter()
-            .map(|q| {
-                let running = running.clone();
-                thread::spawn(move || {
-                    running.enter();
-                    let p = q.pop();
-                    running.leave();
-                    p
-                })
-            })
-            .collect();
-        drop(a.abort());
-        drop(b.abort());
-        for w in waiters {
-            assert_eq!(w.join().unwrap(), Pop::Aborted);
-        }
-        assert_eq!(running.count(), 0);
     });
 }
 

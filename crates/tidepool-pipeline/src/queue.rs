@@ -57,20 +57,12 @@
 //! wake-up on its way (issued or owed), and defers it only as `running.rs`
 //! describes. A waiter also wakes by itself after [`crate::running::STALL`]
 //! and takes an owed wake-up if buffers wait (the stall bound, `running.rs`).
-//!
-//! A counted consumer may spin a little before it waits, watching the
-//! queue's `hint` without the lock (`running.rs`, "A spin before
-//! waiting"); every push, the abort and the pop that completes the queue
-//! bump the hint under the lock, and the spinner, when it sees it move,
-//! takes the lock and looks again from the top: nothing above depends on
-//! the spin.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::running::Running;
-use crate::sync::{lock, AtomicUsize, Condvar, Mutex};
-use std::sync::atomic::Ordering::Relaxed;
+use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
 #[derive(Debug, PartialEq, Eq)]
@@ -127,9 +119,6 @@ struct State<T> {
 pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
-    /// Bumped under the lock by every push, the abort and the completing
-    /// pop: what a spinning consumer watches (a hint; the lock decides).
-    hint: AtomicUsize,
     /// The run's running count, for deferred wake-ups (`None`: always
     /// wake at once).
     running: Option<Arc<Running<T>>>,
@@ -156,7 +145,6 @@ impl<T> Queue<T> {
                 notified: 0,
             }),
             cv: Condvar::new(),
-            hint: AtomicUsize::new(0),
             running,
         }
     }
@@ -172,7 +160,6 @@ impl<T> Queue<T> {
             return Err(item);
         }
         s.items.push_back((pipe, item));
-        self.hint.fetch_add(1, Relaxed);
         let len = s.items.len();
         let (mut wake, mut owe) = (false, false);
         // Only a waiter with no wake-up on its way needs one.
@@ -272,7 +259,6 @@ impl<T> Queue<T> {
 
     fn pop_inner(&self, left: &std::cell::Cell<bool>) -> Pop<T> {
         let mut s = lock(&self.state);
-        let mut spun = false;
         loop {
             if s.aborted {
                 return Pop::Aborted;
@@ -284,11 +270,8 @@ impl<T> Queue<T> {
                 let last = c.total == Some(c.popped);
                 if last {
                     s.complete += 1;
-                    if s.complete == s.counts.len() {
-                        self.hint.fetch_add(1, Relaxed);
-                        if s.waiters > 0 {
-                            self.cv.notify_all();
-                        }
+                    if s.complete == s.counts.len() && s.waiters > 0 {
+                        self.cv.notify_all();
                     }
                 }
                 return Pop::Item {
@@ -304,16 +287,6 @@ impl<T> Queue<T> {
             }
             if let (false, Some(r)) = (left.get(), &self.running) {
                 if crate::running::counted() {
-                    if !spun && r.may_spin() {
-                        // A push may be on its way: watch for it a little
-                        // before parking (`running.rs`), then look again.
-                        spun = true;
-                        let seen = self.hint.load(Relaxed);
-                        drop(s);
-                        r.spin(|| self.hint.load(Relaxed) != seen);
-                        s = lock(&self.state);
-                        continue;
-                    }
                     // Leaving may pay debts, which locks queues: not under
                     // this one's lock. Then look again.
                     drop(s);
@@ -357,7 +330,6 @@ impl<T> Queue<T> {
     pub(crate) fn abort(&self) -> Vec<T> {
         let mut s = lock(&self.state);
         s.aborted = true;
-        self.hint.fetch_add(1, Relaxed);
         let items = s.items.drain(..).map(|(_, t)| t).collect();
         drop(s);
         self.cv.notify_all();
@@ -444,39 +416,6 @@ mod tests {
         running.leave();
         assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
         assert_eq!(lock(&q.state).owed, 0);
-        assert_eq!(running.count(), 0);
-    }
-
-    /// A consumer spins before waiting only with two cores or more, no
-    /// more counted threads than cores (itself included) and no owed
-    /// wake-up (`running.rs`, "A spin before waiting").
-    #[test]
-    fn a_spin_needs_a_free_core_and_no_owed_wake_up() {
-        let one = Running::<u32>::new(1);
-        one.enter();
-        assert!(!one.may_spin(), "one core: the producer needs it");
-        one.leave();
-
-        let running = Arc::new(Running::new(2));
-        running.enter();
-        assert!(running.may_spin(), "two cores, one counted thread");
-        // Woken threads counted ahead count as running ones.
-        running.precount(1);
-        assert!(running.may_spin(), "the spinner included, as many as cores");
-        running.precount(1);
-        assert!(!running.may_spin(), "more counted threads than cores");
-        running.unprecount();
-
-        // Two counted threads on two cores: a push into a queue with a
-        // waiter is owed, and while it is, nobody spins.
-        let q = Arc::new(Queue::<u32>::new(1, &[0], 2, Some(running.clone())));
-        let consumer = waiting_consumer(&q, &running);
-        q.push(0, 5).unwrap();
-        assert_eq!(lock(&q.state).owed, 1, "the wake-up is owed");
-        assert!(!running.may_spin(), "a debt: a thread with work waits");
-        running.leave();
-        assert_eq!(item(consumer.join().unwrap()), (5, 0, false));
-        running.leave();
         assert_eq!(running.count(), 0);
     }
 

@@ -70,31 +70,6 @@
 //! left the core idle (`docs/notebook/pipelines.md`, session 3). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
-//! **A spin before waiting.** A counted consumer that finds its queue
-//! empty first watches, without the lock, the queue's *hint* (a counter
-//! that every push, the abort and the completing pop bump under the lock)
-//! for at most [`SPIN`], once per pop, and only while it may: at least two
-//! cores, no more counted threads than cores with the spinner included
-//! (a pipeline with more stage threads than cores never spins a core away
-//! from one that has work) and no owed wake-up (`debtors` zero, looked at
-//! again on every turn of the spin: a debt means a thread with work waits
-//! for a core, and the spinner stops, leaves the count and pays it). When
-//! the hint moves, the time runs out or a debt appears, it takes the lock
-//! and looks again, from the top: it decides nothing from what it saw.
-//! While it spins it stays counted (it holds a core) and is not a waiter,
-//! so a push into its queue owes it nothing and issues nothing: that push
-//! costs no futex call, and the consumer no park and no wake-up — tens of
-//! microseconds on this VM (see "Paying ahead"). crossbeam-channel's `recv`
-//! does the same (`Backoff`). It is outside the protocol below: a spinner
-//! is a counted thread that has not yet reached its wait, and every path
-//! after it (leave, wait, abort, end of stream, the stall bound) is the
-//! one it would have taken without the spin, at most [`SPIN`] later; an
-//! owed wake-up is never held up by a spin past the debt's registration.
-//! Under `loom` the spin is one look at the hint, and only in the models
-//! that ask for it (`Running::spinning`): they cover a consumer that drops
-//! the lock, looks and comes back; the step multiplies the other models'
-//! interleavings past what loom explores in minutes.
-//!
 //! **The stall bound.** The argument above needs every counted thread to
 //! wait, block or end eventually *while the owed consumer sleeps*; user
 //! code that busy-waits for a later stage's progress (through a side
@@ -137,11 +112,6 @@ use crate::sync::{lock, Mutex};
 /// itself (the stall bound in the protocol).
 pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The longest a consumer spins before it waits (the spin in the
-/// protocol): about the time a virtual CPU that went idle takes to run a
-/// woken thread on this VM; pooled mode spins as long.
-pub(crate) const SPIN: std::time::Duration = std::time::Duration::from_micros(30);
-
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
 
@@ -151,8 +121,6 @@ pub(crate) struct Running<T> {
     cores: usize,
     debtors: AtomicUsize,
     list: Mutex<Vec<Arc<Queue<T>>>>,
-    /// Consumers may spin before waiting (always, but under `loom`).
-    spin: bool,
 }
 
 #[cfg(not(loom))]
@@ -173,16 +141,6 @@ impl<T> Running<T> {
             cores: cores.max(1),
             debtors: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
-            spin: !cfg!(loom),
-        }
-    }
-
-    /// As [`Running::new`], with the spin before waiting under `loom` too.
-    #[cfg(loom)]
-    pub(crate) fn spinning(cores: usize) -> Self {
-        Running {
-            spin: true,
-            ..Running::new(cores)
         }
     }
 
@@ -252,47 +210,6 @@ impl<T> Running<T> {
         fence(SeqCst);
         if self.running.load(SeqCst) < self.cores {
             self.pay();
-        }
-    }
-
-    /// May the calling counted thread spin before it waits (the protocol's
-    /// conditions: two cores or more, no more counted threads than cores,
-    /// no owed wake-up)?
-    pub(crate) fn may_spin(&self) -> bool {
-        self.spin
-            && self.cores >= 2
-            && self.running.load(SeqCst) <= self.cores
-            && self.debtors.load(SeqCst) == 0
-    }
-
-    /// Spin until `moved` says the queue's hint moved, a debt appears or
-    /// [`SPIN`] has passed (under `loom`: one look).
-    pub(crate) fn spin(&self, moved: impl Fn() -> bool) {
-        #[cfg(not(loom))]
-        {
-            let t = std::time::Instant::now();
-            let mut step = 0u32;
-            while !moved() && self.debtors.load(SeqCst) == 0 {
-                // Turns of 1, 2, 4 … 64 spins, then yields: on a loaded
-                // machine the thread this one waits for may be queued on
-                // this CPU (crossbeam's `Backoff` does the same).
-                if step <= 6 {
-                    for _ in 0..1u32 << step {
-                        std::hint::spin_loop();
-                    }
-                    step += 1;
-                } else {
-                    std::thread::yield_now();
-                }
-                if t.elapsed() >= SPIN {
-                    break;
-                }
-            }
-        }
-        #[cfg(loom)]
-        {
-            let _ = moved();
-            loom::thread::yield_now();
         }
     }
 
