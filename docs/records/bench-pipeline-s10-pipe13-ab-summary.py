@@ -5,15 +5,26 @@ pariter in the same repeat; per round: the median of its 5 repeats), its % of th
 µs/item, its CPU µs/item minus the lower peer's (dcpu), switches/item; then each arm against A in
 the rounds both ran.
 
-python3 docs/records/bench-pipeline-s10-pipe13-ab-summary.py docs/records/bench-pipeline-s10-pipe13-ab-b1.jsonl [SHAPE]
+python3 docs/records/bench-pipeline-s10-pipe13-ab-summary.py docs/records/bench-pipeline-s10-pipe13-ab-b1.jsonl [SHAPE] [--row IMPL]
+
+--row picks the row compared (default tidepool-pipeline-pooled; session 11's pipe17 compares the thread-per-stage
+row, --row tidepool-pipeline).
 """
 import json, statistics as st, sys
 
+args = sys.argv[1:]
+ROW = "tidepool-pipeline-pooled"
+if "--row" in args:
+    i = args.index("--row")
+    ROW = args[i + 1]
+    del args[i:i + 2]
+
 PEERS = ("crossbeam-threads", "pariter", "pipeliner")
-lines = [json.loads(l) for l in open(sys.argv[1])]
+lines = [json.loads(l) for l in open(args[0])]
 print(lines[0]["arms"])
 shapes = sorted({l["shape"] for l in lines[1:]})
-for shape in shapes if len(sys.argv) < 3 else [sys.argv[2]]:
+print(f"row {ROW}")
+for shape in shapes if len(args) < 2 else [args[1]]:
     print(f"== {shape}")
     res = {}
     for l in lines[1:]:
@@ -21,7 +32,7 @@ for shape in shapes if len(sys.argv) < 3 else [sys.argv[2]]:
             continue
         sc = l["run"]["scenarios"][0]
         rr = {x["impl"]: x for x in sc["results"]}
-        me = rr["tidepool-pipeline-pooled"]
+        me = rr[ROW]
         ratios = [v / max(rr[p]["repeats"][i] for p in PEERS if p in rr) for i, v in enumerate(me["repeats"])]
         res[(l["arm"], l["round"])] = dict(
             ratio=st.median(ratios), pct=100 * me["of_bound"], cpu=me["cpu_us_per_item"],

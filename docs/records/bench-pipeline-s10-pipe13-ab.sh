@@ -5,6 +5,8 @@
 # odd rounds and B first in even ones; pipe14's sets w1 and c2, two arms). One JSON per run in
 # OUTDIR, the load average per run in OUTDIR/TAG-SHAPE-load.txt. docs/benchmarks.md, "Session 10"
 # and "Session 10b".
+# Session 11 (pipe17) runs it with BIN=/tmp/pipe17- and IMPLS=tidepool-pipeline,crossbeam-threads,pariter (the
+# thread-per-stage row).
 # usage: [BIN=/tmp/pipe14-] bench-pipeline-s10-pipe13-ab.sh SHAPE ROUNDS ITEMS OUTDIR TAG "A B C" [IMPLS]
 shape=$1; rounds=$2; items=$3; out=$4; tag=$5; arms=($6); impls=${7:-tidepool-pipeline-pooled,crossbeam-threads,pariter}
 mkdir -p $out
