@@ -80,12 +80,7 @@
 //! checks at every such release: *if something is runnable and a worker
 //! is parked, a wake-up is on its way.* A worker that finishes a task and
 //! finds exactly one runnable task takes it itself and wakes nobody: the
-//! common hand-off costs no wake-up at all. It looks for more runnable work
-//! only when a worker is parked (without one there is nobody to wake and
-//! the invariant holds): that look reads every group's state, which the
-//! other workers last wrote, and a cache line moved between cores costs
-//! ~80 ns or ~460 ns on this machine's two vCPUs depending on where the
-//! host puts them (`docs/notebook/pipelines.md`, session 11, pipe18).
+//! common hand-off costs no wake-up at all.
 //!
 //! **A spin before parking.** When nothing at all is runnable and there
 //! are no more workers than cores, a worker first watches, without the
@@ -581,11 +576,7 @@ impl<B: Send + 'static> Shared<B> {
             let prev = last.take();
             if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
                 let computing = !s.groups[task.group].blocks;
-                // Only a parked worker needs the look at every group (the
-                // wake-up, the invariant): without one, nothing depends on
-                // it, and it would read every group's state, which the other
-                // workers last wrote, inside the critical section.
-                let more = s.parked > 0 && s.any_runnable(&self.groups);
+                let more = s.any_runnable(&self.groups);
                 let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
