@@ -216,13 +216,7 @@ struct GroupState<B> {
     blocks: bool,
 }
 
-/// Everything the lock guards. Aligned to its own cache lines, so that
-/// the lock's word lies on a line of its own: a worker waiting for the
-/// lock reads that word in a loop, and if the state's fields shared its
-/// line, each of the holder's writes to them would first have to take the
-/// line back from the waiter's core (~460 ns when the host puts the two
-/// vCPUs far apart; `docs/notebook/pipelines.md`, session 11, pipe18).
-#[repr(align(128))]
+/// Everything the lock guards.
 struct State<B> {
     free: Vec<Buf<B>>,
     groups: Vec<GroupState<B>>,
