@@ -43,6 +43,7 @@ mod pooled;
 pub mod priority;
 mod queue;
 mod report;
+mod ring;
 mod run;
 mod running;
 mod stage;

@@ -417,3 +417,72 @@ fn loom_pooled_two_workers_with_repeat() {
 fn loom_pooled_three_workers_two_blocking_groups() {
     pooled(2, 2, 3, 1, 1);
 }
+
+/// Pooled mode's sticky groups (`pooled.rs`, "Sticky groups"): source →
+/// `c` × `middle` → `b`, one instance each, on as many workers as groups,
+/// `rounds` rounds over `buffers` buffers. Under `loom` even groups compute
+/// (a worker keeps them and hands buffers on without the lock) and odd
+/// ones block (let go after every task). Checks as `pooled` does: a
+/// producer that misses a released group, or a holder that lets its group
+/// go without looking at its ring again, leaves a buffer in a ring with
+/// every worker parked (loom reports the deadlock) or breaks the
+/// invariant's check.
+fn sticky(rounds: u64, buffers: usize, middle: usize) {
+    use crate::{Context, Flow, Pipeline};
+    use std::sync::Mutex;
+    model(move || {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let lasts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (l2, s2) = (lasts.clone(), seen.clone());
+        type R = Result<(), crate::BoxError>;
+        let mut builder = Pipeline::builder("loom").buffers(buffers, || 0u64).source(
+            "read",
+            move |_: &mut u64, cx: &Context| {
+                Ok(if cx.round() + 1 == rounds {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            },
+        );
+        for i in 0..middle {
+            let l = lasts.clone();
+            builder = builder.stage(format!("c{i}"), move |_: &mut u64, cx: &Context| -> R {
+                if cx.is_last() {
+                    l.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                Ok(())
+            });
+        }
+        let report = builder
+            .stage("b", move |_: &mut u64, cx: &Context| -> R {
+                if cx.is_last() {
+                    l2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                s2.lock().unwrap().push(cx.round());
+                Ok(())
+            })
+            .pooled_threads(middle + 2)
+            .build()
+            .expect("valid")
+            .run()
+            .expect("no stage fails");
+        assert_eq!(report.pipelines[0].rounds, rounds);
+        assert_eq!(report.stages[middle + 1].items, rounds);
+        assert_eq!(*seen.lock().unwrap(), (0..rounds).collect::<Vec<_>>());
+        assert_eq!(lasts.load(std::sync::atomic::Ordering::SeqCst), 1 + middle);
+    });
+}
+
+/// Two groups on two workers (the source's group computes, `b` blocks).
+#[test]
+fn loom_pooled_sticky_two_groups() {
+    sticky(3, 2, 0);
+}
+
+/// Three groups on three workers: the source's and `b` compute (held),
+/// `c0` between them blocks; the buffers go round through both rings.
+#[test]
+fn loom_pooled_sticky_three_groups() {
+    sticky(2, 1, 1);
+}
