@@ -43,7 +43,6 @@ mod pooled;
 pub mod priority;
 mod queue;
 mod report;
-mod ring;
 mod run;
 mod running;
 mod stage;

@@ -126,61 +126,6 @@
 //! returns. A worker that returns from its wait takes one pending wake-up
 //! (whichever worker it was meant for), and looks again.
 //!
-//! # Sticky groups (hand-offs without the lock)
-//!
-//! When every group has one instance taking one buffer at a time (no
-//! replicas, no `repeat`) and there are at least as many workers as
-//! groups, the run is in *sticky mode*: every group's input (group 0's:
-//! the free pool) is a lock-free ring as wide as the pool, so a push never
-//! fails, and each group has a flag, `held`, set while a worker has its
-//! instance. `held` changes only under the lock: set by the pick that
-//! takes the instance, cleared by the completion that gives it back.
-//!
-//! A worker that picks a *computing* group keeps it across tasks: after
-//! each task it pushes the buffer to the next group's ring (the last
-//! group's to group 0's) and pops its own ring for the next, without the
-//! lock; when the ring stays empty (watched for up to [`SPIN`] when there
-//! are no more workers than cores), it takes the lock and lets the group
-//! go. It also stops holding, through the lock, after a task that failed,
-//! ended the stream (the source's, which sets `total` under the lock before
-//! its last buffer moves on), or took the stream's last buffer (so that
-//! the end of the run is decided under the lock), when the group's code
-//! turns out to block, or when the run has failed (`stop`). A holder is
-//! its ring's only consumer: the pick pops a ring only when the group is
-//! not held. Its counters (buffers popped and conveyed, the source's next
-//! round, the queue depth) are its own while it holds, and go back under
-//! the lock before its last task completes. Blocking groups keep today's
-//! path (their worker lets the group go after every task, as does a
-//! worker holding a group that turns blocking); replicated, ordered and
-//! `repeat > 1` groups, and pipelines with more groups than workers, do
-//! not run in sticky mode at all.
-//!
-//! **No buffer is lost.** A buffer is always in exactly one place: a ring,
-//! a task's batch, or dropped with a failed task (as in the locked path).
-//! A ring is never full (it is as wide as the pool).
-//!
-//! **No wake-up is lost.** Work now becomes runnable outside the lock too:
-//! a holder pushes into a group that is not held. So a producer pushes,
-//! then (a `SeqCst` fence) reads the target's `held`. If held, the holder
-//! will see the buffer: it lets the group go only by clearing `held`, then
-//! (a `SeqCst` fence) looking at the ring again, under the lock, before it
-//! picks or parks; of the two stores and the two loads that follow them,
-//! one of the loads sees the other side's store (the fences order them),
-//! so either the producer sees the group released or the holder sees the
-//! buffer. If released, the group is runnable: the producer takes the
-//! lock and does what a worker leaving the lock does, wakes a parked
-//! worker if one is parked and no wake-up is on its way, and bumps `epoch`
-//! for a spinning one. The invariant becomes: *if something is runnable
-//! and a worker is parked, a wake-up is on its way, or a producer that has
-//! pushed is on its way to the lock* (debug and `loom` builds count such
-//! producers, per group, for the check).
-//!
-//! **The last-buffer notice.** Every group sees every round in round order
-//! (one instance, FIFO rings), so the stream's last buffer, marked by the
-//! source and carried with every conveyance, is each group's `total`-th:
-//! a holder gives the notice with the buffer's mark, the pick with the
-//! count as before.
-//!
 //! # Blocking stages
 //!
 //! A worker blocked in a stage's I/O is a worker lost to the others: with
@@ -206,13 +151,11 @@ use std::time::{Duration, Instant};
 use crate::builder::{Builder, Order, Replicas};
 use crate::error::{panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
-use crate::ring::Ring;
 use crate::run::guarded;
 use crate::running::Blocking;
 use crate::stage::{Context, Flow, Source, Stage};
-use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Condvar, Mutex, Padded};
+use crate::sync::{lock, Condvar, Mutex};
 use crate::sys::SchedClass;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 /// A buffer and what the framework knows about it.
 struct Buf<B> {
@@ -220,9 +163,6 @@ struct Buf<B> {
     round: u64,
     /// Carries no data: the source's [`Flow::End`].
     empty: bool,
-    /// The stream's last buffer (sticky mode: the holder's last-buffer
-    /// notice; the source marks it, every conveyance carries it).
-    last: bool,
 }
 
 /// A buffer in a task: its arrival index at the group, and whether it is
@@ -247,7 +187,7 @@ struct Inst<B> {
 }
 
 /// What does not change during the run: a group's description.
-struct GroupRt<B> {
+struct GroupRt {
     name: String,
     /// The group's stage names, the source's first in group 0.
     stage_names: Vec<String>,
@@ -255,30 +195,6 @@ struct GroupRt<B> {
     /// Replicated and ordered: outputs go through the reorder ring.
     ordered: bool,
     instances: usize,
-    /// Sticky mode (module doc, "Sticky groups"): the group's input (group
-    /// 0's: the free pool) as a lock-free ring, and whether it is held.
-    lane: Option<Lane<B>>,
-}
-
-/// A sticky-mode group's lock-free side.
-struct Lane<B> {
-    /// The group's input, as wide as the pool: a push never fails.
-    ring: Ring<Buf<B>>,
-    /// A worker has the group's instance (changed only under the lock).
-    held: Padded<AtomicBool>,
-    /// Producers between their push and their signal (debug and `loom`
-    /// builds only, for the invariant's check).
-    pending: Padded<AtomicUsize>,
-}
-
-/// A holder's copy of its group's counters, written back when it lets
-/// the group go (under the lock).
-struct Tally {
-    popped: u64,
-    items: u64,
-    /// Group 0: the round the source fills next.
-    next_round: u64,
-    depth: DepthSeries,
 }
 
 /// A group's run-time state (under the run's lock).
@@ -339,7 +255,7 @@ struct Done {
 /// The run, shared by the workers.
 struct Shared<B> {
     name: String,
-    groups: Vec<GroupRt<B>>,
+    groups: Vec<GroupRt>,
     width: usize,
     state: Mutex<State<B>>,
     cv: Condvar,
@@ -352,10 +268,6 @@ struct Shared<B> {
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
     /// thread was in SCHED_OTHER; see "Scheduling classes").
     classes: bool,
-    /// Sticky mode: every group has a lane.
-    sticky: bool,
-    /// Set with the run's error: a holder stops at its next task.
-    stop: AtomicBool,
 }
 
 /// A worker's scheduling class (module doc, "Scheduling classes").
@@ -395,17 +307,14 @@ impl Class {
 const SPIN: Duration = Duration::from_micros(30);
 
 impl<B> State<B> {
-    fn over(&self, groups: &[GroupRt<B>]) -> bool {
+    fn over(&self, groups: &[GroupRt]) -> bool {
         self.error.is_some() || self.total == Some(self.groups[groups.len() - 1].items)
     }
 
-    fn runnable(&self, g: usize, rt: &GroupRt<B>) -> bool {
+    fn runnable(&self, g: usize, rt: &GroupRt) -> bool {
         let s = &self.groups[g];
         if s.idle.is_empty() {
             return false;
-        }
-        if let Some(lane) = &rt.lane {
-            return (g != 0 || self.total.is_none()) && !lane.ring.is_empty();
         }
         if g == 0 {
             return self.total.is_none() && self.free.len() >= rt.repeat;
@@ -427,19 +336,14 @@ impl<B> State<B> {
         }
     }
 
-    fn any_runnable(&self, groups: &[GroupRt<B>]) -> bool {
+    fn any_runnable(&self, groups: &[GroupRt]) -> bool {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
     }
 
     /// Take a runnable task, or `None` to park (see the module doc,
     /// "Blocking and computing workers"). `last` is the group whose task
     /// the caller just finished.
-    fn pick(
-        &mut self,
-        groups: &[GroupRt<B>],
-        last: Option<usize>,
-        start: Instant,
-    ) -> Option<Task<B>> {
+    fn pick(&mut self, groups: &[GroupRt], last: Option<usize>, start: Instant) -> Option<Task<B>> {
         let spare = self.parked > self.notified;
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g]);
         let g = match last {
@@ -467,23 +371,7 @@ impl<B> State<B> {
             .pop()
             .expect("runnable: an idle instance");
         let mut batch = Vec::with_capacity(rt.repeat);
-        if let Some(lane) = &rt.lane {
-            // Sticky mode: one instance, batches of one; this worker is
-            // the ring's only consumer until it lets the group go.
-            lane.held.0.store(true, SeqCst);
-            let buf = lane.ring.pop().expect("runnable: a buffer in the ring");
-            let s = &mut self.groups[g];
-            let (index, last) = if g == 0 {
-                (0, false)
-            } else {
-                s.popped += 1;
-                (s.popped - 1, self.total == Some(s.popped))
-            };
-            debug_assert!(g == 0 || buf.last == last, "the last-buffer mark");
-            batch.push(Held { buf, index, last });
-            s.depth
-                .record(start.elapsed().as_secs_f64(), lane.ring.len());
-        } else if g == 0 {
+        if g == 0 {
             let at = self.free.len() - rt.repeat;
             let depth = self.free.len() - rt.repeat;
             batch.extend(self.free.drain(at..).map(|buf| Held {
@@ -520,40 +408,12 @@ impl<B> State<B> {
         })
     }
 
-    /// A holder takes its group's counters (sticky mode).
-    fn take_tally(&mut self, g: usize) -> Tally {
-        let s = &mut self.groups[g];
-        Tally {
-            popped: s.popped,
-            items: s.items,
-            next_round: self.next_round,
-            depth: std::mem::replace(&mut s.depth, DepthSeries::new()),
-        }
-    }
-
-    /// A holder gives its group's counters back, before its last task
-    /// completes.
-    fn put_tally(&mut self, g: usize, t: Tally) {
-        let s = &mut self.groups[g];
-        s.popped = t.popped;
-        s.items = t.items;
-        s.depth = t.depth;
-        if g == 0 {
-            self.next_round = t.next_round;
-        }
-    }
-
     /// Pass a buffer that group `g` is done with to the next group (or back
     /// to the free pool after the last).
-    fn convey(&mut self, groups: &[GroupRt<B>], g: usize, h: Held<B>, width: usize) {
+    fn convey(&mut self, groups: &[GroupRt], g: usize, h: Held<B>, width: usize) {
         self.groups[g].items += 1;
         let mut buf = h.buf;
-        if groups[g].lane.is_some() {
-            let next = (g + 1) % groups.len();
-            buf.last = h.last && next != 0;
-            buf.empty &= next != 0;
-            groups[next].lane.as_ref().expect("sticky").ring.push(buf);
-        } else if g + 1 == groups.len() {
+        if g + 1 == groups.len() {
             buf.empty = false;
             self.free.push(buf);
         } else if groups[g].ordered {
@@ -576,7 +436,7 @@ impl<B> State<B> {
     }
 
     /// Finish a task: its buffers go on, its instance back to idle.
-    fn complete(&mut self, groups: &[GroupRt<B>], task: Task<B>, done: Done, width: usize) {
+    fn complete(&mut self, groups: &[GroupRt], task: Task<B>, done: Done, width: usize) {
         let Task {
             group, inst, batch, ..
         } = task;
@@ -585,13 +445,6 @@ impl<B> State<B> {
             self.groups[group].blocks = inst.blocking.blocks();
         }
         self.groups[group].idle.push(inst);
-        if let Some(lane) = &groups[group].lane {
-            // Let the group go, then (the fence) every later look at a
-            // ring sees what a producer that found it held pushed
-            // (module doc, "Sticky groups").
-            lane.held.0.store(false, SeqCst);
-            fence(SeqCst);
-        }
         if let Some(e) = done.error {
             if self.error.is_none() {
                 self.error = Some(e);
@@ -599,11 +452,6 @@ impl<B> State<B> {
             return; // the batch's buffers are dropped with it
         }
         let mut batch = batch;
-        if let (0, Some(lane)) = (group, &groups[0].lane) {
-            for h in batch.drain(done.filled..) {
-                lane.ring.push(h.buf);
-            }
-        }
         if group == 0 {
             // Unfilled buffers (the stream ended first) go back unused.
             self.free.extend(batch.drain(done.filled..).map(|h| h.buf));
@@ -649,7 +497,7 @@ impl<B: Send + 'static> Shared<B> {
 
     fn run_user(
         &self,
-        rt: &GroupRt<B>,
+        rt: &GroupRt,
         inst: &mut Inst<B>,
         batch: &mut [Held<B>],
         round: u64,
@@ -710,123 +558,6 @@ impl<B: Send + 'static> Shared<B> {
         done
     }
 
-    /// Sticky mode: run the held group's next tasks without the lock while
-    /// its ring has buffers (module doc, "Sticky groups"). Returns the task
-    /// that must complete under the lock: one that failed, ended the
-    /// stream, took the last buffer or found the group blocking, or an
-    /// empty one when the ring stayed empty (the group is let go).
-    fn keep(&self, task: &mut Task<B>, mut done: Done, t: &mut Tally) -> Done {
-        let g = task.group;
-        let lane = self.groups[g].lane.as_ref().expect("sticky");
-        loop {
-            if done.error.is_some()
-                || done.ended
-                || task.batch.iter().any(|h| h.last)
-                || task.inst.blocking.blocks()
-                || self.stop.load(Relaxed)
-            {
-                return done;
-            }
-            for h in task.batch.drain(..) {
-                t.items += 1;
-                if g == 0 {
-                    t.next_round += 1;
-                }
-                self.pass(g, h);
-            }
-            let Some(buf) = self.next(lane) else {
-                return Done {
-                    filled: 0,
-                    ended: false,
-                    error: None,
-                };
-            };
-            let (index, last) = if g == 0 {
-                (0, false)
-            } else {
-                t.popped += 1;
-                (t.popped - 1, buf.last)
-            };
-            task.batch.push(Held { buf, index, last });
-            task.round = t.next_round;
-            t.depth
-                .record(self.start.elapsed().as_secs_f64(), lane.ring.len());
-            done = self.run_task(task);
-        }
-    }
-
-    /// A holder's next buffer: from its ring, watched for up to [`SPIN`]
-    /// when it is empty (no more workers than cores).
-    fn next(&self, lane: &Lane<B>) -> Option<Buf<B>> {
-        if let Some(b) = lane.ring.pop() {
-            return Some(b);
-        }
-        if !self.spin {
-            return None;
-        }
-        let t = Instant::now();
-        let mut n = 0u32;
-        loop {
-            std::hint::spin_loop();
-            if let Some(b) = lane.ring.pop() {
-                return Some(b);
-            }
-            n += 1;
-            if n.is_multiple_of(64) && t.elapsed() >= SPIN {
-                return None;
-            }
-        }
-    }
-
-    /// Convey a held group's buffer without the lock: push it to the next
-    /// group's ring, then (the fence) look whether that group is held; if
-    /// not, it may be runnable with a worker parked: signal under the lock.
-    fn pass(&self, g: usize, h: Held<B>) {
-        let next = (g + 1) % self.groups.len();
-        let mut buf = h.buf;
-        buf.last = h.last && next != 0;
-        buf.empty &= next != 0;
-        let lane = self.groups[next].lane.as_ref().expect("sticky");
-        let checked = cfg!(any(loom, debug_assertions));
-        if checked {
-            lane.pending.0.fetch_add(1, SeqCst);
-        }
-        lane.ring.push(buf);
-        fence(SeqCst);
-        if lane.held.0.load(SeqCst) {
-            if checked {
-                lane.pending.0.fetch_sub(1, SeqCst);
-            }
-            return;
-        }
-        let mut s = lock(&self.state);
-        let more = s.any_runnable(&self.groups);
-        let wake = more && s.parked > s.notified;
-        if wake {
-            s.notified += 1;
-        }
-        if checked {
-            lane.pending.0.fetch_sub(1, SeqCst);
-        }
-        self.check(&s, more);
-        drop(s);
-        self.epoch.fetch_add(1, Relaxed);
-        if wake {
-            self.cv.notify_one();
-        }
-    }
-
-    /// [`State::check`], with the producers on their way to signal.
-    fn check(&self, s: &State<B>, runnable: bool) {
-        let pending = cfg!(any(loom, debug_assertions))
-            && self
-                .groups
-                .iter()
-                .filter_map(|g| g.lane.as_ref())
-                .any(|l| l.pending.0.load(SeqCst) > 0);
-        s.check(runnable && !pending);
-    }
-
     /// One worker: take tasks while any is runnable, park when none is,
     /// return at the end of the run.
     fn worker(&self) {
@@ -845,33 +576,21 @@ impl<B: Send + 'static> Shared<B> {
             let prev = last.take();
             if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
                 let computing = !s.groups[task.group].blocks;
-                // Sticky mode: a computing group is kept across tasks.
-                let mut tally = (self.sticky && computing).then(|| s.take_tally(task.group));
                 let more = s.any_runnable(&self.groups);
                 let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
                 }
-                self.check(&s, more);
+                s.check(more);
                 drop(s);
                 if wake {
                     self.cv.notify_one();
                 }
                 class.take(computing);
-                let mut done = self.run_task(&mut task);
-                if let Some(t) = tally.as_mut() {
-                    done = self.keep(&mut task, done, t);
-                }
+                let done = self.run_task(&mut task);
                 last = Some(task.group);
                 s = lock(&self.state);
-                if let Some(t) = tally {
-                    s.put_tally(task.group, t);
-                }
-                let failed = done.error.is_some();
                 s.complete(&self.groups, task, done, self.width);
-                if failed {
-                    self.stop.store(true, Relaxed);
-                }
                 self.epoch
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 spun = false;
@@ -917,7 +636,7 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             s.parked += 1;
-            self.check(&s, s.any_runnable(&self.groups));
+            s.check(s.any_runnable(&self.groups));
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
@@ -952,7 +671,6 @@ impl<B: Send + 'static> Shared<B> {
                     Cause::Panicked(format!("internal: {}", panic_message(&*p))),
                 ));
             }
-            self.stop.store(true, Relaxed);
             drop(s);
             self.cv.notify_all();
         }
@@ -965,7 +683,7 @@ impl<B: Send + 'static> Shared<B> {
 fn make_instances<B: Send + 'static>(
     name: &str,
     spec: &mut Builder<B>,
-    groups: &[GroupRt<B>],
+    groups: &[GroupRt],
 ) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
     let err = |stage: &str, step, cause| PipelineError {
         pipeline: name.to_string(),
@@ -1027,11 +745,7 @@ fn make_instances<B: Send + 'static>(
 
 /// `cleanup` every instance whose `init` ran (its stages in order, then
 /// the source, as a stage thread does); returns the first failure.
-fn cleanup<B>(
-    name: &str,
-    all: &mut [Vec<Inst<B>>],
-    groups: &[GroupRt<B>],
-) -> Option<PipelineError> {
+fn cleanup<B>(name: &str, all: &mut [Vec<Inst<B>>], groups: &[GroupRt]) -> Option<PipelineError> {
     let mut first = None;
     for (insts, rt) in all.iter_mut().zip(groups) {
         for inst in insts.iter_mut() {
@@ -1090,14 +804,7 @@ pub(crate) fn run<B: Send + 'static>(
     let name = spec.name.clone();
     let (count, mut make) = spec.buffers.take().expect("validated");
     let src_name = spec.source.as_ref().expect("validated").0.clone();
-    // Sticky mode (module doc, "Sticky groups"): every group one instance
-    // taking one buffer at a time, and a worker for each group.
-    let sticky = spec.groups.len() <= workers
-        && spec
-            .groups
-            .iter()
-            .all(|gs| gs.repeat.max(1) == 1 && matches!(gs.replicas, Replicas::Fixed(1)));
-    let groups: Vec<GroupRt<B>> = spec
+    let groups: Vec<GroupRt> = spec
         .groups
         .iter()
         .enumerate()
@@ -1117,11 +824,6 @@ pub(crate) fn run<B: Send + 'static>(
                 repeat: gs.repeat.max(1),
                 ordered: instances > 1 && gs.order == Order::Ordered,
                 instances,
-                lane: sticky.then(|| Lane {
-                    ring: Ring::new(count),
-                    held: Padded(AtomicBool::new(false)),
-                    pending: Padded(AtomicUsize::new(0)),
-                }),
             }
         })
         .collect();
@@ -1130,19 +832,13 @@ pub(crate) fn run<B: Send + 'static>(
         cleanup(&name, &mut insts, &groups);
         return Err(e);
     }
-    let mut free: Vec<Buf<B>> = (0..count)
+    let free = (0..count)
         .map(|_| Buf {
             buf: make(),
             round: 0,
             empty: false,
-            last: false,
         })
         .collect();
-    if let Some(lane) = &groups[0].lane {
-        for b in free.drain(..) {
-            lane.ring.push(b);
-        }
-    }
     let states = insts
         .into_iter()
         .enumerate()
@@ -1179,8 +875,6 @@ pub(crate) fn run<B: Send + 'static>(
         epoch: std::sync::atomic::AtomicU64::new(0),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
-        sticky,
-        stop: AtomicBool::new(false),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
     for i in 1..workers {
@@ -1194,7 +888,6 @@ pub(crate) fn run<B: Send + 'static>(
                 let mut s = lock(&shared.state);
                 s.error
                     .get_or_insert(crate::pipeline::spawn_error(&name, "pooled worker", e));
-                shared.stop.store(true, Relaxed);
                 drop(s);
                 shared.cv.notify_all();
                 break;

@@ -2,14 +2,10 @@
 //! ones under `--cfg loom`, the real ones otherwise.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicUsize};
-#[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(loom)]
 pub(crate) use loom::thread::JoinHandle;
 
-#[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicUsize};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
