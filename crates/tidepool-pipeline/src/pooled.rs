@@ -326,8 +326,10 @@ impl Class {
 }
 
 /// The most buffers a task of a computing group with `repeat == 1` takes
-/// (module doc, "Model"). Measured (`docs/benchmarks.md`, session 12,
-/// pipe19): see there for 2 against 4.
+/// (module doc, "Model"). Two, measured against four (`docs/benchmarks.md`,
+/// session 12, pipe19): four gained nothing on the two-threads mapping and
+/// lost on `balanced-compute`, where a pool of 8 in batches of four leaves
+/// two batches for four groups (two leaves one per group).
 const MAX_TAKE: usize = 2;
 
 /// How long a worker with nothing runnable watches `epoch` before it parks.
