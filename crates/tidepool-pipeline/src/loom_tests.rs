@@ -410,6 +410,15 @@ fn loom_pooled_two_workers_with_repeat() {
     pooled(3, 3, 2, 2, 0);
 }
 
+/// Three buffers for three rounds: the source's tasks (computing under
+/// `loom`) take two buffers, then one, and `b`'s take what is waiting, so
+/// a multi-buffer task holds the stream's last buffer (the notice and the
+/// end of the run decided inside a batch).
+#[test]
+fn loom_pooled_two_workers_multi_buffer_tasks() {
+    pooled(3, 3, 2, 1, 0);
+}
+
 /// Two blocking groups (`a` and `b`) around a computing one (the blocking
 /// shape's kinds), three workers: a worker that declines wakes a spare,
 /// while another worker may take the work first.

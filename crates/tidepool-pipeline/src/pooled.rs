@@ -17,13 +17,32 @@
 //! `then_each`, or the source and its fused stages) is a *task kind*. A
 //! group has as many *instances* as it has replicas (one unless
 //! replicated); an instance holds the group's stage states. A task is one
-//! instance taking one batch (`repeat` buffers, fewer for the stream's
-//! tail) from the group's input: the source group's input is the free
-//! pool, every other group's the previous group's output. So every group
-//! runs at most its replica count of batches at once and, with one
-//! instance, one batch at a time in input order, exactly as its threads
-//! would. An ordered replicated group's outputs pass through a reorder
-//! ring keyed by input index, as in thread-per-stage mode. The last-buffer
+//! instance taking one batch from the group's input (the source group's
+//! input is the free pool, every other group's the previous group's
+//! output), in one critical section:
+//!
+//! - a group with `repeat` k > 1 takes exactly k buffers (fewer for the
+//!   stream's tail) and runs them stage-major, the user's contract (two
+//!   reads, then two writes);
+//! - a *blocking* group (below) takes one buffer: an I/O stage holding
+//!   several would keep the buffers it has done with from the compute
+//!   after it;
+//! - a *computing* group with `repeat == 1` takes every buffer waiting,
+//!   shared among its idle instances (`⌈waiting / idle⌉`), up to
+//!   [`MAX_TAKE`], and runs them **buffer-major**: each buffer through the
+//!   source's fill and every fused stage before the next, exactly what as
+//!   many one-buffer tasks (or the group's thread) would run. So one lock
+//!   round trip serves several buffers (a task's critical sections cost
+//!   0.4–1.1 µs, `docs/benchmarks.md`, session 11, pipe18), at the price of
+//!   conveying the first buffer only when the task ends. If the source
+//!   ends the stream mid-batch (`Flow::Last` or `End`), the rest of the
+//!   batch goes back to the pool unused; a failed task drops its batch.
+//!
+//! So every group runs at most its replica count of batches at once and,
+//! with one instance, one batch at a time in input order, exactly as its
+//! threads would; the pool still bounds the buffers in flight. An ordered
+//! replicated group's outputs pass through a reorder ring keyed by input
+//! index, as in thread-per-stage mode. The last-buffer
 //! notice goes with the pop that takes a group's `total`-th buffer, where
 //! `total` is the stream's round count, set by the source's task before it
 //! conveys its last buffer (every group sees every round: pooled pipelines
@@ -232,6 +251,9 @@ struct State<B> {
     idle: Duration,
     /// The workers' CPU time, summed (`None` if the OS does not tell).
     cpu: Option<Duration>,
+    /// Tasks picked, and the buffers they took (the report's note).
+    tasks: u64,
+    taken: u64,
 }
 
 /// A picked task: an instance of group `group` and its batch.
@@ -303,6 +325,11 @@ impl Class {
     }
 }
 
+/// The most buffers a task of a computing group with `repeat == 1` takes
+/// (module doc, "Model"). Measured (`docs/benchmarks.md`, session 12,
+/// pipe19): see there for 2 against 4.
+const MAX_TAKE: usize = 2;
+
 /// How long a worker with nothing runnable watches `epoch` before it parks.
 const SPIN: Duration = Duration::from_micros(30);
 
@@ -340,6 +367,26 @@ impl<B> State<B> {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
     }
 
+    /// How many buffers a task of runnable group `g` takes (module doc,
+    /// "Model"): `repeat` if above one (the tail may hold fewer); one for a
+    /// blocking group; else every buffer waiting, shared among the idle
+    /// instances, up to [`MAX_TAKE`].
+    fn take(&self, g: usize, rt: &GroupRt) -> usize {
+        let s = &self.groups[g];
+        if rt.repeat > 1 {
+            return rt.repeat;
+        }
+        if s.blocks {
+            return 1;
+        }
+        let waiting = if g == 0 {
+            self.free.len()
+        } else {
+            s.input.len()
+        };
+        waiting.div_ceil(s.idle.len()).clamp(1, MAX_TAKE)
+    }
+
     /// Take a runnable task, or `None` to park (see the module doc,
     /// "Blocking and computing workers"). `last` is the group whose task
     /// the caller just finished.
@@ -366,14 +413,17 @@ impl<B> State<B> {
             _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
         };
         let rt = &groups[g];
+        let take = self.take(g, rt);
+        self.tasks += 1;
+        self.taken += take as u64;
         let inst = self.groups[g]
             .idle
             .pop()
             .expect("runnable: an idle instance");
-        let mut batch = Vec::with_capacity(rt.repeat);
+        let mut batch = Vec::with_capacity(take);
         if g == 0 {
-            let at = self.free.len() - rt.repeat;
-            let depth = self.free.len() - rt.repeat;
+            let at = self.free.len() - take;
+            let depth = at;
             batch.extend(self.free.drain(at..).map(|buf| Held {
                 buf,
                 index: 0,
@@ -385,7 +435,7 @@ impl<B> State<B> {
         } else {
             let total = self.total;
             let s = &mut self.groups[g];
-            while batch.len() < rt.repeat {
+            while batch.len() < take {
                 let Some(buf) = s.input.pop_front() else {
                     break;
                 };
@@ -495,6 +545,11 @@ impl<B: Send + 'static> Shared<B> {
         done
     }
 
+    /// A task's user code: the batch in chunks of `repeat` buffers, in
+    /// order, each chunk stage-major (the source fills it, then each stage
+    /// processes it) as a stage thread runs a round. With `repeat == 1`
+    /// that is buffer-major: a multi-buffer task runs exactly what
+    /// consecutive one-buffer tasks would.
     fn run_user(
         &self,
         rt: &GroupRt,
@@ -504,55 +559,62 @@ impl<B: Send + 'static> Shared<B> {
         mut done: Done,
     ) -> Done {
         let mut mark = Instant::now();
-        let mut first = 0;
-        if let Some(src) = inst.source.as_mut() {
-            first = 1;
-            for (i, h) in batch.iter_mut().enumerate() {
-                let r = round + i as u64;
-                let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
-                let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
-                let now = Instant::now();
-                inst.busy[0] += now - mark;
-                mark = now;
-                match flow {
-                    Ok(f) => {
-                        h.buf.round = r;
-                        h.buf.empty = f == Flow::End;
-                        h.index = r;
-                        if f != Flow::More {
-                            h.last = true;
-                            done.filled = i + 1;
-                            done.ended = true;
-                            break;
+        let first = usize::from(inst.source.is_some());
+        for (c, chunk) in batch.chunks_mut(rt.repeat).enumerate() {
+            let at = c * rt.repeat;
+            let mut filled = chunk.len();
+            if let Some(src) = inst.source.as_mut() {
+                for (i, h) in chunk.iter_mut().enumerate() {
+                    let r = round + (at + i) as u64;
+                    let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
+                    let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
+                    let now = Instant::now();
+                    inst.busy[0] += now - mark;
+                    mark = now;
+                    match flow {
+                        Ok(f) => {
+                            h.buf.round = r;
+                            h.buf.empty = f == Flow::End;
+                            h.index = r;
+                            if f != Flow::More {
+                                h.last = true;
+                                filled = i + 1;
+                                done.filled = at + filled;
+                                done.ended = true;
+                                break;
+                            }
+                        }
+                        Err(c) => {
+                            done.error =
+                                Some(self.err(&rt.stage_names[0], Some(r), Step::Process, c));
+                            return done;
                         }
                     }
-                    Err(c) => {
-                        done.error = Some(self.err(&rt.stage_names[0], Some(r), Step::Process, c));
+                }
+            }
+            for (i, stage) in inst.stages.iter_mut().enumerate() {
+                let name = &rt.stage_names[first + i];
+                for h in chunk[..filled].iter_mut() {
+                    let cx = Context::new(
+                        name,
+                        &self.name,
+                        h.buf.round,
+                        h.last,
+                        h.buf.empty,
+                        inst.replica,
+                    );
+                    let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
+                    let now = Instant::now();
+                    inst.busy[first + i] += now - mark;
+                    mark = now;
+                    if let Err(c) = r {
+                        done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
                         return done;
                     }
                 }
             }
-        }
-        let filled = done.filled;
-        for (i, stage) in inst.stages.iter_mut().enumerate() {
-            let name = &rt.stage_names[first + i];
-            for h in batch[..filled].iter_mut() {
-                let cx = Context::new(
-                    name,
-                    &self.name,
-                    h.buf.round,
-                    h.last,
-                    h.buf.empty,
-                    inst.replica,
-                );
-                let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
-                let now = Instant::now();
-                inst.busy[first + i] += now - mark;
-                mark = now;
-                if let Err(c) = r {
-                    done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
-                    return done;
-                }
+            if done.ended {
+                break;
             }
         }
         done
@@ -869,6 +931,8 @@ pub(crate) fn run<B: Send + 'static>(
             notified: 0,
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
+            tasks: 0,
+            taken: 0,
         }),
         cv: Condvar::new(),
         start,
@@ -952,8 +1016,10 @@ pub(crate) fn run<B: Send + 'static>(
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let note = format!(
         "pooled: {workers} workers ran every stage (stages do not wait in this mode: the \
-         wait columns are 0); the workers were idle {:.1} ms in all (parked with nothing \
-         runnable){}",
+         wait columns are 0); {} tasks took {:.2} buffers each on average; the workers were \
+         idle {:.1} ms in all (parked with nothing runnable){}",
+        s.tasks,
+        s.taken as f64 / s.tasks.max(1) as f64,
         ms(s.idle),
         s.cpu
             .map(|c| format!(" and used {:.1} ms of CPU", ms(c)))

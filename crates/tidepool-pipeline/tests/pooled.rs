@@ -199,6 +199,89 @@ fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
     }
 }
 
+/// The "buffers … on average" figure of a pooled report's note.
+fn buffers_per_task(note: &str) -> f64 {
+    let (head, _) = note
+        .split_once(" buffers each on average")
+        .expect("the note names the buffers per task");
+    head.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// A computing group with `repeat == 1` takes several waiting buffers per
+/// task (the note shows more than one on average), and runs them
+/// buffer-major, as its thread would: each buffer through the group's
+/// stages before the next (`read0 a0 read1 a1 …`, `b0 c0 b1 c1 …`, never
+/// `b0 b1 c0 c1`); every round reaches the sink once, in order, every stage
+/// sees the notice once (also when a task holds the stream's last buffer),
+/// and no more buffers are in flight than the pool holds.
+#[test]
+fn multi_buffer_tasks_run_buffer_major_with_the_notice_once() {
+    const ROUNDS: u64 = 301;
+    const POOL: usize = 6;
+    for workers in WORKERS {
+        let log: Arc<Mutex<Vec<(&'static str, u64)>>> = Arc::default();
+        let notices = Notices::default();
+        let seen = Seen::default();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let step = |name: &'static str, work: u64| {
+            let (log, n) = (log.clone(), notices.clone());
+            move |b: &mut Counted, cx: &Context| -> R {
+                log.lock().unwrap().push((name, cx.round()));
+                n.see(cx);
+                for i in 0..work {
+                    b.value = std::hint::black_box(b.value.wrapping_mul(31).wrapping_add(i));
+                }
+                b.path.push(name);
+                Ok(())
+            }
+        };
+        let (l0, f1, f2, p1) = (
+            log.clone(),
+            in_flight.clone(),
+            in_flight.clone(),
+            peak.clone(),
+        );
+        let mut src = counter(ROUNDS);
+        let mut sink = recorder(&seen);
+        let report = Pipeline::builder("batches")
+            .buffers(POOL, Buffers::default().maker())
+            .source("read", move |b: &mut Counted, cx: &Context| {
+                p1.fetch_max(f1.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                l0.lock().unwrap().push(("read", cx.round()));
+                src(b, cx)
+            })
+            .then("a", step("a", 1))
+            .stage("b", step("b", 20_000))
+            .then("c", step("c", 1))
+            .stage("d", move |b: &mut Counted, cx: &Context| -> R {
+                f2.fetch_sub(1, Ordering::SeqCst);
+                sink(b, cx)
+            })
+            .pooled_threads(workers)
+            .build()
+            .unwrap()
+            .run()
+            .unwrap();
+        in_order_through(&seen, ROUNDS as usize, &["a", "b", "c"], &notices, workers);
+        assert!(peak.load(Ordering::SeqCst) <= POOL, "{workers} workers");
+        let per = buffers_per_task(&report.notes[0]);
+        assert!(per > 1.0, "{workers} workers: {}", report.notes[0]);
+        let log = log.lock().unwrap();
+        for pair in [["read", "a"], ["b", "c"]] {
+            let group: Vec<(&str, u64)> = log
+                .iter()
+                .copied()
+                .filter(|(n, _)| pair.contains(n))
+                .collect();
+            let want: Vec<(&str, u64)> = (0..ROUNDS)
+                .flat_map(|r| [(pair[0], r), (pair[1], r)])
+                .collect();
+            assert_eq!(group, want, "{pair:?}, {workers} workers");
+        }
+    }
+}
+
 /// A source that repeats, and one that ends with an empty buffer.
 #[test]
 fn a_repeating_source_and_an_empty_end_reach_every_stage() {
