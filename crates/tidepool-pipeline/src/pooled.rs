@@ -27,16 +27,24 @@
 //! - a *blocking* group (below) takes one buffer: an I/O stage holding
 //!   several would keep the buffers it has done with from the compute
 //!   after it;
-//! - a *computing* group with `repeat == 1` takes every buffer waiting,
-//!   shared among its idle instances (`⌈waiting / idle⌉`), up to
-//!   [`MAX_TAKE`], and runs them **buffer-major**: each buffer through the
-//!   source's fill and every fused stage before the next, exactly what as
-//!   many one-buffer tasks (or the group's thread) would run. So one lock
-//!   round trip serves several buffers (a task's critical sections cost
-//!   0.4–1.1 µs, `docs/benchmarks.md`, session 11, pipe18), at the price of
-//!   conveying the first buffer only when the task ends. If the source
-//!   ends the stream mid-batch (`Flow::Last` or `End`), the rest of the
-//!   batch goes back to the pool unused; a failed task drops its batch.
+//! - a *computing* group with `repeat == 1` takes one buffer, unless
+//!   nobody downstream could start on that buffer sooner if it were
+//!   conveyed alone: the group the buffers go to next (for the last group,
+//!   the source's, through the free pool) has no idle instance and already
+//!   has input waiting, so it has work until its running task ends. Then
+//!   the task takes every buffer waiting, shared among its group's idle
+//!   instances (`⌈waiting / idle⌉`), up to [`MAX_TAKE`], and runs them
+//!   **buffer-major**: each buffer through the source's fill and every
+//!   fused stage before the next, exactly what as many one-buffer tasks
+//!   (or the group's thread) would run. So one lock round trip serves
+//!   several buffers (a task's critical sections cost 0.4–1.1 µs,
+//!   `docs/benchmarks.md`, session 11, pipe18), and the first buffer,
+//!   conveyed only when the task ends, still reaches a group that could
+//!   not have run it sooner. Taking two buffers whatever the next group
+//!   was doing left a free replica idle and lost on the replicated shapes
+//!   (session 12, pipe19). If the source ends the stream mid-batch
+//!   (`Flow::Last` or `End`), the rest of the batch goes back to the pool
+//!   unused; a failed task drops its batch.
 //!
 //! So every group runs at most its replica count of batches at once and,
 //! with one instance, one batch at a time in input order, exactly as its
@@ -367,24 +375,41 @@ impl<B> State<B> {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
     }
 
-    /// How many buffers a task of runnable group `g` takes (module doc,
-    /// "Model"): `repeat` if above one (the tail may hold fewer); one for a
-    /// blocking group; else every buffer waiting, shared among the idle
-    /// instances, up to [`MAX_TAKE`].
-    fn take(&self, g: usize, rt: &GroupRt) -> usize {
-        let s = &self.groups[g];
-        if rt.repeat > 1 {
-            return rt.repeat;
-        }
-        if s.blocks {
-            return 1;
-        }
-        let waiting = if g == 0 {
+    /// Buffers waiting for group `g` (group 0's are the free pool).
+    fn waiting(&self, g: usize) -> usize {
+        if g == 0 {
             self.free.len()
         } else {
-            s.input.len()
-        };
-        waiting.div_ceil(s.idle.len()).clamp(1, MAX_TAKE)
+            self.groups[g].input.len()
+        }
+    }
+
+    /// How many buffers a task of runnable group `g` takes (module doc,
+    /// "Model"): `repeat` if above one (the tail may hold fewer); one for a
+    /// blocking group; one unless the group its buffers go to next is
+    /// `saturated`; else every buffer waiting, shared among the idle
+    /// instances, up to [`MAX_TAKE`].
+    fn take(&self, g: usize, groups: &[GroupRt]) -> usize {
+        let s = &self.groups[g];
+        if groups[g].repeat > 1 {
+            return groups[g].repeat;
+        }
+        if s.blocks || !self.saturated(g, groups.len()) {
+            return 1;
+        }
+        self.waiting(g).div_ceil(s.idle.len()).clamp(1, MAX_TAKE)
+    }
+
+    /// Whether nobody downstream of runnable group `g` could start on its
+    /// task's first buffer sooner than after its second: the group the
+    /// buffers go to next (the source, through the free pool, after the
+    /// last group) has no idle instance and input waiting, counted as if
+    /// `g`'s task had taken its instance and first buffer (which matters
+    /// only when that group is `g` itself, a single-group pipeline).
+    fn saturated(&self, g: usize, n: usize) -> bool {
+        let next = (g + 1) % n;
+        let own = usize::from(next == g);
+        self.groups[next].idle.len() == own && self.waiting(next) > own
     }
 
     /// Take a runnable task, or `None` to park (see the module doc,
@@ -412,8 +437,7 @@ impl<B> State<B> {
             Some(l) if self.groups[l].blocks && runnable(self, l) => l,
             _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
         };
-        let rt = &groups[g];
-        let take = self.take(g, rt);
+        let take = self.take(g, groups);
         self.tasks += 1;
         self.taken += take as u64;
         let inst = self.groups[g]
