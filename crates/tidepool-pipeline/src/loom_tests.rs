@@ -410,23 +410,6 @@ fn loom_pooled_two_workers_with_repeat() {
     pooled(3, 3, 2, 2, 0);
 }
 
-/// Four buffers for four rounds, `repeat` 1: `b`'s tasks (computing under
-/// `loom`, the last group) take two buffers when the source's instance is
-/// busy and a free buffer waits (its next group saturated), one otherwise.
-#[test]
-fn loom_pooled_two_workers_multi_buffer_tasks() {
-    pooled(4, 4, 2, 1, 0);
-}
-
-/// The same with a computing `c0` before the blocking `b`: `c0`'s tasks
-/// take two buffers while `b` runs with a buffer waiting, so in some
-/// interleavings a multi-buffer task holds the stream's last buffer (the
-/// notice and the end of the run decided inside a batch).
-#[test]
-fn loom_pooled_two_workers_multi_buffer_task_with_the_last() {
-    pooled(4, 4, 2, 1, 1);
-}
-
 /// Two blocking groups (`a` and `b`) around a computing one (the blocking
 /// shape's kinds), three workers: a worker that declines wakes a spare,
 /// while another worker may take the work first.

@@ -17,40 +17,13 @@
 //! `then_each`, or the source and its fused stages) is a *task kind*. A
 //! group has as many *instances* as it has replicas (one unless
 //! replicated); an instance holds the group's stage states. A task is one
-//! instance taking one batch from the group's input (the source group's
-//! input is the free pool, every other group's the previous group's
-//! output), in one critical section:
-//!
-//! - a group with `repeat` k > 1 takes exactly k buffers (fewer for the
-//!   stream's tail) and runs them stage-major, the user's contract (two
-//!   reads, then two writes);
-//! - a *blocking* group (below) takes one buffer: an I/O stage holding
-//!   several would keep the buffers it has done with from the compute
-//!   after it;
-//! - a *computing* group with `repeat == 1` takes one buffer, unless
-//!   nobody downstream could start on that buffer sooner if it were
-//!   conveyed alone: the group the buffers go to next (for the last group,
-//!   the source's, through the free pool) has no idle instance and already
-//!   has input waiting, so it has work until its running task ends. Then
-//!   the task takes every buffer waiting, shared among its group's idle
-//!   instances (`⌈waiting / idle⌉`), up to [`MAX_TAKE`], and runs them
-//!   **buffer-major**: each buffer through the source's fill and every
-//!   fused stage before the next, exactly what as many one-buffer tasks
-//!   (or the group's thread) would run. So one lock round trip serves
-//!   several buffers (a task's critical sections cost 0.4–1.1 µs,
-//!   `docs/benchmarks.md`, session 11, pipe18), and the first buffer,
-//!   conveyed only when the task ends, still reaches a group that could
-//!   not have run it sooner. Taking two buffers whatever the next group
-//!   was doing left a free replica idle and lost on the replicated shapes
-//!   (session 12, pipe19). If the source ends the stream mid-batch
-//!   (`Flow::Last` or `End`), the rest of the batch goes back to the pool
-//!   unused; a failed task drops its batch.
-//!
-//! So every group runs at most its replica count of batches at once and,
-//! with one instance, one batch at a time in input order, exactly as its
-//! threads would; the pool still bounds the buffers in flight. An ordered
-//! replicated group's outputs pass through a reorder ring keyed by input
-//! index, as in thread-per-stage mode. The last-buffer
+//! instance taking one batch (`repeat` buffers, fewer for the stream's
+//! tail) from the group's input: the source group's input is the free
+//! pool, every other group's the previous group's output. So every group
+//! runs at most its replica count of batches at once and, with one
+//! instance, one batch at a time in input order, exactly as its threads
+//! would. An ordered replicated group's outputs pass through a reorder
+//! ring keyed by input index, as in thread-per-stage mode. The last-buffer
 //! notice goes with the pop that takes a group's `total`-th buffer, where
 //! `total` is the stream's round count, set by the source's task before it
 //! conveys its last buffer (every group sees every round: pooled pipelines
@@ -259,9 +232,6 @@ struct State<B> {
     idle: Duration,
     /// The workers' CPU time, summed (`None` if the OS does not tell).
     cpu: Option<Duration>,
-    /// Tasks picked, and the buffers they took (the report's note).
-    tasks: u64,
-    taken: u64,
 }
 
 /// A picked task: an instance of group `group` and its batch.
@@ -333,11 +303,6 @@ impl Class {
     }
 }
 
-/// The most buffers a task of a computing group with `repeat == 1` takes
-/// (module doc, "Model"). Measured (`docs/benchmarks.md`, session 12,
-/// pipe19): see there for 2 against 4.
-const MAX_TAKE: usize = 2;
-
 /// How long a worker with nothing runnable watches `epoch` before it parks.
 const SPIN: Duration = Duration::from_micros(30);
 
@@ -375,43 +340,6 @@ impl<B> State<B> {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
     }
 
-    /// Buffers waiting for group `g` (group 0's are the free pool).
-    fn waiting(&self, g: usize) -> usize {
-        if g == 0 {
-            self.free.len()
-        } else {
-            self.groups[g].input.len()
-        }
-    }
-
-    /// How many buffers a task of runnable group `g` takes (module doc,
-    /// "Model"): `repeat` if above one (the tail may hold fewer); one for a
-    /// blocking group; one unless the group its buffers go to next is
-    /// `saturated`; else every buffer waiting, shared among the idle
-    /// instances, up to [`MAX_TAKE`].
-    fn take(&self, g: usize, groups: &[GroupRt]) -> usize {
-        let s = &self.groups[g];
-        if groups[g].repeat > 1 {
-            return groups[g].repeat;
-        }
-        if s.blocks || !self.saturated(g, groups.len()) {
-            return 1;
-        }
-        self.waiting(g).div_ceil(s.idle.len()).clamp(1, MAX_TAKE)
-    }
-
-    /// Whether nobody downstream of runnable group `g` could start on its
-    /// task's first buffer sooner than after its second: the group the
-    /// buffers go to next (the source, through the free pool, after the
-    /// last group) has no idle instance and input waiting, counted as if
-    /// `g`'s task had taken its instance and first buffer (which matters
-    /// only when that group is `g` itself, a single-group pipeline).
-    fn saturated(&self, g: usize, n: usize) -> bool {
-        let next = (g + 1) % n;
-        let own = usize::from(next == g);
-        self.groups[next].idle.len() == own && self.waiting(next) > own
-    }
-
     /// Take a runnable task, or `None` to park (see the module doc,
     /// "Blocking and computing workers"). `last` is the group whose task
     /// the caller just finished.
@@ -437,17 +365,15 @@ impl<B> State<B> {
             Some(l) if self.groups[l].blocks && runnable(self, l) => l,
             _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
         };
-        let take = self.take(g, groups);
-        self.tasks += 1;
-        self.taken += take as u64;
+        let rt = &groups[g];
         let inst = self.groups[g]
             .idle
             .pop()
             .expect("runnable: an idle instance");
-        let mut batch = Vec::with_capacity(take);
+        let mut batch = Vec::with_capacity(rt.repeat);
         if g == 0 {
-            let at = self.free.len() - take;
-            let depth = at;
+            let at = self.free.len() - rt.repeat;
+            let depth = self.free.len() - rt.repeat;
             batch.extend(self.free.drain(at..).map(|buf| Held {
                 buf,
                 index: 0,
@@ -459,7 +385,7 @@ impl<B> State<B> {
         } else {
             let total = self.total;
             let s = &mut self.groups[g];
-            while batch.len() < take {
+            while batch.len() < rt.repeat {
                 let Some(buf) = s.input.pop_front() else {
                     break;
                 };
@@ -569,11 +495,6 @@ impl<B: Send + 'static> Shared<B> {
         done
     }
 
-    /// A task's user code: the batch in chunks of `repeat` buffers, in
-    /// order, each chunk stage-major (the source fills it, then each stage
-    /// processes it) as a stage thread runs a round. With `repeat == 1`
-    /// that is buffer-major: a multi-buffer task runs exactly what
-    /// consecutive one-buffer tasks would.
     fn run_user(
         &self,
         rt: &GroupRt,
@@ -583,62 +504,55 @@ impl<B: Send + 'static> Shared<B> {
         mut done: Done,
     ) -> Done {
         let mut mark = Instant::now();
-        let first = usize::from(inst.source.is_some());
-        for (c, chunk) in batch.chunks_mut(rt.repeat).enumerate() {
-            let at = c * rt.repeat;
-            let mut filled = chunk.len();
-            if let Some(src) = inst.source.as_mut() {
-                for (i, h) in chunk.iter_mut().enumerate() {
-                    let r = round + (at + i) as u64;
-                    let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
-                    let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
-                    let now = Instant::now();
-                    inst.busy[0] += now - mark;
-                    mark = now;
-                    match flow {
-                        Ok(f) => {
-                            h.buf.round = r;
-                            h.buf.empty = f == Flow::End;
-                            h.index = r;
-                            if f != Flow::More {
-                                h.last = true;
-                                filled = i + 1;
-                                done.filled = at + filled;
-                                done.ended = true;
-                                break;
-                            }
-                        }
-                        Err(c) => {
-                            done.error =
-                                Some(self.err(&rt.stage_names[0], Some(r), Step::Process, c));
-                            return done;
+        let mut first = 0;
+        if let Some(src) = inst.source.as_mut() {
+            first = 1;
+            for (i, h) in batch.iter_mut().enumerate() {
+                let r = round + i as u64;
+                let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
+                let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
+                let now = Instant::now();
+                inst.busy[0] += now - mark;
+                mark = now;
+                match flow {
+                    Ok(f) => {
+                        h.buf.round = r;
+                        h.buf.empty = f == Flow::End;
+                        h.index = r;
+                        if f != Flow::More {
+                            h.last = true;
+                            done.filled = i + 1;
+                            done.ended = true;
+                            break;
                         }
                     }
-                }
-            }
-            for (i, stage) in inst.stages.iter_mut().enumerate() {
-                let name = &rt.stage_names[first + i];
-                for h in chunk[..filled].iter_mut() {
-                    let cx = Context::new(
-                        name,
-                        &self.name,
-                        h.buf.round,
-                        h.last,
-                        h.buf.empty,
-                        inst.replica,
-                    );
-                    let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
-                    let now = Instant::now();
-                    inst.busy[first + i] += now - mark;
-                    mark = now;
-                    if let Err(c) = r {
-                        done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
+                    Err(c) => {
+                        done.error = Some(self.err(&rt.stage_names[0], Some(r), Step::Process, c));
                         return done;
                     }
                 }
             }
-            if done.ended {
-                break;
+        }
+        let filled = done.filled;
+        for (i, stage) in inst.stages.iter_mut().enumerate() {
+            let name = &rt.stage_names[first + i];
+            for h in batch[..filled].iter_mut() {
+                let cx = Context::new(
+                    name,
+                    &self.name,
+                    h.buf.round,
+                    h.last,
+                    h.buf.empty,
+                    inst.replica,
+                );
+                let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
+                let now = Instant::now();
+                inst.busy[first + i] += now - mark;
+                mark = now;
+                if let Err(c) = r {
+                    done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
+                    return done;
+                }
             }
         }
         done
@@ -955,8 +869,6 @@ pub(crate) fn run<B: Send + 'static>(
             notified: 0,
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
-            tasks: 0,
-            taken: 0,
         }),
         cv: Condvar::new(),
         start,
@@ -1040,10 +952,8 @@ pub(crate) fn run<B: Send + 'static>(
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let note = format!(
         "pooled: {workers} workers ran every stage (stages do not wait in this mode: the \
-         wait columns are 0); {} tasks took {:.2} buffers each on average; the workers were \
-         idle {:.1} ms in all (parked with nothing runnable){}",
-        s.tasks,
-        s.taken as f64 / s.tasks.max(1) as f64,
+         wait columns are 0); the workers were idle {:.1} ms in all (parked with nothing \
+         runnable){}",
         ms(s.idle),
         s.cpu
             .map(|c| format!(" and used {:.1} ms of CPU", ms(c)))
