@@ -635,6 +635,21 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
             "pipeline `{name}`: pooled_threads must be at least 1"
         ));
     }
+    // The run's counters are small integers (pooled.rs, "Layout").
+    if workers > usize::from(u16::MAX) {
+        errors.push(format!(
+            "pipeline `{name}`: pooled_threads must be at most {}",
+            u16::MAX
+        ));
+    }
+    if let Some((count, _)) = &b.buffers {
+        if *count >= u32::MAX as usize {
+            errors.push(format!(
+                "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers",
+                u32::MAX
+            ));
+        }
+    }
     for g in &b.groups {
         let stage = g.name();
         if g.priority.is_some() {
@@ -649,6 +664,12 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
                 "stage `{stage}`: a self-sizing stage sizes its own threads, not available in \
                  a pooled pipeline; use `replicated(name, n, make)` and size the pool with \
                  `pooled_threads(n)`, or drop `pooled`"
+            ));
+        }
+        if matches!(g.replicas, Replicas::Fixed(n) if n > usize::from(u16::MAX)) {
+            errors.push(format!(
+                "stage `{stage}`: a pooled pipeline runs at most {} replicas of a stage",
+                u16::MAX
             ));
         }
         if g.fork.is_some() {

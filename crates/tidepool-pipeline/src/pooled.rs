@@ -33,7 +33,7 @@
 //! # Scheduling
 //!
 //! One lock guards the whole run's state (the inputs, idle instances, the
-//! free pool and the counters): a task takes it once to start (pick) and
+//! free pool and the counters; "Layout" below): a task takes it once to start (pick) and
 //! once to finish (convey its buffers, give its instance back), and the
 //! finishing worker picks its next task in the same critical section. A
 //! worker picks the most downstream runnable group first: that frees
@@ -84,7 +84,9 @@
 //!
 //! **A spin before parking.** When nothing at all is runnable and there
 //! are no more workers than cores, a worker first watches, without the
-//! lock, a counter that every finished task bumps (`epoch`), for at most
+//! lock, a counter that every finished task bumps while a worker spins
+//! (`epoch`; the spinners are counted under the lock, so that a task
+//! finished with nobody spinning touches no line of it), for at most
 //! [`SPIN`] once per park; if it moves, the worker takes the lock and looks
 //! again. This is outside the protocol: a spinning worker is not parked,
 //! decides nothing from what it saw, and parks, if it does, only after
@@ -126,6 +128,30 @@
 //! returns. A worker that returns from its wait takes one pending wake-up
 //! (whichever worker it was meant for), and looks again.
 //!
+//! # Layout
+//!
+//! A hand-off moves as few cache lines between cores as it can. The lock
+//! word and the run's scalars (`next_round`, `total`, `parked`,
+//! `notified`, the spinner count, a failed flag) fill one line of their
+//! own. Each group's counters (its input ring's head and length,
+//! `popped`, `items`, idle-instance count, reorder position, kind) are 32
+//! bytes, two groups to a line. The queues carry small ids, not buffers or
+//! instances: every group's input ring, idle-instance stack and reorder
+//! ring, and the free stack, are regions of one packed id array. So a pick
+//! or a completion writes a few bytes on three or four lines, and scanning
+//! every group for runnable work reads one line per two groups.
+//!
+//! Buffers and instances stay in place, in slabs indexed by id; each entry
+//! has a lock of its own, never contended: an id is in exactly one place at
+//! a time — a queue, or the batch of the one task that took it under the
+//! run's lock — and only that task locks the entry, after letting go of the
+//! run's lock and before handing the id on under it. Cold things are off
+//! the hot lines: the error (the flag says the run failed), the workers'
+//! idle and CPU time (per worker, summed at the end), the depth samples
+//! (recorded by the instance that ran the pick, with the clock read that
+//! starts the task, and merged by time at the end). A worker keeps its
+//! batch in a vector of its own: a task allocates nothing.
+//!
 //! # Blocking stages
 //!
 //! A worker blocked in a stage's I/O is a worker lost to the others: with
@@ -143,7 +169,7 @@
 //! report's wait columns are zero; the workers' idle time (parked with
 //! nothing runnable) and CPU time are in the report's notes.
 
-use std::collections::VecDeque;
+use std::ops::{DerefMut, Index, IndexMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,10 +180,10 @@ use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::run::guarded;
 use crate::running::Blocking;
 use crate::stage::{Context, Flow, Source, Stage};
-use crate::sync::{lock, Condvar, Mutex};
+use crate::sync::{lock, Condvar, Mutex, MutexGuard, Padded};
 use crate::sys::SchedClass;
 
-/// A buffer and what the framework knows about it.
+/// A buffer and what the framework knows about it (a slab entry).
 struct Buf<B> {
     buf: B,
     round: u64,
@@ -165,10 +191,11 @@ struct Buf<B> {
     empty: bool,
 }
 
-/// A buffer in a task: its arrival index at the group, and whether it is
-/// the group's last.
-struct Held<B> {
-    buf: Buf<B>,
+/// A buffer in a task: its id in the slab, its arrival index at the
+/// group, and whether it is the group's last.
+#[derive(Clone, Copy)]
+struct Held {
+    id: u32,
     index: u64,
     last: bool,
 }
@@ -184,9 +211,13 @@ struct Inst<B> {
     busy: Vec<Duration>,
     /// Whether the group's user code blocks (sampled, as a stage thread's).
     blocking: Blocking,
+    /// The group's input depth at each of this instance's picks (merged
+    /// by time at the end).
+    depth: DepthSeries,
 }
 
-/// What does not change during the run: a group's description.
+/// What does not change during the run: a group's description, and where
+/// its id regions are in [`State::ids`].
 struct GroupRt {
     name: String,
     /// The group's stage names, the source's first in group 0.
@@ -195,52 +226,94 @@ struct GroupRt {
     /// Replicated and ordered: outputs go through the reorder ring.
     ordered: bool,
     instances: usize,
+    /// The input ring (`width` ids; group 0's is the free stack).
+    ring: usize,
+    /// The idle-instance stack (`instances` ids).
+    idle: usize,
+    /// The reorder ring (`width` ids, [`NONE`] where empty), if `ordered`.
+    reorder: usize,
 }
 
-/// A group's run-time state (under the run's lock).
-struct GroupState<B> {
-    /// Buffers waiting for this group (group 0 reads the free pool).
-    input: VecDeque<Buf<B>>,
-    /// Buffers taken from `input` so far: the next one's arrival index.
+/// An empty reorder slot.
+const NONE: u32 = u32::MAX;
+
+/// A group's counters (under the run's lock): 32 bytes, two to a line.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Counters {
+    /// The input ring's first id and length (group 0: the free stack's
+    /// length; its head stays 0).
+    head: u32,
+    len: u32,
+    /// Buffers taken from the input so far: the next one's arrival index.
     popped: u64,
-    /// Instances not running a task.
-    idle: Vec<Inst<B>>,
-    /// An ordered replicated group's outputs waiting for an earlier one: a
-    /// ring as wide as the pool (the keys waiting are rounds in flight).
-    reorder: Vec<Option<Buf<B>>>,
-    next_out: u64,
     /// Buffers conveyed.
     items: u64,
-    depth: DepthSeries,
+    /// An ordered group's next reorder slot to release.
+    out: u32,
+    /// Instances not running a task (the top of the idle stack).
+    idle: u16,
     /// Its user code blocks (the latest sample of an instance's).
     blocks: bool,
 }
 
-/// Everything the lock guards.
-struct State<B> {
-    free: Vec<Buf<B>>,
-    groups: Vec<GroupState<B>>,
-    /// The round the source fills next.
-    next_round: u64,
-    /// The stream's round count, once the source has ended it.
-    total: Option<u64>,
-    error: Option<PipelineError>,
-    parked: usize,
-    /// Wake-ups issued and not yet taken by a returning worker.
-    notified: usize,
-    /// The workers' time parked, summed.
-    idle: Duration,
-    /// The workers' CPU time, summed (`None` if the OS does not tell).
-    cpu: Option<Duration>,
+/// `N` values on one cache line of their own.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line<T, const N: usize>([T; N]);
+
+/// A fixed array of small values packed `N` to a cache line.
+struct Packed<T, const N: usize>(Box<[Line<T, N>]>);
+
+impl<T: Copy, const N: usize> Packed<T, N> {
+    fn new(len: usize, fill: T) -> Self {
+        Packed(vec![Line([fill; N]); len.div_ceil(N)].into_boxed_slice())
+    }
 }
 
-/// A picked task: an instance of group `group` and its batch.
-struct Task<B> {
+impl<T, const N: usize> Index<usize> for Packed<T, N> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        &self.0[i / N].0[i % N]
+    }
+}
+
+impl<T, const N: usize> IndexMut<usize> for Packed<T, N> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        &mut self.0[i / N].0[i % N]
+    }
+}
+
+/// Everything the lock guards: the run's scalars beside the lock word
+/// (module doc, "Layout"); 56 bytes, so that with the lock it fills one
+/// line.
+struct State {
+    /// The round the source fills next.
+    next_round: u64,
+    /// The stream's round count once the source has ended it, else
+    /// `u64::MAX`.
+    total: u64,
+    groups: Packed<Counters, 2>,
+    /// Every queue's ids: per group its input ring, idle stack and reorder
+    /// ring (`GroupRt` says where).
+    ids: Packed<u32, 16>,
+    parked: u16,
+    /// Wake-ups issued and not yet taken by a returning worker.
+    notified: u16,
+    /// Workers watching `epoch` before they park.
+    spinning: u16,
+    /// A task failed or a worker panicked (the error is in [`Cold`]).
+    failed: bool,
+}
+
+/// A picked task: an instance of group `group` (its id) and the input
+/// depth left behind; its batch is in the worker's vector.
+struct Pick {
     group: usize,
-    inst: Inst<B>,
-    batch: Vec<Held<B>>,
+    inst: u32,
     /// Group 0: the first round it fills.
     round: u64,
+    depth: usize,
 }
 
 /// What a finished task reports.
@@ -252,17 +325,33 @@ struct Done {
     error: Option<PipelineError>,
 }
 
+/// What the workers touch once per run, off the hot lines.
+struct Cold {
+    error: Option<PipelineError>,
+    /// The workers' time parked, summed.
+    idle: Duration,
+    /// The workers' CPU time, summed (`None` if the OS does not tell).
+    cpu: Option<Duration>,
+}
+
 /// The run, shared by the workers.
 struct Shared<B> {
+    /// The lock and the run's scalars, on lines of their own.
+    state: Padded<Mutex<State>>,
     name: String,
     groups: Vec<GroupRt>,
     width: usize,
-    state: Mutex<State<B>>,
     cv: Condvar,
     start: Instant,
-    /// Bumped after every finished task: a spinning worker's hint to look
+    /// The buffers, by id: an id is in exactly one place (a ring, the free
+    /// stack or one task's batch), and only its holder locks the entry.
+    bufs: Box<[Mutex<Buf<B>>]>,
+    /// Each group's instances, by id (held by the idle stack or one task).
+    insts: Vec<Box<[Mutex<Inst<B>>]>>,
+    cold: Mutex<Cold>,
+    /// Bumped after a finished task while a worker spins: its hint to look
     /// again (read without the lock; the lock decides).
-    epoch: std::sync::atomic::AtomicU64,
+    epoch: Padded<std::sync::atomic::AtomicU64>,
     /// Spin before parking (no more workers than cores).
     spin: bool,
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
@@ -306,21 +395,21 @@ impl Class {
 /// How long a worker with nothing runnable watches `epoch` before it parks.
 const SPIN: Duration = Duration::from_micros(30);
 
-impl<B> State<B> {
+impl State {
     fn over(&self, groups: &[GroupRt]) -> bool {
-        self.error.is_some() || self.total == Some(self.groups[groups.len() - 1].items)
+        self.failed || self.total == self.groups[groups.len() - 1].items
     }
 
     fn runnable(&self, g: usize, rt: &GroupRt) -> bool {
         let s = &self.groups[g];
-        if s.idle.is_empty() {
+        if s.idle == 0 {
             return false;
         }
+        let len = u64::from(s.len);
         if g == 0 {
-            return self.total.is_none() && self.free.len() >= rt.repeat;
+            return self.total == u64::MAX && len >= rt.repeat as u64;
         }
-        let len = s.input.len() as u64;
-        len >= rt.repeat as u64 || (len > 0 && self.total == Some(s.popped + len))
+        len >= rt.repeat as u64 || (len > 0 && self.total == s.popped + len)
     }
 
     /// The protocol's invariant (module doc), checked whenever a worker
@@ -340,10 +429,28 @@ impl<B> State<B> {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
     }
 
-    /// Take a runnable task, or `None` to park (see the module doc,
-    /// "Blocking and computing workers"). `last` is the group whose task
-    /// the caller just finished.
-    fn pick(&mut self, groups: &[GroupRt], last: Option<usize>, start: Instant) -> Option<Task<B>> {
+    /// Append `id` to group `g`'s input ring (`width` wide: it never holds
+    /// more than the pool).
+    fn push_back(&mut self, rt: &GroupRt, g: usize, id: u32, width: usize) {
+        let c = &mut self.groups[g];
+        let mut at = c.head as usize + c.len as usize;
+        if at >= width {
+            at -= width;
+        }
+        c.len += 1;
+        self.ids[rt.ring + at] = id;
+    }
+
+    /// Take a runnable task into `batch`, or `None` to park (see the
+    /// module doc, "Blocking and computing workers"). `last` is the group
+    /// whose task the caller just finished.
+    fn pick(
+        &mut self,
+        groups: &[GroupRt],
+        last: Option<usize>,
+        batch: &mut Vec<Held>,
+        width: usize,
+    ) -> Option<Pick> {
         let spare = self.parked > self.notified;
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g]);
         let g = match last {
@@ -366,104 +473,122 @@ impl<B> State<B> {
             _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
         };
         let rt = &groups[g];
-        let inst = self.groups[g]
-            .idle
-            .pop()
-            .expect("runnable: an idle instance");
-        let mut batch = Vec::with_capacity(rt.repeat);
+        let c = &mut self.groups[g];
+        c.idle -= 1;
+        let inst = self.ids[rt.idle + c.idle as usize];
+        batch.clear();
+        let depth;
         if g == 0 {
-            let at = self.free.len() - rt.repeat;
-            let depth = self.free.len() - rt.repeat;
-            batch.extend(self.free.drain(at..).map(|buf| Held {
-                buf,
-                index: 0,
-                last: false,
-            }));
-            self.groups[0]
-                .depth
-                .record(start.elapsed().as_secs_f64(), depth);
-        } else {
-            let total = self.total;
-            let s = &mut self.groups[g];
-            while batch.len() < rt.repeat {
-                let Some(buf) = s.input.pop_front() else {
-                    break;
-                };
-                let index = s.popped;
-                s.popped += 1;
+            // The free stack's top `repeat` ids, bottom first.
+            let c = &mut self.groups[0];
+            c.len -= rt.repeat as u32;
+            let at = rt.ring + c.len as usize;
+            depth = c.len as usize;
+            for k in 0..rt.repeat {
                 batch.push(Held {
-                    buf,
-                    index,
-                    last: total == Some(s.popped),
+                    id: self.ids[at + k],
+                    index: 0,
+                    last: false,
                 });
             }
-            let left = s.input.len();
-            s.depth.record(start.elapsed().as_secs_f64(), left);
+        } else {
+            let total = self.total;
+            while batch.len() < rt.repeat && self.groups[g].len > 0 {
+                let c = &mut self.groups[g];
+                let at = c.head as usize;
+                c.head = if at + 1 == width { 0 } else { at as u32 + 1 };
+                c.len -= 1;
+                let index = c.popped;
+                c.popped += 1;
+                let last = total == c.popped;
+                batch.push(Held {
+                    id: self.ids[rt.ring + at],
+                    index,
+                    last,
+                });
+            }
+            depth = self.groups[g].len as usize;
         }
-        Some(Task {
+        Some(Pick {
             group: g,
             inst,
-            batch,
             round: self.next_round,
+            depth,
         })
     }
 
     /// Pass a buffer that group `g` is done with to the next group (or back
     /// to the free pool after the last).
-    fn convey(&mut self, groups: &[GroupRt], g: usize, h: Held<B>, width: usize) {
+    fn convey(&mut self, groups: &[GroupRt], g: usize, h: Held, width: usize) {
         self.groups[g].items += 1;
-        let mut buf = h.buf;
         if g + 1 == groups.len() {
-            buf.empty = false;
-            self.free.push(buf);
+            let c = &mut self.groups[0];
+            let at = groups[0].ring + c.len as usize;
+            c.len += 1;
+            self.ids[at] = h.id;
         } else if groups[g].ordered {
-            let s = &mut self.groups[g];
-            let slot = (h.index % width as u64) as usize;
-            debug_assert!(s.reorder[slot].is_none(), "reorder window overrun");
-            s.reorder[slot] = Some(buf);
+            let rt = &groups[g];
+            let slot = rt.reorder + (h.index % width as u64) as usize;
+            debug_assert!(self.ids[slot] == NONE, "reorder window overrun");
+            self.ids[slot] = h.id;
             loop {
-                let s = &mut self.groups[g];
-                let slot = (s.next_out % width as u64) as usize;
-                let Some(b) = s.reorder[slot].take() else {
+                let out = self.groups[g].out as usize;
+                let slot = rt.reorder + out;
+                let id = self.ids[slot];
+                if id == NONE {
                     break;
-                };
-                s.next_out += 1;
-                self.groups[g + 1].input.push_back(b);
+                }
+                self.ids[slot] = NONE;
+                self.groups[g].out = if out + 1 == width { 0 } else { out as u32 + 1 };
+                self.push_back(&groups[g + 1], g + 1, id, width);
             }
         } else {
-            self.groups[g + 1].input.push_back(buf);
+            self.push_back(&groups[g + 1], g + 1, h.id, width);
         }
     }
 
-    /// Finish a task: its buffers go on, its instance back to idle.
-    fn complete(&mut self, groups: &[GroupRt], task: Task<B>, done: Done, width: usize) {
-        let Task {
-            group, inst, batch, ..
-        } = task;
-        // Under `loom` the kinds stay as set at the start (below).
+    /// Finish a task: its buffers go on, its instance back to idle. A
+    /// failed task's error comes back (for [`Shared::fail`]).
+    fn complete(
+        &mut self,
+        groups: &[GroupRt],
+        p: &Pick,
+        batch: &[Held],
+        done: Done,
+        blocks: bool,
+        width: usize,
+    ) -> Option<PipelineError> {
+        let g = p.group;
+        let c = &mut self.groups[g];
+        // Under `loom` the kinds stay as set at the start (`run`).
         if !cfg!(loom) {
-            self.groups[group].blocks = inst.blocking.blocks();
+            c.blocks = blocks;
         }
-        self.groups[group].idle.push(inst);
-        if let Some(e) = done.error {
-            if self.error.is_none() {
-                self.error = Some(e);
-            }
-            return; // the batch's buffers are dropped with it
+        let at = groups[g].idle + c.idle as usize;
+        c.idle += 1;
+        self.ids[at] = p.inst;
+        if done.error.is_some() {
+            // The batch's buffers stay in the slab, unused.
+            return done.error;
         }
-        let mut batch = batch;
-        if group == 0 {
+        if g == 0 {
             // Unfilled buffers (the stream ended first) go back unused.
-            self.free.extend(batch.drain(done.filled..).map(|h| h.buf));
+            for h in &batch[done.filled..] {
+                let c = &mut self.groups[0];
+                let at = groups[0].ring + c.len as usize;
+                c.len += 1;
+                self.ids[at] = h.id;
+            }
             self.next_round += done.filled as u64;
             if done.ended {
                 // Before the last buffer moves on (the notice's count).
-                self.total = Some(self.next_round);
+                self.total = self.next_round;
             }
         }
-        for h in batch {
-            self.convey(groups, group, h, width);
+        for h in &batch[..done.filled] {
+            self.convey(groups, g, *h, width);
         }
+        None
     }
 }
 
@@ -478,46 +603,79 @@ impl<B: Send + 'static> Shared<B> {
         }
     }
 
-    /// Run a task's user code (no lock held).
-    fn run_task(&self, task: &mut Task<B>) -> Done {
-        let rt = &self.groups[task.group];
+    /// Fail the run (under its lock): the first failure's error is the
+    /// run's.
+    fn fail(&self, s: &mut State, e: PipelineError) {
+        if !s.failed {
+            s.failed = true;
+            lock(&self.cold).error = Some(e);
+        }
+    }
+
+    /// Run a task's user code (no run lock held); also says whether the
+    /// group's user code blocks.
+    fn run_task(&self, p: &Pick, batch: &mut [Held]) -> (Done, bool) {
+        let rt = &self.groups[p.group];
         let done = Done {
-            filled: task.batch.len(),
+            filled: batch.len(),
             ended: false,
             error: None,
         };
-        let Task {
-            inst, batch, round, ..
-        } = task;
+        let mut inst = lock(&self.insts[p.group][p.inst as usize]);
+        let inst = &mut *inst;
         let sample = inst.blocking.before();
-        let done = self.run_user(rt, inst, batch, *round, done);
+        // One clock read: the depth sample's time and the first busy mark.
+        let mark = Instant::now();
+        inst.depth
+            .record(mark.duration_since(self.start).as_secs_f64(), p.depth);
+        let done = self.run_user(rt, inst, batch, p.round, done, mark);
         inst.blocking.after(sample);
-        done
+        (done, inst.blocking.blocks())
+    }
+
+    /// Run `f` on buffer `id`: through `one`, the batch's only buffer
+    /// locked once for the whole task, or locked for the call.
+    fn on_buf<R>(
+        &self,
+        one: &mut Option<MutexGuard<'_, Buf<B>>>,
+        id: u32,
+        f: impl FnOnce(&mut Buf<B>) -> R,
+    ) -> R {
+        match one {
+            Some(b) => f(b),
+            None => f(&mut lock(&self.bufs[id as usize])),
+        }
     }
 
     fn run_user(
         &self,
         rt: &GroupRt,
         inst: &mut Inst<B>,
-        batch: &mut [Held<B>],
+        batch: &mut [Held],
         round: u64,
         mut done: Done,
+        mut mark: Instant,
     ) -> Done {
-        let mut mark = Instant::now();
+        let mut one = (batch.len() == 1).then(|| lock(&self.bufs[batch[0].id as usize]));
         let mut first = 0;
         if let Some(src) = inst.source.as_mut() {
             first = 1;
             for (i, h) in batch.iter_mut().enumerate() {
                 let r = round + i as u64;
                 let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
-                let flow = guarded(|| src.fill(&mut h.buf.buf, &cx));
+                let flow = self.on_buf(&mut one, h.id, |b| {
+                    let flow = guarded(|| src.fill(&mut b.buf, &cx));
+                    if let Ok(f) = flow {
+                        b.round = r;
+                        b.empty = f == Flow::End;
+                    }
+                    flow
+                });
                 let now = Instant::now();
                 inst.busy[0] += now - mark;
                 mark = now;
                 match flow {
                     Ok(f) => {
-                        h.buf.round = r;
-                        h.buf.empty = f == Flow::End;
                         h.index = r;
                         if f != Flow::More {
                             h.last = true;
@@ -536,21 +694,16 @@ impl<B: Send + 'static> Shared<B> {
         let filled = done.filled;
         for (i, stage) in inst.stages.iter_mut().enumerate() {
             let name = &rt.stage_names[first + i];
-            for h in batch[..filled].iter_mut() {
-                let cx = Context::new(
-                    name,
-                    &self.name,
-                    h.buf.round,
-                    h.last,
-                    h.buf.empty,
-                    inst.replica,
-                );
-                let r = guarded(|| stage.process(&mut h.buf.buf, &cx));
+            for h in batch[..filled].iter() {
+                let r = self.on_buf(&mut one, h.id, |b| {
+                    let cx = Context::new(name, &self.name, b.round, h.last, b.empty, inst.replica);
+                    guarded(|| stage.process(&mut b.buf, &cx)).map_err(|c| (c, b.round))
+                });
                 let now = Instant::now();
                 inst.busy[first + i] += now - mark;
                 mark = now;
-                if let Err(c) = r {
-                    done.error = Some(self.err(name, Some(h.buf.round), Step::Process, c));
+                if let Err((c, round)) = r {
+                    done.error = Some(self.err(name, Some(round), Step::Process, c));
                     return done;
                 }
             }
@@ -562,7 +715,10 @@ impl<B: Send + 'static> Shared<B> {
     /// return at the end of the run.
     fn worker(&self) {
         let cpu0 = crate::sys::thread_cpu_time();
-        let mut s = lock(&self.state);
+        let mut idle = Duration::ZERO;
+        let most = self.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
+        let mut batch: Vec<Held> = Vec::with_capacity(most);
+        let mut s = lock(&self.state.0);
         let mut last = None;
         let mut spun = false;
         let mut class = Class {
@@ -574,8 +730,8 @@ impl<B: Send + 'static> Shared<B> {
                 break;
             }
             let prev = last.take();
-            if let Some(mut task) = s.pick(&self.groups, prev, self.start) {
-                let computing = !s.groups[task.group].blocks;
+            if let Some(p) = s.pick(&self.groups, prev, &mut batch, self.width) {
+                let computing = !s.groups[p.group].blocks;
                 let more = s.any_runnable(&self.groups);
                 let wake = more && s.parked > s.notified;
                 if wake {
@@ -587,12 +743,17 @@ impl<B: Send + 'static> Shared<B> {
                     self.cv.notify_one();
                 }
                 class.take(computing);
-                let done = self.run_task(&mut task);
-                last = Some(task.group);
-                s = lock(&self.state);
-                s.complete(&self.groups, task, done, self.width);
-                self.epoch
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (done, blocks) = self.run_task(&p, &mut batch);
+                last = Some(p.group);
+                s = lock(&self.state.0);
+                if let Some(e) = s.complete(&self.groups, &p, &batch, done, blocks, self.width) {
+                    self.fail(&mut s, e);
+                }
+                if s.spinning > 0 {
+                    self.epoch
+                        .0
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 spun = false;
                 if s.over(&self.groups) && s.parked > 0 {
                     self.cv.notify_all();
@@ -600,22 +761,25 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             // Nothing runnable at all, and a worker that is running may
-            // finish soon: watch for a finished task a little first.
+            // finish soon: watch for a finished task a little first
+            // (counted in `spinning`, so that finishing tasks bump `epoch`).
             if self.spin && !spun && !s.any_runnable(&self.groups) {
                 spun = true;
-                let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
+                s.spinning += 1;
+                let seen = self.epoch.0.load(std::sync::atomic::Ordering::Relaxed);
                 drop(s);
                 let t = Instant::now();
                 let mut n = 0u32;
-                while self.epoch.load(std::sync::atomic::Ordering::Relaxed) == seen {
+                while self.epoch.0.load(std::sync::atomic::Ordering::Relaxed) == seen {
                     std::hint::spin_loop();
                     n += 1;
                     if n.is_multiple_of(64) && t.elapsed() >= SPIN {
                         break;
                     }
                 }
-                s = lock(&self.state);
-                s.idle += t.elapsed();
+                s = lock(&self.state.0);
+                s.spinning -= 1;
+                idle += t.elapsed();
                 continue;
             }
             // Nothing runnable for this worker: what is runnable (of the
@@ -631,7 +795,7 @@ impl<B: Send + 'static> Shared<B> {
             if class.on && !class.batch {
                 drop(s);
                 class.take(true);
-                s = lock(&self.state);
+                s = lock(&self.state.0);
                 last = prev;
                 continue;
             }
@@ -642,13 +806,16 @@ impl<B: Send + 'static> Shared<B> {
             spun = false;
             s.parked -= 1;
             s.notified = s.notified.saturating_sub(1);
-            s.idle += t.elapsed();
+            idle += t.elapsed();
         }
+        drop(s);
         let cpu = match (cpu0, crate::sys::thread_cpu_time()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
-        s.cpu = match (s.cpu, cpu) {
+        let mut cold = lock(&self.cold);
+        cold.idle += idle;
+        cold.cpu = match (cold.cpu, cpu) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
@@ -662,15 +829,14 @@ impl<B: Send + 'static> Shared<B> {
             return self.worker();
         }
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker())) {
-            let mut s = lock(&self.state);
-            if s.error.is_none() {
-                s.error = Some(self.err(
-                    &self.name,
-                    None,
-                    Step::Process,
-                    Cause::Panicked(format!("internal: {}", panic_message(&*p))),
-                ));
-            }
+            let e = self.err(
+                &self.name,
+                None,
+                Step::Process,
+                Cause::Panicked(format!("internal: {}", panic_message(&*p))),
+            );
+            let mut s = lock(&self.state.0);
+            self.fail(&mut s, e);
             drop(s);
             self.cv.notify_all();
         }
@@ -718,6 +884,7 @@ fn make_instances<B: Send + 'static>(
                 inited: 0,
                 busy: vec![Duration::ZERO; rt.stage_names.len()],
                 blocking: Blocking::default(),
+                depth: DepthSeries::new(),
             });
         }
         all.push(insts);
@@ -745,10 +912,15 @@ fn make_instances<B: Send + 'static>(
 
 /// `cleanup` every instance whose `init` ran (its stages in order, then
 /// the source, as a stage thread does); returns the first failure.
-fn cleanup<B>(name: &str, all: &mut [Vec<Inst<B>>], groups: &[GroupRt]) -> Option<PipelineError> {
+fn cleanup<B, I: DerefMut<Target = Inst<B>>>(
+    name: &str,
+    all: &mut [Vec<I>],
+    groups: &[GroupRt],
+) -> Option<PipelineError> {
     let mut first = None;
     for (insts, rt) in all.iter_mut().zip(groups) {
         for inst in insts.iter_mut() {
+            let inst: &mut Inst<B> = inst;
             let off = usize::from(inst.source.is_some());
             let stages_inited = inst.inited.saturating_sub(off);
             for (i, st) in inst.stages.iter_mut().take(stages_inited).enumerate() {
@@ -804,6 +976,8 @@ pub(crate) fn run<B: Send + 'static>(
     let name = spec.name.clone();
     let (count, mut make) = spec.buffers.take().expect("validated");
     let src_name = spec.source.as_ref().expect("validated").0.clone();
+    // The id regions, group by group: input ring, idle stack, reorder ring.
+    let mut at = 0;
     let groups: Vec<GroupRt> = spec
         .groups
         .iter()
@@ -818,61 +992,85 @@ pub(crate) fn run<B: Send + 'static>(
                 Replicas::Fixed(n) => n,
                 Replicas::Sized { .. } => unreachable!("refused by build()"),
             };
+            let ordered = instances > 1 && gs.order == Order::Ordered;
+            let ring = at;
+            let idle = ring + count;
+            let reorder = idle + instances;
+            at = reorder + if ordered { count } else { 0 };
             GroupRt {
                 name: stage_names.join("+"),
                 stage_names,
                 repeat: gs.repeat.max(1),
-                ordered: instances > 1 && gs.order == Order::Ordered,
+                ordered,
                 instances,
+                ring,
+                idle,
+                reorder,
             }
         })
         .collect();
     let (mut insts, error) = make_instances(&name, &mut spec, &groups);
     if let Some(e) = error {
-        cleanup(&name, &mut insts, &groups);
+        let mut refs: Vec<Vec<&mut Inst<B>>> =
+            insts.iter_mut().map(|g| g.iter_mut().collect()).collect();
+        cleanup(&name, &mut refs, &groups);
         return Err(e);
     }
-    let free = (0..count)
-        .map(|_| Buf {
-            buf: make(),
-            round: 0,
-            empty: false,
+    let bufs = (0..count)
+        .map(|_| {
+            Mutex::new(Buf {
+                buf: make(),
+                round: 0,
+                empty: false,
+            })
         })
         .collect();
-    let states = insts
-        .into_iter()
-        .enumerate()
-        .map(|(g, idle)| GroupState {
-            input: VecDeque::with_capacity(count),
-            popped: 0,
-            idle,
-            reorder: (0..count).map(|_| None).collect(),
-            next_out: 0,
-            items: 0,
-            depth: DepthSeries::new(),
+    let mut ids = Packed::new(at, NONE);
+    let mut counters = Packed::new(groups.len(), Counters::default());
+    for (g, rt) in groups.iter().enumerate() {
+        for i in 0..rt.instances {
+            ids[rt.idle + i] = i as u32; // validated: fewer than u32::MAX
+        }
+        counters[g] = Counters {
+            idle: rt.instances as u16, // validated: at most u16::MAX
             // Blocking until sampled; under `loom` (which samples nothing)
             // the kinds alternate, so that the model covers declining.
             blocks: !cfg!(loom) || g % 2 == 1,
-        })
-        .collect();
+            ..Counters::default()
+        };
+    }
+    // Every buffer starts in the free stack (group 0's ring).
+    for i in 0..count {
+        ids[groups[0].ring + i] = i as u32;
+    }
+    counters[0].len = count as u32;
     let shared = Arc::new(Shared {
+        state: Padded(Mutex::new(State {
+            next_round: 0,
+            total: u64::MAX,
+            groups: counters,
+            ids,
+            parked: 0,
+            notified: 0,
+            spinning: 0,
+            failed: false,
+        })),
         name: name.clone(),
         groups,
         width: count,
-        state: Mutex::new(State {
-            free,
-            groups: states,
-            next_round: 0,
-            total: None,
+        cv: Condvar::new(),
+        start,
+        bufs,
+        insts: insts
+            .into_iter()
+            .map(|g| g.into_iter().map(Mutex::new).collect())
+            .collect(),
+        cold: Mutex::new(Cold {
             error: None,
-            parked: 0,
-            notified: 0,
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
         }),
-        cv: Condvar::new(),
-        start,
-        epoch: std::sync::atomic::AtomicU64::new(0),
+        epoch: Padded(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
@@ -885,9 +1083,11 @@ pub(crate) fn run<B: Send + 'static>(
         ) {
             Ok(h) => handles.push(h),
             Err(e) => {
-                let mut s = lock(&shared.state);
-                s.error
-                    .get_or_insert(crate::pipeline::spawn_error(&name, "pooled worker", e));
+                let mut s = lock(&shared.state.0);
+                shared.fail(
+                    &mut s,
+                    crate::pipeline::spawn_error(&name, "pooled worker", e),
+                );
                 drop(s);
                 shared.cv.notify_all();
                 break;
@@ -901,49 +1101,56 @@ pub(crate) fn run<B: Send + 'static>(
     }
     for h in handles {
         if h.join().is_err() {
-            let mut s = lock(&shared.state);
-            s.error.get_or_insert(shared.err(
+            let e = shared.err(
                 &name,
                 None,
                 Step::Process,
                 Cause::Panicked("internal: a pooled worker panicked".into()),
-            ));
+            );
+            let mut s = lock(&shared.state.0);
+            shared.fail(&mut s, e);
         }
     }
-    let mut s = lock(&shared.state);
-    let mut retired: Vec<Vec<Inst<B>>> = s
-        .groups
-        .iter_mut()
-        .map(|g| std::mem::take(&mut g.idle))
+    // Every worker has returned: every instance is idle, in place.
+    let s = lock(&shared.state.0);
+    let mut retired: Vec<Vec<MutexGuard<'_, Inst<B>>>> = shared
+        .insts
+        .iter()
+        .map(|g| g.iter().map(lock).collect())
         .collect();
     let cleanup_error = cleanup(&name, &mut retired, &shared.groups);
-    if let Some(e) = s.error.take().or(cleanup_error) {
+    let mut cold = lock(&shared.cold);
+    if let Some(e) = cold.error.take().or(cleanup_error) {
         return Err(e);
     }
     let elapsed = start.elapsed();
     let stages = shared
         .groups
         .iter()
-        .zip(s.groups.iter_mut())
-        .zip(&retired)
-        .map(|((rt, gs), insts)| {
+        .zip(&mut retired)
+        .enumerate()
+        .map(|(g, (rt, insts))| {
             let mut busy_by = vec![Duration::ZERO; rt.stage_names.len()];
-            for i in insts {
+            let mut depth = Vec::new();
+            for i in insts.iter_mut() {
                 for (t, b) in busy_by.iter_mut().zip(&i.busy) {
                     *t += *b;
                 }
+                depth.append(&mut i.depth.points);
             }
+            // The instances' samples, merged by time.
+            depth.sort_by(|a, b| a.0.total_cmp(&b.0));
             StageReport {
                 name: rt.name.clone(),
                 pipelines: vec![name.clone()],
                 threads: rt.instances,
-                items: gs.items,
+                items: s.groups[g].items,
                 busy: busy_by.iter().sum(),
                 busy_by_stage: rt.stage_names.iter().cloned().zip(busy_by).collect(),
                 wait_input: Duration::ZERO,
                 wait_output: Duration::ZERO,
                 cpu: None,
-                depth: std::mem::take(&mut gs.depth.points),
+                depth,
                 priority: None,
                 sizes: Vec::new(),
             }
@@ -954,8 +1161,8 @@ pub(crate) fn run<B: Send + 'static>(
         "pooled: {workers} workers ran every stage (stages do not wait in this mode: the \
          wait columns are 0); the workers were idle {:.1} ms in all (parked with nothing \
          runnable){}",
-        ms(s.idle),
-        s.cpu
+        ms(cold.idle),
+        cold.cpu
             .map(|c| format!(" and used {:.1} ms of CPU", ms(c)))
             .unwrap_or_default()
     );
@@ -970,4 +1177,37 @@ pub(crate) fn run<B: Send + 'static>(
         notes: vec![note],
         cores: tidepool::sys::cores(),
     })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The hot state's packing (module doc, "Layout"): a field added to
+    /// these that breaks it fails here.
+    #[test]
+    fn hot_state_fits_its_lines() {
+        assert_eq!(std::mem::size_of::<Counters>(), 32);
+        assert_eq!(std::mem::size_of::<Line<Counters, 2>>(), 64);
+        assert_eq!(std::mem::align_of::<Line<Counters, 2>>(), 64);
+        assert_eq!(std::mem::size_of::<Line<u32, 16>>(), 64);
+        assert!(std::mem::size_of::<State>() <= 56);
+        // The lock word and the scalars on one line.
+        assert!(std::mem::size_of::<Mutex<State>>() <= 64);
+        assert_eq!(std::mem::align_of::<Padded<Mutex<State>>>(), 128);
+        // A task's batch entry: an id, not a buffer.
+        assert_eq!(std::mem::size_of::<Held>(), 16);
+    }
+
+    #[test]
+    fn packed_indexes_across_lines() {
+        let mut p: Packed<u32, 16> = Packed::new(40, NONE);
+        assert_eq!(p.0.len(), 3);
+        for i in 0..40 {
+            assert_eq!(p[i], NONE);
+            p[i] = i as u32;
+        }
+        assert!((0..40).all(|i| p[i] == i as u32));
+        assert_eq!(p.0[2].0[7], 39);
+    }
 }
