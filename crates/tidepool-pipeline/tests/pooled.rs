@@ -323,6 +323,33 @@ fn base() -> Builder<Counted> {
         .source("read", counter(3))
 }
 
+/// Pooled mode keeps its counters small (pooled.rs, "Layout"): past the
+/// limits it refuses the pipeline, naming the option and its range, before
+/// it makes a buffer.
+#[test]
+fn pooled_limits_are_refused_by_name_before_anything_is_made() {
+    let e = refused(base().stage("a", pass).pooled_threads(65_536));
+    assert!(e.contains("pooled_threads must be at most 65535"), "{e}");
+    assert!(base()
+        .stage("a", pass)
+        .pooled_threads(65_535)
+        .build()
+        .is_ok());
+    let e = refused(base().replicated("a", 65_536, || pass).pooled_threads(2));
+    assert!(
+        e.contains("stage `a`") && e.contains("at most 65535 replicas"),
+        "{e}"
+    );
+    // No buffer is made: the maker would take 4 billion of them.
+    let huge = Pipeline::builder("x")
+        .buffers(u32::MAX as usize, Buffers::default().maker())
+        .source("read", counter(3))
+        .stage("a", pass)
+        .pooled_threads(2);
+    let e = refused(huge);
+    assert!(e.contains("fewer than 4294967295 buffers"), "{e}");
+}
+
 #[test]
 fn features_that_need_a_thread_per_stage_are_refused_by_name() {
     let e = refused(
