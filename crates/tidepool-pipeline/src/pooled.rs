@@ -430,7 +430,8 @@ impl State {
     }
 
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
-    /// more than the pool).
+    /// more than the pool). Group 0's ring is the free stack: its head
+    /// stays 0, so this pushes on top of it.
     fn push_back(&mut self, rt: &GroupRt, g: usize, id: u32, width: usize) {
         let c = &mut self.groups[g];
         let mut at = c.head as usize + c.len as usize;
@@ -522,10 +523,7 @@ impl State {
     fn convey(&mut self, groups: &[GroupRt], g: usize, h: Held, width: usize) {
         self.groups[g].items += 1;
         if g + 1 == groups.len() {
-            let c = &mut self.groups[0];
-            let at = groups[0].ring + c.len as usize;
-            c.len += 1;
-            self.ids[at] = h.id;
+            self.push_back(&groups[0], 0, h.id, width);
         } else if groups[g].ordered {
             let rt = &groups[g];
             let slot = rt.reorder + (h.index % width as u64) as usize;
@@ -574,10 +572,7 @@ impl State {
         if g == 0 {
             // Unfilled buffers (the stream ended first) go back unused.
             for h in &batch[done.filled..] {
-                let c = &mut self.groups[0];
-                let at = groups[0].ring + c.len as usize;
-                c.len += 1;
-                self.ids[at] = h.id;
+                self.push_back(&groups[0], 0, h.id, width);
             }
             self.next_round += done.filled as u64;
             if done.ended {
