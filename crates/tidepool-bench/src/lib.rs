@@ -17,12 +17,14 @@
 //!
 //! The binary's `dispatch` subcommand ties them together. Pipelines have
 //! their own: [`pipeline`] (tidepool-pipeline against peer pipeline crates)
-//! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test).
+//! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test);
+//! [`paired`] summarises a tidepool row against each peer, per repeat.
 #![warn(missing_docs)]
 
 pub mod cmd_pipeline;
 pub mod cmd_soak;
 pub mod harness;
+pub mod paired;
 pub mod pipeline;
 pub mod report;
 pub mod roysden;

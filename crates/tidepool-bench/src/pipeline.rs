@@ -16,9 +16,10 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-
 use tidepool_workload::median;
 use tidepool_workload::BusyLoop;
+
+use crate::paired::{paired, Paired};
 
 /// Words per item (4 KiB).
 pub const ITEM_WORDS: usize = 512;
@@ -599,6 +600,42 @@ pub struct ImplResult {
     pub voluntary_switches_per_item: f64,
     /// Threads that ran the stage work ([`Impl::threads`]).
     pub threads: usize,
+    /// A tidepool row against each peer, paired per repeat (this row's
+    /// items/s over the peer's in the same repeat); empty for a peer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vs_peers: Vec<VsPeer>,
+}
+
+/// One tidepool row against one peer ([`crate::paired`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct VsPeer {
+    /// The peer.
+    pub peer: String,
+    /// Its per-repeat ratio, summarised.
+    #[serde(flatten)]
+    pub ratio: Paired,
+}
+
+/// Each of tidepool's rows against each peer: `samples[i][r]` is
+/// implementation `i`'s items/s in repeat `r`.
+fn vs_peers(impls: &[Impl], samples: &[Vec<f64>], row: usize) -> Vec<VsPeer> {
+    if impls[row].is_peer() {
+        return Vec::new();
+    }
+    (0..impls.len())
+        .filter(|&j| impls[j].is_peer())
+        .filter_map(|j| {
+            let ratios: Vec<f64> = samples[row]
+                .iter()
+                .zip(&samples[j])
+                .map(|(a, b)| a / b)
+                .collect();
+            Some(VsPeer {
+                peer: impls[j].name().into(),
+                ratio: paired(&ratios)?,
+            })
+        })
+        .collect()
 }
 
 /// One shape's results.
@@ -750,13 +787,17 @@ pub fn run(
                 .collect(),
             _ => Vec::new(),
         };
+        let versus: Vec<Vec<VsPeer>> = (0..impls.len())
+            .map(|i| vs_peers(impls, &samples, i))
+            .collect();
         let results = impls
             .iter()
             .zip(samples)
             .zip(cpu)
             .zip(sw)
             .zip(vol)
-            .map(|((((imp, v), c), w), vo)| {
+            .zip(versus)
+            .map(|(((((imp, v), c), w), vo), vs_peers)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
@@ -767,6 +808,7 @@ pub fn run(
                     switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
                     voluntary_switches_per_item: median(vo.iter().copied()).unwrap_or(0.0),
                     threads: imp.threads(&shape, cores),
+                    vs_peers,
                 }
             })
             .collect();
@@ -805,16 +847,21 @@ pub fn table(b: &PipelineBench) -> String {
     );
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
+        // Only when the thread-per-stage row and a peer both ran.
+        let over_best = median(ratios.iter().copied()).map_or(String::new(), |m| {
+            format!(
+                "; tidepool / best peer per repeat: median {m:.3}, {:.3}..{:.3}",
+                ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            )
+        });
         out += &format!(
-            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item; tidepool / best peer per repeat: median {:.3}, {:.3}..{:.3})\n",
+            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item{over_best})\n",
             s.name,
             s.bound_items_per_sec,
             s.oracle_items_per_sec,
             s.oracle_cpu_us_per_item,
             s.oracle_switches_per_item,
-            median(ratios.iter().copied()).unwrap_or(f64::NAN),
-            ratios.iter().copied().fold(f64::INFINITY, f64::min),
-            ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         );
         let best_peer = s
             .results
@@ -841,6 +888,16 @@ pub fn table(b: &PipelineBench) -> String {
                     String::new()
                 }
             );
+            for v in &r.vs_peers {
+                let p = &v.ratio;
+                let ci = p.ci95.map_or("too few repeats for 95%".into(), |(lo, hi)| {
+                    format!("95% CI {lo:.3}–{hi:.3}")
+                });
+                out += &format!(
+                    "      ÷ {:<22} per repeat: median {:.3} ({ci}); won {}, lost {}; sign test p {:.3}\n",
+                    v.peer, p.median, p.won, p.lost, p.sign_p
+                );
+            }
         }
     }
     out
@@ -849,6 +906,30 @@ pub fn table(b: &PipelineBench) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each tidepool row gets one paired summary per peer, from the
+    /// repeats' own ratios; peers get none.
+    #[test]
+    fn tidepool_rows_are_paired_with_each_peer_per_repeat() {
+        let impls = [Impl::TidepoolPooled, Impl::Crossbeam, Impl::Pariter];
+        let pooled: Vec<f64> = (0..10).map(|r| 100.0 + f64::from(r)).collect();
+        let samples = vec![pooled.clone(), vec![100.0; 10], pooled];
+        let v = vs_peers(&impls, &samples, 0);
+        let names: Vec<&str> = v.iter().map(|p| p.peer.as_str()).collect();
+        assert_eq!(names, ["crossbeam-threads", "pariter"]);
+        // Against crossbeam: ratios 1.00..1.09, 9 won, 1 tie.
+        assert_eq!((v[0].ratio.won, v[0].ratio.lost), (9, 0));
+        assert!((v[0].ratio.median - 1.045).abs() < 1e-9);
+        // Against itself, repeat by repeat: every ratio 1, nothing won.
+        assert_eq!(
+            (v[1].ratio.median, v[1].ratio.won, v[1].ratio.sign_p),
+            (1.0, 0, 1.0)
+        );
+        assert!(vs_peers(&impls, &samples, 1).is_empty());
+        let json = serde_json::to_value(&v[0]).unwrap();
+        assert_eq!(json["peer"], "crossbeam-threads");
+        assert!(json["ci95"].is_array() && json["median"].is_number());
+    }
 
     #[test]
     fn bounds_follow_the_slowest_stage_or_the_cpus() {
