@@ -56,7 +56,9 @@ enum Pushed {
 ///
 /// Tasks go into a queue; worker threads take each submitting thread's
 /// tasks in FIFO order (tasks of different threads, submitted at the same
-/// time, may start in either order). The pool
+/// time, may start in either order; in a backlog of thousands, the default
+/// queue can rarely start one task ahead of older ones of its thread:
+/// `docs/design.md`, "Order"). The pool
 /// keeps between `min` and `max` workers, steered by its sizing policy or by
 /// [`resize`](Pool::resize).
 ///

@@ -45,9 +45,9 @@ pub const MAX_SHARDS: usize = 4;
 /// different heads, instead of all of them taking turns on one line (a
 /// failed compare-exchange and its back-off were a third of every push and
 /// a fifth of every pop with eight submitters: `docs/design.md`, "Fourth
-/// round"). Each submitting thread's tasks stay in FIFO order; tasks of
-/// different threads may run in any order, as they could anyway (their
-/// submits race). Until a second thread submits, the queue is *narrow*:
+/// round"). Each submitting thread's tasks stay in FIFO order, but for
+/// the spill race (`queue::spill`, "What the order is"); tasks of different
+/// threads may run in any order, as they could anyway (their submits race). Until a second thread submits, the queue is *narrow*:
 /// pops start at the one submitter's shard and skip the sharded pop's
 /// bookkeeping (`queue::width`). Bounded, it is one ring: the
 /// capacity and the back-pressure protocol (`pool::room`) are about one
@@ -605,10 +605,44 @@ mod tests {
         assert!(at < 2 * FAIR_EVERY as usize, "ran only after {at} pops");
     }
 
+    /// How many of `indices` have a smaller index after them: the tasks a
+    /// popper took *early*, ahead of older ones of the same submitter.
+    /// Taking those out leaves the rest in increasing order.
+    fn taken_early(indices: &[usize]) -> usize {
+        let mut later_min = usize::MAX;
+        let mut early = 0;
+        for &i in indices.iter().rev() {
+            if i > later_min {
+                early += 1;
+            }
+            later_min = later_min.min(i);
+        }
+        early
+    }
+
+    #[test]
+    fn early_tasks_are_those_with_a_smaller_one_after_them() {
+        assert_eq!(taken_early(&[0, 1, 2, 3]), 0);
+        // The spill race: one overflow task (9) taken ahead of the ring's.
+        assert_eq!(taken_early(&[0, 1, 9, 2, 3, 8, 10]), 1);
+        assert_eq!(taken_early(&[0, 9, 10, 2, 3]), 2);
+        // A queue that is not FIFO at all shows it everywhere.
+        assert_eq!(taken_early(&[5, 4, 3, 2, 1, 0]), 5);
+    }
+
+    /// At most this many tasks per popper and submitter may run early in
+    /// the stress tests below: the spill race (`queue::spill`, "What the
+    /// order is") needs a popper descheduled between its look at the ring
+    /// and its look at the overflow while the overflow drains and the ring
+    /// fills again, so a run sees it once in a while, never often; a queue
+    /// that reordered for any other reason would show it in thousands.
+    const EARLY_AT_MOST: usize = 4;
+
     /// `submitters` threads push `per` tasks each while `poppers` threads
     /// pop them (`before(t, i)` runs on submitter `t` before its push `i`):
     /// every task runs exactly once, and each popper runs each submitter's
-    /// tasks in the order they were submitted.
+    /// tasks in the order they were submitted, but for the spill race's few
+    /// early tasks ([`EARLY_AT_MOST`]).
     fn every_task_once_in_order(
         q: &Arc<LockFreeQueue>,
         submitters: usize,
@@ -653,19 +687,17 @@ mod tests {
                             None => std::thread::yield_now(),
                         }
                     }
-                    let mut last = vec![None; submitters];
-                    RAN.with(|r| {
-                        r.borrow().iter().all(|&(s, i)| {
-                            let ok = last[s].is_none_or(|l| l < i);
-                            last[s] = Some(i);
-                            ok
-                        })
-                    })
+                    let mut of: Vec<Vec<usize>> = vec![Vec::new(); submitters];
+                    RAN.with(|r| r.borrow().iter().for_each(|&(s, i)| of[s].push(i)));
+                    of.iter().all(|v| taken_early(v) <= EARLY_AT_MOST)
                 })
             })
             .collect();
         for t in threads {
-            assert!(t.join().unwrap(), "a submitter's tasks ran out of order");
+            assert!(
+                t.join().unwrap(),
+                "a popper ran more than {EARLY_AT_MOST} of a submitter's tasks early"
+            );
         }
         assert!(
             seen.iter().all(|s| s.load(Relaxed) == 1),

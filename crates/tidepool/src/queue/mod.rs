@@ -24,7 +24,9 @@ use locked::{HybridQueue, MutexQueue, SpinQueue};
 
 /// A multi-producer multi-consumer queue of tasks, optionally bounded: FIFO
 /// for each producing thread (the default flavour is sharded, so tasks of
-/// different producers need not come out in the order they went in).
+/// different producers need not come out in the order they went in, and in
+/// a backlog a rare race can take one task ahead of older ones of its
+/// producer: `spill`, "What the order is").
 pub trait TaskQueue: Send + Sync + fmt::Debug {
     /// Add a task; gives it back if the queue is full. Never blocks for long.
     fn push(&self, task: Task) -> Result<(), Task>;

@@ -19,9 +19,9 @@
 //! ring only if the overflow is empty at that moment (a `SeqCst` check), and
 //! a pop takes from the ring first, then from the overflow. So a submitting
 //! thread's tasks in the ring are always older than its tasks in the
-//! overflow, and every popper takes each thread's tasks in FIFO order (the
-//! pool promises it). Pushing to the overflow is always allowed (the ring's
-//! tasks are the older either way).
+//! overflow, and a popper takes each thread's tasks in FIFO order but for
+//! one race (below, "What the order is"). Pushing to the overflow is always
+//! allowed (the ring's tasks are the older either way).
 //!
 //! `spilled` only lets a push skip the check:
 //! - a push that reads `spilled` true goes to the overflow without looking;
@@ -42,6 +42,23 @@
 //! parts' own `SeqCst` read-modify-writes, as before.
 //! `loom_spill_flag_keeps_fifo` in `pool/loom_tests.rs` model-checks this
 //! protocol with the same functions.
+//!
+//! # What the order is
+//!
+//! A pop's two looks, the ring's and then the overflow's, are not one
+//! atomic step. A popper that finds the ring empty and is descheduled
+//! before it looks at the overflow can come back to an overflow that has
+//! drained (other poppers), seen the ring take newer tasks and fill, and
+//! spilled again: it then takes the overflow's first task, which is newer
+//! than the ring's. So a task can start ahead of older ones of its
+//! submitter, one per such pop; what stays queued is always in order. It
+//! takes a backlog of more than a ring's worth and a popper off its CPU at
+//! that instant: the stress tests in `lock_free.rs` allow a few such tasks
+//! per popper (`EARLY_AT_MOST`) and saw it in one CI run of many (session
+//! 14), and the loom model above allows it for the worker's own pops.
+//! Ruling it out would need the overflow's pop to refuse tasks pushed after
+//! the popper's look at the ring, which costs every pop a read of the
+//! overflow's tail line, the line the flag exists to keep quiet.
 
 /// One of the two parts of a shard.
 pub(crate) trait Part<T> {
