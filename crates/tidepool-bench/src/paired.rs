@@ -9,6 +9,7 @@
 //! peers looks behind. Each peer gets its own ratio instead.
 
 use serde::Serialize;
+use tidepool_workload::median;
 
 /// A paired comparison over the repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -32,17 +33,10 @@ pub struct Paired {
 /// Summarise per-repeat ratios; `None` when there are none (non-finite
 /// ratios are left out).
 pub fn paired(ratios: &[f64]) -> Option<Paired> {
+    let median = median(ratios.iter().copied())?;
     let mut v: Vec<f64> = ratios.iter().copied().filter(|r| r.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
     // The largest k with P(Binomial(n, ½) < k) ≤ 2.5%: the median lies
     // between the k-th lowest and the k-th highest with ≥ 95% confidence.
     let cdf = binomial_half_cdf(n);
