@@ -19,6 +19,7 @@ use serde::Serialize;
 use tidepool_workload::median;
 use tidepool_workload::BusyLoop;
 
+use crate::harness::ratio_higher_better;
 use crate::paired::{paired, Paired};
 
 /// Words per item (4 KiB).
@@ -628,7 +629,7 @@ fn vs_peers(impls: &[Impl], samples: &[Vec<f64>], row: usize) -> Vec<VsPeer> {
             let ratios: Vec<f64> = samples[row]
                 .iter()
                 .zip(&samples[j])
-                .map(|(a, b)| a / b)
+                .filter_map(|(&a, &b)| ratio_higher_better(a, b))
                 .collect();
             Some(VsPeer {
                 peer: impls[j].name().into(),
