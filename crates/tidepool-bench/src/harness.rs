@@ -49,6 +49,38 @@ pub fn rotated<T: Clone>(items: &[T], by: usize) -> Vec<T> {
     items[k..].iter().chain(&items[..k]).cloned().collect()
 }
 
+/// The order of `n` runs in repeat `rep`: row `rep` of a Williams design
+/// (a Latin square balanced for what each run leaves to the next).
+///
+/// Over `n` repeats (`2n` when `n` is odd) every run comes right after
+/// every other exactly once (twice when `n` is odd) and takes every
+/// position as often. A rotation ([`rotated`]) visits every position too,
+/// but always puts the same run after a given one, so whatever a run
+/// leaves behind (a busy thread, freed memory, a scheduler's history) is
+/// charged to one neighbour only.
+pub fn balanced_order(n: usize, rep: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let row = rep % if n.is_multiple_of(2) { n } else { 2 * n };
+    // The first row is 0, 1, n−1, 2, n−2, …; row r adds r to each; when n
+    // is odd, rows n..2n are the first n reversed.
+    let mut order: Vec<usize> = (0..n)
+        .map(|j| {
+            if j % 2 == 1 {
+                j.div_ceil(2)
+            } else {
+                (n - j / 2) % n
+            }
+        })
+        .map(|x| (x + row) % n)
+        .collect();
+    if row >= n {
+        order.reverse();
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +111,37 @@ mod tests {
         assert_eq!(rotated(&items, 1), vec!["b", "c", "a"]);
         assert_eq!(rotated(&items, 5), vec!["c", "a", "b"]);
         assert!(rotated::<u8>(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn balanced_order_puts_every_run_after_every_other_equally() {
+        assert!(balanced_order(0, 3).is_empty());
+        assert_eq!(balanced_order(6, 0), vec![0, 1, 5, 2, 4, 3]);
+        for n in 1..=9usize {
+            let cycle = if n.is_multiple_of(2) { n } else { 2 * n };
+            let times = cycle / n;
+            let mut after = vec![vec![0; n]; n];
+            let mut at = vec![vec![0; n]; n];
+            for rep in 0..cycle {
+                let row = balanced_order(n, rep);
+                let mut seen = row.clone();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n {n}, repeat {rep}");
+                for (pos, &x) in row.iter().enumerate() {
+                    at[x][pos] += 1;
+                }
+                for w in row.windows(2) {
+                    after[w[0]][w[1]] += 1;
+                }
+                // The cycle repeats.
+                assert_eq!(balanced_order(n, rep + cycle), row);
+            }
+            for a in 0..n {
+                assert!(at[a].iter().all(|&c| c == times), "n {n}: {:?}", at[a]);
+                for b in (0..n).filter(|&b| b != a) {
+                    assert_eq!(after[a][b], times, "n {n}: {b} after {a}");
+                }
+            }
+        }
     }
 }

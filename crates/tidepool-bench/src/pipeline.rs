@@ -19,7 +19,7 @@ use serde::Serialize;
 use tidepool_workload::median;
 use tidepool_workload::BusyLoop;
 
-use crate::harness::ratio_higher_better;
+use crate::harness::{balanced_order, ratio_higher_better};
 use crate::paired::{paired, Paired};
 
 /// Words per item (4 KiB).
@@ -251,25 +251,38 @@ fn switches() -> (f64, f64) {
 }
 
 /// Run `f` over `items` items: items per second and the cost per item.
-fn timed(items: usize, f: impl FnOnce()) -> (f64, PerItem) {
-    let (cpu0, sw0) = (
-        tidepool::sys::process_cpu_time().unwrap_or_default(),
-        switches(),
-    );
-    let t = Instant::now();
-    f();
-    let ips = items as f64 / t.elapsed().as_secs_f64();
-    let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
-    let sw1 = switches();
-    let n = items as f64;
-    (
-        ips,
-        PerItem {
-            cpu_us: cpu.as_secs_f64() * 1e6 / n,
-            switches: (sw1.0 - sw0.0) / n,
-            voluntary: (sw1.1 - sw0.1) / n,
-        },
-    )
+///
+/// `f` runs on a thread of its own, started before the clock, so that no
+/// run inherits the thread the one before it ran on: pooled mode's worker 0
+/// and pariter's last map compute on their caller's thread, and a
+/// thread-per-stage run started from that thread right after was 7–10%
+/// slower (docs/benchmarks.md, session 15).
+fn timed(items: usize, f: impl FnOnce() + Send) -> (f64, PerItem) {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                let (cpu0, sw0) = (
+                    tidepool::sys::process_cpu_time().unwrap_or_default(),
+                    switches(),
+                );
+                let t = Instant::now();
+                f();
+                let ips = items as f64 / t.elapsed().as_secs_f64();
+                let cpu = tidepool::sys::process_cpu_time().unwrap_or_default() - cpu0;
+                let sw1 = switches();
+                let n = items as f64;
+                (
+                    ips,
+                    PerItem {
+                        cpu_us: cpu.as_secs_f64() * 1e6 / n,
+                        switches: (sw1.0 - sw0.0) / n,
+                        voluntary: (sw1.1 - sw0.1) / n,
+                    },
+                )
+            })
+            .join()
+    })
+    .unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// The oracle: the shape's whole work per item, on as many threads as the
@@ -661,7 +674,7 @@ pub struct ScenarioResult {
     /// The oracle's median context switches per item.
     pub oracle_switches_per_item: f64,
     /// tidepool-pipeline over the best peer, per repeat (each repeat runs
-    /// all of them back to back, in a rotated order).
+    /// all of them back to back, in a balanced order).
     pub tidepool_over_best_peer: Vec<f64>,
     /// One entry per implementation.
     pub results: Vec<ImplResult>,
@@ -686,8 +699,10 @@ pub struct PipelineBench {
     pub load_after: Option<f64>,
 }
 
-/// Run every shape × implementation `repeats` times, interleaved (each
-/// repeat visits the implementations in a rotated order).
+/// Run every shape × implementation `repeats` times, interleaved: each
+/// repeat runs them back to back in the order [`balanced_order`] gives, so
+/// that over the repeats each one follows every other equally often, each
+/// on a thread of its own.
 ///
 /// `only` names the shapes to run (empty: all).
 pub fn run(
@@ -728,14 +743,13 @@ pub fn run(
             imp.run(&shape, items / 10 + 1);
         }
         // Each repeat runs the oracle and every implementation once, in a
-        // rotated order, and measures the blocking calls' cost again.
+        // balanced order, and measures the blocking calls' cost again.
         for rep in 0..repeats {
             for &us in &blocks {
                 let c = measure_block(us).as_secs_f64();
                 block_cost.entry(us).or_default().push(c);
             }
-            for k in 0..=impls.len() {
-                let i = (k + rep) % (impls.len() + 1);
+            for i in balanced_order(impls.len() + 1, rep) {
                 if i == impls.len() {
                     let (ips, cost) = oracle(&shape, items);
                     oracle_cpu.push(cost.cpu_us);
