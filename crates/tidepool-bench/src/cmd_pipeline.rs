@@ -18,8 +18,9 @@ pub struct PipelineArgs {
     /// capacity (at least the number of stages, at most 4096).
     #[arg(long, default_value_t = pipeline::IN_FLIGHT)]
     pub in_flight: usize,
-    /// Interleaved runs of every implementation × shape; the median counts.
-    #[arg(long, default_value_t = 5)]
+    /// Interleaved runs of every implementation × shape; the median counts
+    /// (6: one full cycle of the balanced order with all five and the oracle).
+    #[arg(long, default_value_t = 6)]
     pub repeats: usize,
     /// Only these shapes (comma-separated; default: all).
     #[arg(long, value_delimiter = ',')]
