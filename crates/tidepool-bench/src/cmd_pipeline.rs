@@ -89,6 +89,11 @@ pub struct RoysdenArgs {
     /// Runs per arm (default 30; 3 with --quick).
     #[arg(long)]
     pub runs: Option<usize>,
+    /// Blocks of 1 MiB (64 KiB with --quick) per program, in place of its
+    /// own 48 (compute) or 96 (io): longer runs, so that filling and
+    /// draining the pipeline weigh less (1..=4096).
+    #[arg(long)]
+    pub blocks: Option<usize>,
     /// Only this program (compute or io; default both).
     #[arg(long, value_parser = ["compute", "io"])]
     pub variant: Option<String>,
@@ -110,13 +115,20 @@ pub fn roysden(a: RoysdenArgs) {
         eprintln!("tidepool-bench roysden: --runs must be at least 2 (the t-test needs two)");
         std::process::exit(2);
     }
+    if let Some(b) = a.blocks.filter(|b| !(1..=roysden::MAX_BLOCKS).contains(b)) {
+        eprintln!(
+            "tidepool-bench roysden: --blocks must be in 1..={}, got {b}",
+            roysden::MAX_BLOCKS
+        );
+        std::process::exit(2);
+    }
     let variants = match a.variant.as_deref() {
         Some("compute") => vec![Variant::Compute],
         Some("io") => vec![Variant::Io],
         _ => vec![Variant::Compute, Variant::Io],
     };
     let dir = a.dir.clone().unwrap_or_else(roysden::default_dir);
-    let result = roysden::run(&dir, runs, a.quick, &variants, a.quiet);
+    let result = roysden::run(&dir, runs, a.quick, a.blocks, &variants, a.quiet);
     if a.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -3,9 +3,10 @@
 //! write) over real files with direct I/O, compute-bound and I/O-bound.
 //!
 //! Every arm runs the same pipeline with different per-stage priorities;
-//! runs are interleaved (each repeat visits the arms in a rotated order) so
-//! that drifting machine load spreads over all arms, and each arm is compared
-//! with the default by Welch's t-test.
+//! runs are interleaved (each repeat visits the arms in a Williams-design
+//! order, so drifting machine load spreads over all arms and no arm always
+//! follows the same one), and each arm is compared with the default by
+//! Welch's t-test.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use tidepool_pipeline::sys::{flush_and_evict, open_direct, DIRECT_ALIGN};
 use tidepool_pipeline::{Context, Flow, Pipeline, PrioritySpec};
 
+use crate::harness::balanced_order;
 use crate::welch::{mean_var, welch, Welch};
 
 /// A 4 KiB page of records: blocks are vectors of pages, so their memory is
@@ -347,11 +349,17 @@ fn kernel() -> String {
         .unwrap_or_default()
 }
 
-/// Run both variants, `runs` interleaved runs per arm, in `dir`.
+/// The most blocks `--blocks` may ask for: two files of up to 4 GiB each.
+pub const MAX_BLOCKS: usize = 4096;
+
+/// Run the `variants`, `runs` interleaved runs per arm, in `dir`; `blocks`,
+/// when given, replaces each program's number of blocks (longer runs make
+/// the pipeline's fill and drain a smaller share of the clock time).
 pub fn run(
     dir: &Path,
     runs: usize,
     quick: bool,
+    blocks: Option<usize>,
     variants: &[Variant],
     quiet: bool,
 ) -> Result<Roysden, String> {
@@ -365,7 +373,8 @@ pub fn run(
     let arms = arms();
     let mut out = Vec::new();
     for &variant in variants {
-        let size = variant.size(quick);
+        let mut size = variant.size(quick);
+        size.blocks = blocks.unwrap_or(size.blocks);
         let input: PathBuf = dir.join(format!("{variant:?}-input.dat").to_lowercase());
         let output: PathBuf = dir.join(format!("{variant:?}-output.dat").to_lowercase());
         let direct =
@@ -374,8 +383,7 @@ pub fn run(
         run_once(variant, size, &input, &output, &arms[0])?;
         let mut times: Vec<Vec<RunTime>> = vec![Vec::new(); arms.len()];
         for rep in 0..runs {
-            for k in 0..arms.len() {
-                let i = (k + rep) % arms.len();
+            for i in balanced_order(arms.len(), rep) {
                 let t = run_once(variant, size, &input, &output, &arms[i])?;
                 if !quiet {
                     eprintln!(
@@ -499,14 +507,24 @@ mod tests {
     #[test]
     fn quick_mode_runs_every_arm_and_compares_it() {
         let dir = default_dir().join("test");
-        let r = run(&dir, 2, true, &[Variant::Compute, Variant::Io], true).unwrap();
+        let r = run(&dir, 2, true, None, &[Variant::Compute, Variant::Io], true).unwrap();
         assert_eq!(r.variants.len(), 2);
         for v in &r.variants {
+            assert_eq!(v.size.blocks, v.variant.size(true).blocks);
             assert_eq!(v.arms.len(), arms().len());
             assert!(v.arms.iter().all(|a| a.runs.len() == 2 && a.wall > 0.0));
             assert!(v.arms[1..].iter().all(|a| a.vs_default.is_some()));
         }
         assert!(markdown(&r).contains("io-nice-up-19"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn blocks_replaces_the_programs_length() {
+        let dir = default_dir().join("blocks");
+        let r = run(&dir, 2, true, Some(3), &[Variant::Io], true).unwrap();
+        assert_eq!(r.variants[0].size.blocks, 3);
+        assert!(markdown(&r).contains("3 blocks of 64 KiB"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
