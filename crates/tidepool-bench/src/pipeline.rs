@@ -316,6 +316,40 @@ pub fn oracle(shape: &Shape, items: usize) -> (f64, PerItem) {
     })
 }
 
+/// The shape's groups decoupled: each group's threads do the group's work
+/// on `items` items of their own, side by side with the other groups'
+/// threads, with no queue and no hand-off between them (a pipeline with
+/// unbounded queues whose hand-offs cost nothing). Items per second is
+/// `items` over the time until the last group's threads finish.
+///
+/// Unlike [`bound`], which prices each stage alone, this measures the
+/// stages together on this machine, so it includes what they do to each
+/// other's timing (a sleeping stage's wake-up delayed by a computing one);
+/// unlike the [`oracle`], it keeps the pipeline's threads. So on a shape
+/// whose limit is a stage (not the CPUs), an implementation's items per
+/// second over this is what its hand-offs cost, and what no
+/// implementation with this mapping can gain back.
+pub fn decoupled(shape: &Shape, items: usize) -> f64 {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let groups = groups(shape);
+    let counters: Vec<AtomicUsize> = groups.iter().map(|_| AtomicUsize::new(0)).collect();
+    timed(items, || {
+        std::thread::scope(|scope| {
+            for (g, next) in groups.iter().zip(&counters) {
+                for _ in 0..g.replicas {
+                    scope.spawn(move || {
+                        let mut v = vec![0u64; ITEM_WORDS];
+                        while next.fetch_add(1, Ordering::Relaxed) < items {
+                            g.work(&mut v);
+                        }
+                    });
+                }
+            }
+        })
+    })
+    .0
+}
+
 /// An implementation under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Impl {
@@ -612,6 +646,9 @@ pub struct ImplResult {
     pub switches_per_item: f64,
     /// Median voluntary context switches per item (waits: parks, sleeps).
     pub voluntary_switches_per_item: f64,
+    /// Median over the repeats of items/s over [`decoupled`]'s in the same
+    /// repeat: the share of the no-hand-off throughput this row kept.
+    pub of_decoupled: f64,
     /// Threads that ran the stage work ([`Impl::threads`]).
     pub threads: usize,
     /// A tidepool row against each peer, paired per repeat (this row's
@@ -673,6 +710,12 @@ pub struct ScenarioResult {
     pub oracle_cpu_us_per_item: f64,
     /// The oracle's median context switches per item.
     pub oracle_switches_per_item: f64,
+    /// [`decoupled`]'s median items per second: the shape's groups on
+    /// their own threads with no hand-off (run at the start of each
+    /// repeat, before the balanced order).
+    pub decoupled_items_per_sec: f64,
+    /// Every repeat's decoupled items per second.
+    pub decoupled_repeats: Vec<f64>,
     /// tidepool-pipeline over the best peer, per repeat (each repeat runs
     /// all of them back to back, in a balanced order).
     pub tidepool_over_best_peer: Vec<f64>,
@@ -738,17 +781,20 @@ pub fn run(
         let mut sw: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut vol: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
         let mut oracle_sw = Vec::new();
+        let mut decoupled_ips = Vec::new();
         // Warm-up: one short run each.
         for imp in impls {
             imp.run(&shape, items / 10 + 1);
         }
-        // Each repeat runs the oracle and every implementation once, in a
-        // balanced order, and measures the blocking calls' cost again.
+        // Each repeat measures the blocking calls' cost again, runs the
+        // decoupled groups, then the oracle and every implementation once,
+        // in a balanced order.
         for rep in 0..repeats {
             for &us in &blocks {
                 let c = measure_block(us).as_secs_f64();
                 block_cost.entry(us).or_default().push(c);
             }
+            decoupled_ips.push(decoupled(&shape, items));
             for i in balanced_order(impls.len() + 1, rep) {
                 if i == impls.len() {
                     let (ips, cost) = oracle(&shape, items);
@@ -814,6 +860,8 @@ pub fn run(
             .zip(versus)
             .map(|(((((imp, v), c), w), vo), vs_peers)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
+                let of_decoupled =
+                    median(v.iter().zip(&decoupled_ips).map(|(a, d)| a / d)).unwrap_or(0.0);
                 ImplResult {
                     imp: imp.name().into(),
                     items_per_sec: m,
@@ -822,6 +870,7 @@ pub fn run(
                     cpu_us_per_item: median(c.iter().copied()).unwrap_or(0.0),
                     switches_per_item: median(w.iter().copied()).unwrap_or(0.0),
                     voluntary_switches_per_item: median(vo.iter().copied()).unwrap_or(0.0),
+                    of_decoupled,
                     threads: imp.threads(&shape, cores),
                     vs_peers,
                 }
@@ -834,6 +883,8 @@ pub fn run(
             oracle_repeats: oracle_ips,
             oracle_cpu_us_per_item: median(oracle_cpu.iter().copied()).unwrap_or(0.0),
             oracle_switches_per_item: median(oracle_sw.iter().copied()).unwrap_or(0.0),
+            decoupled_items_per_sec: median(decoupled_ips.iter().copied()).unwrap_or(0.0),
+            decoupled_repeats: decoupled_ips,
             tidepool_over_best_peer,
             results,
         });
@@ -871,9 +922,10 @@ pub fn table(b: &PipelineBench) -> String {
             )
         });
         out += &format!(
-            "\n{} (bound {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item{over_best})\n",
+            "\n{} (bound {:.0} items/s; decoupled {:.0} items/s; oracle {:.0} items/s, {:.1} µs CPU/item, {:.2} switches/item{over_best})\n",
             s.name,
             s.bound_items_per_sec,
+            s.decoupled_items_per_sec,
             s.oracle_items_per_sec,
             s.oracle_cpu_us_per_item,
             s.oracle_switches_per_item,
@@ -888,11 +940,12 @@ pub fn table(b: &PipelineBench) -> String {
             let lo = r.repeats.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = r.repeats.iter().copied().fold(0.0, f64::max);
             out += &format!(
-                "  {:<24} {:>2} threads {:>9.0} items/s  {:>5.1}% of bound  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
+                "  {:<24} {:>2} threads {:>9.0} items/s  {:>5.1}% of bound  {:>5.1}% of decoupled  {:>6.1} µs CPU/item  {:>5.2} switches/item  (range {:.0}..{:.0}){}\n",
                 r.imp,
                 r.threads,
                 r.items_per_sec,
                 100.0 * r.of_bound,
+                100.0 * r.of_decoupled,
                 r.cpu_us_per_item,
                 r.switches_per_item,
                 lo,
@@ -956,6 +1009,29 @@ mod tests {
         // Blocking stages of 250 µs real cost: 4 000/s.
         let b = bound(&s[2], 2, |_| Duration::from_micros(250));
         assert!((b - 4_000.0).abs() < 1.0, "{b}");
+    }
+
+    /// Decoupled, each group does every item on its own threads: a group
+    /// of one thread that sleeps 2 ms per item takes at least `items` ×
+    /// 2 ms, and one of two threads at least half that (sleeps never end
+    /// early, so these bounds cannot fail on a loaded machine).
+    #[test]
+    fn decoupled_runs_every_item_through_every_group() {
+        let items = 6;
+        let ms = |us| Duration::from_micros(us).as_secs_f64();
+        let one = Shape {
+            name: "t",
+            stages: vec![st("read", Work::Block(2000), 1), st("w", Work::Spin(1), 1)],
+            in_flight: 4,
+        };
+        assert!(decoupled(&one, items) <= items as f64 / (items as f64 * ms(2000)));
+        let two = Shape {
+            name: "t",
+            stages: vec![st("read", Work::Spin(1), 1), st("w", Work::Block(2000), 2)],
+            in_flight: 4,
+        };
+        let ips = decoupled(&two, items);
+        assert!(ips > 0.0 && ips <= items as f64 / (3.0 * ms(2000)), "{ips}");
     }
 
     /// Pooled mode gets a worker per core, plus one per blocking stage.
@@ -1026,6 +1102,10 @@ mod tests {
             let b = run(30, in_flight, 1, &Impl::ALL, &[], true);
             assert_eq!(b.in_flight, in_flight);
             assert_eq!(b.scenarios.len(), shapes(2).len());
+            for sc in &b.scenarios {
+                assert_eq!(sc.decoupled_repeats.len(), 1, "{}", sc.name);
+                assert!(sc.results.iter().all(|r| r.of_decoupled > 0.0));
+            }
         }
     }
 
