@@ -10,6 +10,7 @@ mean and per-repeat spread s, the maximum's mean is about 0.56 s higher.
 
 python3 docs/records/bench-pipeline-s14-paired.py FILE.json [FILE.json ...]
 python3 docs/records/bench-pipeline-s14-paired.py --arm A SET.jsonl   # one arm of a packed A/B set
+python3 docs/records/bench-pipeline-s14-paired.py --row tidepool-pipeline FILE.json  # another row (session 17)
 """
 import json, math, random, statistics as st, sys
 
@@ -36,6 +37,8 @@ args = sys.argv[1:]
 arm = None
 if args[:1] == ["--arm"]:
     arm, args = args[1], args[2:]
+if args[:1] == ["--row"]:
+    ROW, args = args[1], args[2:]
 
 
 def runs(path):
@@ -59,7 +62,7 @@ for sc in (sc for path in args for run in runs(path) for sc in run["scenarios"])
         ratios.setdefault((sc["name"], "best peer"), []).append(mine / best)
 
 rng = random.Random(14)
-print("| shape | pooled ÷ | repeats | median (95% CI) | geometric mean (95% CI) | pooled won | sign-test p |")
+print(f"| shape | {ROW} ÷ | repeats | median (95% CI) | geometric mean (95% CI) | won | sign-test p |")
 print("|---|---|---:|---|---|---|---:|")
 for (shape, peer), v in sorted(ratios.items()):
     lo, hi = boot(v, st.median, rng)
