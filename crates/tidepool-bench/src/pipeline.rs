@@ -740,7 +740,27 @@ pub struct PipelineBench {
     pub load_before: Option<f64>,
     /// The 1-minute load average after the run.
     pub load_after: Option<f64>,
+    /// The busy loop's error, in percent, before and after the run: the
+    /// median CPU time of a 2 ms spin against 2 ms (as long as the
+    /// calibration's own trials, so that both see the same interrupts;
+    /// a 20 µs spin, rarely interrupted, reads ~5% fast). The loop
+    /// is calibrated once, at the start; on a VM whose core sibling the
+    /// host gave to someone else for that moment, it can be 20–30% off
+    /// for the whole run, and then the compute shapes' bound (and every
+    /// "% of bound") is off by as much. The ratios between
+    /// implementations are not.
+    pub spin_error_pct: [f64; 2],
 }
+
+/// The busy loop's error on a 2 ms spin, in percent.
+fn spin_error_pct() -> f64 {
+    BusyLoop::global()
+        .verify(Duration::from_millis(2), 15)
+        .error_pct
+}
+
+/// Beyond this |error|, the table warns that "% of bound" is off.
+const SPIN_ERROR_WARN_PCT: f64 = 5.0;
 
 /// Run every shape × implementation `repeats` times, interleaved: each
 /// repeat runs them back to back in the order [`balanced_order`] gives, so
@@ -757,6 +777,7 @@ pub fn run(
     quiet: bool,
 ) -> PipelineBench {
     BusyLoop::global(); // calibrated here, outside any measurement
+    let spin_before = spin_error_pct();
     let cores = tidepool::sys::cores();
     let load_before = tidepool::sys::load_average().map(|l| l[0]);
     let mut scenarios = Vec::new();
@@ -897,6 +918,7 @@ pub fn run(
         cores,
         load_before,
         load_after: tidepool::sys::load_average().map(|l| l[0]),
+        spin_error_pct: [spin_before, spin_error_pct()],
     }
 }
 
@@ -911,6 +933,13 @@ pub fn table(b: &PipelineBench) -> String {
         b.load_before.unwrap_or(f64::NAN),
         b.load_after.unwrap_or(f64::NAN)
     );
+    let [before, after] = b.spin_error_pct;
+    if before.abs().max(after.abs()) > SPIN_ERROR_WARN_PCT {
+        out += &format!(
+            "warning: the busy loop is {:+.1}% / {:+.1}% off its calibration (CPU time of a 2 ms spin, before / after the run): the compute shapes' \"% of bound\" is off by as much; ratios between implementations are not\n",
+            before, after
+        );
+    }
     for s in &b.scenarios {
         let ratios = &s.tidepool_over_best_peer;
         // Only when the thread-per-stage row and a peer both ran.
@@ -1032,6 +1061,27 @@ mod tests {
         };
         let ips = decoupled(&two, items);
         assert!(ips > 0.0 && ips <= items as f64 / (3.0 * ms(2000)), "{ips}");
+    }
+
+    /// A busy loop more than 5% off its calibration makes the table say
+    /// that "% of bound" is off; within 5% it says nothing.
+    #[test]
+    fn the_table_warns_when_the_busy_loop_is_off() {
+        let b = |err: [f64; 2]| PipelineBench {
+            scenarios: Vec::new(),
+            items: 1,
+            in_flight: 4,
+            repeats: 1,
+            cores: 2,
+            load_before: None,
+            load_after: None,
+            spin_error_pct: err,
+        };
+        assert!(!table(&b([1.0, -4.9])).contains("warning"));
+        assert!(table(&b([-22.5, 0.0])).contains("-22.5%"));
+        assert!(table(&b([0.0, 6.0])).contains("warning"));
+        let json = serde_json::to_value(b([1.0, 2.0])).unwrap();
+        assert_eq!(json["spin_error_pct"], serde_json::json!([1.0, 2.0]));
     }
 
     /// Pooled mode gets a worker per core, plus one per blocking stage.
