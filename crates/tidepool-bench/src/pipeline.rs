@@ -327,8 +327,10 @@ pub fn oracle(shape: &Shape, items: usize) -> (f64, PerItem) {
 /// other's timing (a sleeping stage's wake-up delayed by a computing one);
 /// unlike the [`oracle`], it keeps the pipeline's threads. So on a shape
 /// whose limit is a stage (not the CPUs), an implementation's items per
-/// second over this is what its hand-offs cost, and what no
-/// implementation with this mapping can gain back.
+/// second over this is what its hand-offs kept, and about what is left
+/// for any implementation of this mapping to gain. It is not a strict
+/// ceiling: coupled stages can fall into a better rhythm than decoupled
+/// ones, and single repeats do exceed it.
 pub fn decoupled(shape: &Shape, items: usize) -> f64 {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let groups = groups(shape);
@@ -1053,12 +1055,14 @@ mod tests {
             stages: vec![st("read", Work::Block(2000), 1), st("w", Work::Spin(1), 1)],
             in_flight: 4,
         };
-        assert!(decoupled(&one, items) <= items as f64 / (items as f64 * ms(2000)));
+        // 6 sleeps of 2 ms on one thread: at least 12 ms, 500 items/s.
+        assert!(decoupled(&one, items) <= 1.0 / ms(2000));
         let two = Shape {
             name: "t",
             stages: vec![st("read", Work::Spin(1), 1), st("w", Work::Block(2000), 2)],
             in_flight: 4,
         };
+        // One of the two threads does at least 3 of the 6: 6 ms.
         let ips = decoupled(&two, items);
         assert!(ips > 0.0 && ips <= items as f64 / (3.0 * ms(2000)), "{ips}");
     }
