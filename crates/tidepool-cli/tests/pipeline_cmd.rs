@@ -100,19 +100,27 @@ fn bad_options_are_usage_errors_that_name_the_option() {
     }
 }
 
+/// An output folder that cannot be written is an error, found before the
+/// run: no report is printed, and no time is spent on a run whose files
+/// could not be written. A regular file in the way is refused too.
 #[test]
 fn an_output_folder_that_cannot_be_written_is_an_error() {
-    let out = tidepool(&[
-        "pipeline",
-        "--items",
-        "5",
-        "--io-us",
-        "1",
-        "--compute-us",
-        "1",
-        "--out",
-        "/proc/no-such-dir",
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/proc/no-such-dir"));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let in_the_way = file.path().to_str().unwrap();
+    for dir in ["/proc/no-such-dir", in_the_way] {
+        let out = tidepool(&[
+            "pipeline",
+            "--items",
+            "5",
+            "--io-us",
+            "1",
+            "--compute-us",
+            "1",
+            "--out",
+            dir,
+        ]);
+        assert!(!out.status.success(), "{dir}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(dir), "{dir}");
+        assert!(out.stdout.is_empty(), "{dir}: the pipeline ran");
+    }
 }

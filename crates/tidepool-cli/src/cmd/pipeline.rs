@@ -115,6 +115,10 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
             "--compute-priority: a self-sizing transform (--replicas auto) takes a fixed priority only (nice:N, batch[:N], idle)",
         ));
     }
+    // Before the run, so that an unwritable --out costs no run.
+    if let Some(dir) = &a.out {
+        output::check_out_dir(dir)?;
+    }
     let busy = BusyLoop::global();
     let io = TaskBody::new(Duration::ZERO, Duration::from_micros(a.io_us));
     let compute = Duration::from_micros(a.compute_us);
