@@ -152,8 +152,16 @@ const FIRST_SAMPLE_TASKS: u64 = 4;
 /// Factor by which the compute share of consecutive per-task samples must
 /// differ from φ, all on one side, to read as a change of the task mix...
 const SHIFT_FACTOR: f64 = 2.0;
-/// ...once they hold this many tasks (one odd task is not a change).
+/// ...once they hold this many tasks (one odd task is not a change)...
 const SHIFT_TASKS: u64 = 4;
+/// ...and span this much time: longer than a stall of the virtual machine.
+/// A stall stops every worker at once, so the tasks in flight all read as
+/// blocked in one window. Measured in `tests/policies.rs`
+/// (`auto_stays_near…`, about 1 run in 20): a tick of CPU-bound 1 ms tasks
+/// read φ = 0.05, with ~24 ms of its 25 ms neither CPU time nor run delay,
+/// and the pool spawned 38 workers on 2 cores before the next samples took
+/// φ back to 1. Two ticks of a real change span 50 ms.
+const SHIFT_SPAN: Duration = Duration::from_millis(40);
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// A sustained backlog may take the pool to this many workers per core even

@@ -8,8 +8,8 @@ use super::super::Observation;
 use super::{
     cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
     DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU,
-    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHIFT_FACTOR, SHIFT_TASKS,
-    SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHIFT_FACTOR, SHIFT_SPAN,
+    SHIFT_TASKS, SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -111,7 +111,7 @@ impl Auto {
             // not show (VM steal) would read as blocking work.
             let keep = if self.sampled { fade } else { 0.0 };
             self.sampled = true;
-            if let Some(shifted) = self.mix_shift(cpu, wanted, acc.tasks) {
+            if let Some(shifted) = self.mix_shift(cpu, wanted, acc.tasks, acc.span) {
                 // The mix changed: the history describes other tasks.
                 self.compute_sum = shifted.cpu.as_secs_f64();
                 self.wanted_sum = shifted.time.as_secs_f64();
@@ -193,12 +193,19 @@ impl Auto {
 
     /// A change of the task mix: consecutive samples whose compute share
     /// lies beyond a factor of [`SHIFT_FACTOR`] from the estimate, all on
-    /// the same side, holding [`SHIFT_TASKS`] tasks between them. Returns
+    /// the same side, holding [`SHIFT_TASKS`] tasks between them and
+    /// spanning [`SHIFT_SPAN`] of the pool's time. Returns
     /// those samples pooled once they are enough (the estimate then starts
     /// over from them); one sample on the other side, or within the
     /// factor, clears them. A smoothed φ would take about half a second to
     /// follow, and the pool spawns on the old ceiling meanwhile.
-    fn mix_shift(&mut self, cpu: f64, wanted: f64, tasks: u64) -> Option<PendingSample> {
+    fn mix_shift(
+        &mut self,
+        cpu: f64,
+        wanted: f64,
+        tasks: u64,
+        span: Duration,
+    ) -> Option<PendingSample> {
         let estimate = self.cpu_fraction.value.max(MIN_CPU_FRACTION);
         let phi = cpu / wanted;
         let side = if phi > estimate * SHIFT_FACTOR {
@@ -222,7 +229,8 @@ impl Auto {
         pooled.cpu += Duration::from_secs_f64(cpu);
         pooled.time += Duration::from_secs_f64(wanted);
         pooled.tasks = pooled.tasks.saturating_add(tasks);
-        if pooled.tasks >= SHIFT_TASKS {
+        pooled.span += span;
+        if pooled.tasks >= SHIFT_TASKS && pooled.span >= SHIFT_SPAN {
             return Some(pooled);
         }
         self.shift = Some((higher, pooled));

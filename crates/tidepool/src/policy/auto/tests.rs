@@ -983,6 +983,30 @@ fn phi_follows_a_change_of_the_task_mix_within_a_few_samples() {
 }
 
 #[test]
+fn a_stall_of_one_tick_is_not_a_change_of_mix() {
+    // CPU-bound tasks, then one tick in which the machine stalled: every
+    // task in flight (here 16 sampled, far more than SHIFT_TASKS) reads
+    // 5% compute. Then the tasks compute again. φ must stay CPU-bound and
+    // the ceiling at the cores: a stall is one window, a change of mix
+    // lasts.
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, 4, 1.0));
+    }
+    assert_eq!(p.ceiling(), CORES);
+    let mut stall = sampled_tick(41 * 25, 4, 0.05);
+    stall.sampled_tasks = 16;
+    p.decide(&stall);
+    assert!(p.cpu_fraction() > 0.8, "{}", p.cpu_fraction());
+    assert_eq!(p.ceiling(), CORES);
+    for tick in 42..=44u64 {
+        p.decide(&sampled_tick(tick * 25, 4, 1.0));
+        assert_eq!(p.ceiling(), CORES, "tick {tick}");
+    }
+}
+
+#[test]
 fn odd_samples_on_either_side_are_not_a_change_of_mix() {
     // Samples that disagree with φ, but not consecutively on one side
     // (noise: one preempted task, one that ran alone), change nothing
