@@ -950,17 +950,24 @@ fn sampled_tick(at_ms: u64, live: usize, phi: f64) -> Observation {
     }
 }
 
+/// A policy after a second of ticks of `live` workers whose sampled tasks
+/// compute `phi` of their time.
+fn settled(live: usize, phi: f64) -> Auto {
+    let mut p = Auto::new();
+    start(&mut p);
+    for tick in 1..=40u64 {
+        p.decide(&sampled_tick(tick * 25, live, phi));
+    }
+    p
+}
+
 #[test]
 fn phi_follows_a_change_of_the_task_mix_within_a_few_samples() {
     // A second of tasks that compute 5% of their time, then tasks that
     // compute 40%: within 50 ms (two ticks, four sampled tasks) φ is the
     // new share, where the half-second smoothing alone would still read
     // about 0.1 and keep the ceiling (and the spawn limit) 3× too high.
-    let mut p = Auto::new();
-    start(&mut p);
-    for tick in 1..=40u64 {
-        p.decide(&sampled_tick(tick * 25, 16, 0.05));
-    }
+    let mut p = settled(16, 0.05);
     assert!(
         (p.cpu_fraction() - 0.05).abs() < 1e-9,
         "{}",
@@ -989,11 +996,7 @@ fn a_stall_of_one_tick_is_not_a_change_of_mix() {
     // 5% compute. Then the tasks compute again. φ must stay CPU-bound and
     // the ceiling at the cores: a stall is one window, a change of mix
     // lasts.
-    let mut p = Auto::new();
-    start(&mut p);
-    for tick in 1..=40u64 {
-        p.decide(&sampled_tick(tick * 25, 4, 1.0));
-    }
+    let mut p = settled(4, 1.0);
     assert_eq!(p.ceiling(), CORES);
     let mut stall = sampled_tick(41 * 25, 4, 0.05);
     stall.sampled_tasks = 16;
@@ -1011,11 +1014,7 @@ fn odd_samples_on_either_side_are_not_a_change_of_mix() {
     // Samples that disagree with φ, but not consecutively on one side
     // (noise: one preempted task, one that ran alone), change nothing
     // beyond the smoothing.
-    let mut p = Auto::new();
-    start(&mut p);
-    for tick in 1..=40u64 {
-        p.decide(&sampled_tick(tick * 25, 16, 0.2));
-    }
+    let mut p = settled(16, 0.2);
     for tick in 41..=61u64 {
         let phi = match tick % 4 {
             0 => 0.6,
