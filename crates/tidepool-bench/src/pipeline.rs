@@ -746,10 +746,10 @@ pub struct PipelineBench {
     /// median CPU time of a 2 ms spin against 2 ms (as long as the
     /// calibration's own trials, so that both see the same interrupts;
     /// a 20 µs spin, rarely interrupted, reads ~5% fast). The loop
-    /// is calibrated once, at the start; on a VM whose core sibling the
-    /// host gave to someone else for that moment, it can be 20–30% off
-    /// for the whole run, and then the compute shapes' bound (and every
-    /// "% of bound") is off by as much. The ratios between
+    /// is calibrated once, at the start; on this VM it once came out
+    /// 20–30% off for a whole run (session 17, cause not found), and then
+    /// the compute shapes' bound (and every "% of bound") is off by as
+    /// much. The ratios between
     /// implementations are not.
     pub spin_error_pct: [f64; 2],
 }
