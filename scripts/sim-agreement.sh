@@ -10,7 +10,7 @@
 #   WORKLOADS="cpu io" scripts/sim-agreement.sh     # a subset
 #   SIM_ONLY=1 scripts/sim-agreement.sh DIR         # the simulated side again, against DIR's real sweeps
 #   SIM_ARGS="--preempt 300" scripts/sim-agreement.sh   # extra options of tidepool sim
-#   REAL_FROM="docs/records/sim-agreement-s4-quiet docs/records/sim-agreement-s6-quiet" \
+#   REAL_FROM="lab/sim/tests/agreement/real-a lab/sim/tests/agreement/real-c" \
 #     scripts/sim-agreement.sh /tmp/x     # the simulated side once into /tmp/x, scored against each
 #                                         # folder's real sweeps (they are read, never written), then
 #                                         # scripts/sim-band.py over all of them

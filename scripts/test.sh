@@ -48,5 +48,5 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool-rs --all-features --no-deps --locked --quiet
 
 echo "== scripts: the simulator against the recorded real sides (scripts/sim-band.py)"
-python3 scripts/sim-band.py docs/records/sim-agreement-s7-model \
-  docs/records/sim-agreement-s4-quiet docs/records/sim-agreement-s5-quiet docs/records/sim-agreement-s6-quiet >/dev/null
+python3 scripts/sim-band.py lab/sim/tests/agreement/sim \
+  lab/sim/tests/agreement/real-a lab/sim/tests/agreement/real-b lab/sim/tests/agreement/real-c >/dev/null

@@ -52,7 +52,7 @@
 //! downstream first. So with the cores plus one worker per blocking
 //! stage, the blocking stages settle on workers of their own that mostly
 //! sleep in I/O, the way stage threads would, and the computing stages on
-//! the others. Measured (`docs/benchmarks.md`, session 9): when a worker
+//! the others. Measured (`docs/benchmarks.md`): when a worker
 //! also ran the compute stage between its reads or writes, each 200 µs
 //! sleep took ~290 µs instead of ~270 µs (the worker woke from it later),
 //! and the blocking shape reached 86–90% of its bound instead of 93–98%.
@@ -99,8 +99,7 @@
 //! **Scheduling classes.** A wake-up must not cost the worker that issues
 //! it. On Linux a woken thread may preempt its waker when the kernel puts
 //! it on the waker's CPU (EEVDF's wake-up preemption), and on a loaded
-//! machine it often does. Measured (`docs/notebook/pipelines.md`, session
-//! 9b), on the blocking shape: the reader, having conveyed its buffer and
+//! machine it often does. Measured (`docs/notebook/pipelines.md`), on the blocking shape: the reader, having conveyed its buffer and
 //! woken a spare for the compute stage, lost its CPU to that spare for the
 //! whole 60 µs compute call before it could issue its next read in 14% of
 //! the items (14–20 µs per item on average, on the limiting stage); on two

@@ -67,7 +67,7 @@
 //! input will wait after that buffer, so it pays every debt right then
 //! rather than when it leaves: a virtual CPU that went idle takes tens of
 //! microseconds to run a woken thread, and paid on leaving, that latency
-//! left the core idle (`docs/notebook/pipelines.md`, session 3). Paying
+//! left the core idle (`docs/notebook/pipelines.md`). Paying
 //! early only ever removes debts, so the argument above is unchanged.
 //!
 //! **The stall bound.** The argument above needs every counted thread to
@@ -75,7 +75,7 @@
 //! code that busy-waits for a later stage's progress (through a side
 //! channel: a flag, a spin on an atomic — `tests/spinwait.rs`) breaks it:
 //! with `cores` such threads running, the wake-up the later stage needs is
-//! owed, and nobody ever leaves to pay it (a hang, found in session 6).
+//! owed, and nobody ever leaves to pay it (a hang).
 //! Such code is legal and works with plain threads, so the framework bounds
 //! it: a waiter waits at most [`STALL`] at a time, and one that times out
 //! while its queue holds buffers and owes a wake-up takes that wake-up

@@ -3,7 +3,7 @@
 //! busy-waits: with deferred wake-ups (`running.rs`), the downstream
 //! stage's wake-up is owed while two counted threads run, and neither of
 //! them ever leaves the count. Without the stall bound (`running.rs`) this
-//! hung (found in session 6); with it the owed wake-up costs at most
+//! hung; with it the owed wake-up costs at most
 //! `STALL`. It can only fail on one or two cores (with more, two running
 //! threads are below the count at which wake-ups are deferred); this
 //! machine has two.

@@ -10,7 +10,7 @@
 //! nearly every task goes through the list) each push therefore pulled the
 //! head's cache line away from the popping worker, and the worker's next pop
 //! pulled it back: two cache-line transfers per task, on top of the task's
-//! own (`docs/design.md`, "Session 9"). Now a push reads `spilled`, a flag
+//! own (`docs/design.md`). Now a push reads `spilled`, a flag
 //! written only when the shard switches between the two regimes.
 //!
 //! # Protocol
@@ -54,8 +54,7 @@
 //! submitter, one per such pop; what stays queued is always in order. It
 //! takes a backlog of more than a ring's worth and a popper off its CPU at
 //! that instant: the stress tests in `lock_free.rs` allow a few such tasks
-//! per popper (`EARLY_AT_MOST`) and saw it in one CI run of many (session
-//! 14), and the loom model above allows it for the worker's own pops.
+//! per popper (`EARLY_AT_MOST`) and saw it in one CI run of many, and the loom model above allows it for the worker's own pops.
 //! Ruling it out would need the overflow's pop to refuse tasks pushed after
 //! the popper's look at the ring, which costs every pop a read of the
 //! overflow's tail line, the line the flag exists to keep quiet.

@@ -8,7 +8,7 @@
 //! sharded pop reads two thread-locals, does the fair-turn arithmetic and
 //! copies the task out of a loop, about 10 ns a pop, and a worker whose
 //! home is not the submitter's probes its own empty shard first
-//! (`docs/design.md`, "Session 9c"). That is what kept `burst-idle` (one
+//! (`docs/design.md`). That is what kept `burst-idle` (one
 //! submitter, two workers) behind a one-shard queue. So, as Java's
 //! `Striped64` adds cells only once a compare-exchange fails, the queue
 //! starts *narrow* and widens, once and for good, when a second thread
