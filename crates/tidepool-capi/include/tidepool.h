@@ -49,8 +49,9 @@
 #define TIDEPOOL_ERR_IN_OWN_TASK 6
 
 /**
- * A Rust panic was caught: inside the library, or in a task or completion
- * callback (the completion callback's status then).
+ * An unexpected failure inside the library (a bug: the message says where),
+ * or a task or completion callback written in Rust panicked (then the status
+ * passed to the completion callback). The process and the pool go on.
  */
 #define TIDEPOOL_ERR_PANIC 7
 
@@ -59,6 +60,29 @@
  * cancelled it.
  */
 #define TIDEPOOL_ERR_CANCELLED 8
+
+/**
+ * Major version of the headers: releases with another major version are not
+ * compatible. (While it is 0, a new minor version is not compatible either.)
+ */
+#define TIDEPOOL_VERSION_MAJOR 0
+
+/**
+ * Minor version of the headers.
+ */
+#define TIDEPOOL_VERSION_MINOR 1
+
+/**
+ * Patch version of the headers.
+ */
+#define TIDEPOOL_VERSION_PATCH 0
+
+/**
+ * The headers' version as one number, `MAJOR * 10000 + MINOR * 100 + PATCH`
+ * (0.1.0 is 100; 1.2.3 is 10203): what `tidepool_version()` returns for the
+ * same release.
+ */
+#define TIDEPOOL_VERSION_NUMBER (((TIDEPOOL_VERSION_MAJOR * 10000) + (TIDEPOOL_VERSION_MINOR * 100)) + TIDEPOOL_VERSION_PATCH)
 
 /**
  * `tidepool_builder_on_full` mode: a submit waits for room (the thesis's
@@ -87,23 +111,36 @@
 #define TIDEPOOL_LATENCY_SERVICE 2
 
 /**
- * An opaque pool configuration.
+ * An opaque pool configuration, created by `tidepool_builder_new()`.
+ *
+ * The caller owns a builder until it passes it to `tidepool_builder_build()`
+ * or `tidepool_builder_free()`, which free it; it must not be used after that.
+ * One builder must not be used by two threads at once (different builders
+ * may). The setters copy what they are given, check strings at once and
+ * numbers when the pool is built.
  */
 typedef struct tidepool_builder tidepool_builder;
 
 /**
- * An opaque pool. C code holds `tidepool_pool *` values and never looks inside.
+ * An opaque pool, created by `tidepool_builder_build()` or
+ * `create_threadpool()` and owned by the caller until `tidepool_destroy()` or
+ * `destroy_threadpool()` frees it. Every function taking one is thread-safe
+ * and checks it: NULL, a destroyed pool or a pointer that was never a pool
+ * fails with `TIDEPOOL_ERR_INVALID_POOL`, without reading freed memory.
  */
 typedef struct tidepool_pool tidepool_pool;
 
 /**
- * A task: `void fn(void *arg)`. Called once on a worker thread.
+ * A task: `void fn(void *arg)`, called once on a worker thread with the
+ * `arg` given when it was submitted.
  */
 typedef void (*tidepool_task_fn)(void *arg);
 
 /**
- * A completion callback: `void done(void *arg, int status)`, with the task's
- * `arg` and `TIDEPOOL_OK`, `TIDEPOOL_ERR_PANIC` or `TIDEPOOL_ERR_CANCELLED`.
+ * A completion callback: `void done(void *arg, int status)`, called once per
+ * accepted task with its `arg` and status: `TIDEPOOL_OK` (it ran),
+ * `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked) or
+ * `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` removed it unrun).
  */
 typedef void (*tidepool_done_fn)(void *arg, int status);
 
@@ -138,7 +175,8 @@ typedef struct tidepool_latency {
 } tidepool_latency;
 
 /**
- * A snapshot of a pool's statistics since it started.
+ * A snapshot of a pool's statistics since it started: a plain struct the
+ * caller owns, filled by `tidepool_stats_get()`.
  */
 typedef struct tidepool_stats {
     /**
@@ -150,7 +188,7 @@ typedef struct tidepool_stats {
      */
     uint64_t submitted_jobs;
     /**
-     * Table 4.2 `completedJob`: tasks finished (those that panicked too).
+     * Table 4.2 `completedJob`: tasks finished (also those that failed).
      */
     uint64_t completed_jobs;
     /**
@@ -190,7 +228,8 @@ typedef struct tidepool_stats {
      */
     uint64_t rejected_jobs;
     /**
-     * Tasks or completion callbacks that panicked (caught; Rust callbacks).
+     * Tasks or completion callbacks written in Rust that panicked (the
+     * pool caught it and went on).
      */
     uint64_t panicked_jobs;
     /**
@@ -229,155 +268,166 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The calling thread's last error message: empty if its last call succeeded.
- * Valid until the thread's next call into this library; never NULL.
+ * The calling thread's last error message: "" if its last call into the
+ * library succeeded. The string belongs to the library and stays valid until
+ * the thread's next call into it: copy it to keep it. Never NULL; each
+ * thread has its own.
  */
 const char *tidepool_last_error(void);
 
 /**
- * The calling thread's last error code: `TIDEPOOL_OK` if its last call succeeded.
+ * The calling thread's last error code: `TIDEPOOL_OK` if its last call into
+ * the library succeeded. The way to learn whether a call that returns nothing
+ * (`dispatch()`, `destroy_threadpool()`) failed. Each thread has its own.
  */
 int tidepool_last_error_code(void);
 
 /**
- * The name of an error code (`"TIDEPOOL_ERR_FULL"`), or `"unknown error code"`.
- * A static string; never NULL.
+ * The name of an error code (`"TIDEPOOL_ERR_FULL"`), or
+ * `"unknown error code"`. A static string owned by the library; never NULL.
+ * Thread-safe.
  */
 const char *tidepool_error_name(int code);
 
 /**
- * The library's version, `"MAJOR.MINOR.PATCH"`. A static string.
+ * The version of the library loaded at run time, as one number
+ * (`TIDEPOOL_VERSION_NUMBER` of its release). A program can compare it with
+ * the `TIDEPOOL_VERSION_NUMBER` it was compiled with:
+ * `tidepool_version() / 10000` is the major version,
+ * `tidepool_version() / 100 % 100` the minor and `tidepool_version() % 100`
+ * the patch. Never fails; thread-safe.
  */
-const char *tidepool_version(void);
+uint32_t tidepool_version(void);
+
+/**
+ * The version of the library loaded at run time as a string,
+ * `"MAJOR.MINOR.PATCH"` (e.g. `"0.1.0"`). The string is static, owned by the
+ * library: do not free or modify it. Never NULL; thread-safe.
+ */
+const char *tidepool_version_string(void);
 
 /**
  * A new builder with the library's defaults: as many threads as CPUs
  * (`min = max = initial`), an unbounded lock-free queue, block when full,
  * 10 s keep-alive, statistics on, policy `auto` when `min < max`.
- * Never NULL unless memory runs out (then the process aborts).
+ * The caller owns it (see `tidepool_builder`). Never returns NULL: if memory
+ * runs out, the process aborts.
  */
 struct tidepool_builder *tidepool_builder_new(void);
 
 /**
  * Free a builder that will not be built. NULL is ignored.
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
  */
 void tidepool_builder_free(struct tidepool_builder *b);
 
 /**
- * Prefix of worker thread names (`{name}-{n}`, cut to 15 bytes; default `tidepool`).
- *
- * # Safety
- * `b` as for `tidepool_builder_free`; `name` is NULL or a NUL-terminated string.
+ * Set the prefix of the worker threads' names (`name-1`, `name-2`, …, cut
+ * to 15 bytes; default `tidepool`). `name` is a NUL-terminated UTF-8 string,
+ * copied; the caller keeps ownership of it.
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `name` is
+ * NULL or `name` is not UTF-8.
  */
 int tidepool_builder_name(struct tidepool_builder *b, const char *name);
 
 /**
- * A static size: `min = max = initial = n`.
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Give the pool a fixed size: `min = max = initial = n`.
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_threads(struct tidepool_builder *b, size_t n);
 
 /**
- * Fewest workers (default: CPUs, capped by max).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Set the fewest worker threads (default: CPUs, capped by max).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_min_threads(struct tidepool_builder *b, size_t n);
 
 /**
- * Most workers, 1 to 32768 (default: the larger of CPUs, min and initial).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Set the most worker threads, 1 to 32768 (default: the larger of CPUs,
+ * min and initial).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_max_threads(struct tidepool_builder *b, size_t n);
 
 /**
- * Workers started by the build, between min and max (default: min).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Set how many worker threads the build starts, between min and max
+ * (default: min).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_initial_threads(struct tidepool_builder *b, size_t n);
 
 /**
  * Bound the queue to `n` >= 1 waiting tasks (default: unbounded).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_queue_capacity(struct tidepool_builder *b, size_t n);
 
 /**
- * What a submit does when the bounded queue is full:
- * `TIDEPOOL_ON_FULL_BLOCK` (wait; the default) or `TIDEPOOL_ON_FULL_REJECT`.
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Choose what a submit does when the bounded queue is full:
+ * `TIDEPOOL_ON_FULL_BLOCK` (wait for room; the default) or
+ * `TIDEPOOL_ON_FULL_REJECT` (fail with `TIDEPOOL_ERR_FULL`).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL or
+ * `mode` is neither.
  */
 int tidepool_builder_on_full(struct tidepool_builder *b, int mode);
 
 /**
- * The queue flavour: `"lock-free"` (default), `"mutex"`, `"spin"` or `"hybrid"`.
- *
- * # Safety
- * `b` as for `tidepool_builder_free`; `flavour` is NULL or a NUL-terminated string.
+ * Choose the queue's implementation by name: `"lock-free"` (default),
+ * `"mutex"`, `"spin"` or `"hybrid"`. `flavor` is a NUL-terminated string,
+ * copied.
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `flavor`
+ * is NULL or `flavor` names none of these.
  */
-int tidepool_builder_queue(struct tidepool_builder *b, const char *flavour);
+int tidepool_builder_queue(struct tidepool_builder *b, const char *flavor);
 
 /**
- * How long a worker above `min` may stay idle before it retires, in
- * milliseconds, at least 1 (default 10 000).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Set how long a worker thread above `min` may stay idle before it exits,
+ * in milliseconds, at least 1 (default 10 000).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_keep_alive_ms(struct tidepool_builder *b, uint64_t ms);
 
 /**
- * The sizing policy, as a spec string: `"auto"`, `"fixed:8"`,
+ * Choose the sizing policy by a spec string: `"auto"`, `"fixed:8"`,
  * `"watermark:3..100"`, `"xu-bode:initial=4,stride=2"`,
- * `"hisdyn:max=100,p=0.01"`, `"frequency"` or `"hill-climb"` (`"tpr"` is not
- * a pool policy). Default: `auto` when `min < max`, else static.
- *
- * # Safety
- * `b` as for `tidepool_builder_free`; `spec` is NULL or a NUL-terminated string.
+ * `"hisdyn:max=100,p=0.01"`, `"frequency"` or `"hill-climb"` (default: `auto`
+ * when `min < max`, else a fixed size). `spec` is a NUL-terminated string,
+ * copied.
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `spec` is
+ * NULL or `spec` is not a pool policy (the last error says why).
  */
 int tidepool_builder_policy(struct tidepool_builder *b, const char *spec);
 
 /**
- * Collect per-task statistics (default on; a policy other than static turns
- * them on).
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Turn per-task statistics on or off (default on; a policy other than a
+ * fixed size turns them on).
+ * Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
  */
 int tidepool_builder_statistics(struct tidepool_builder *b, bool on);
 
 /**
- * Build and start the pool. Consumes the builder, even on failure. Returns
- * NULL on failure: `tidepool_last_error()` names the setting and its range.
- *
- * # Safety
- * `b` is NULL or a builder that has not been given back.
+ * Start a pool as configured. Frees the builder, whether or not the build
+ * succeeds: `b` must not be used afterwards.
+ * Returns the pool, owned by the caller until `tidepool_destroy()`; or NULL
+ * with the last error set: `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL or a
+ * setting is out of range (the message names the setting and the range).
  */
 struct tidepool_pool *tidepool_builder_build(struct tidepool_builder *b);
 
 /**
- * Submit a task; when the queue is full, wait for room if the pool was
- * built to block (the default), else fail with `TIDEPOOL_ERR_FULL`. From a
- * task of the same pool a full queue never waits: see the module notes.
- * `done`, if not NULL, is called once with `arg` and the task's status after
- * the task ran or was cancelled — never when this call fails.
+ * Queue `func(arg)` to run once on a worker thread. When the queue is full,
+ * wait for room if the pool was built with `TIDEPOOL_ON_FULL_BLOCK` (the
+ * default), else fail with `TIDEPOOL_ERR_FULL`. Called from a task of the same
+ * pool, a full queue never waits: the task runs at once on the calling thread
+ * (counted in `tidepool_stats.inline_jobs`).
  *
- * # Safety
- * `func` (and `done`) must be safe to call with `arg` from another thread.
+ * `arg` stays the caller's: the library only passes it to `func` and `done`.
+ * `done`, if not NULL, is called once with `arg` and the task's status after
+ * the task ran or was cancelled (the place to free `arg`); never when this call
+ * fails. `func` and `done` must be safe to call on another thread.
+ *
+ * Returns `TIDEPOOL_OK`; `TIDEPOOL_ERR_INVALID_ARGUMENT` (`func` NULL),
+ * `TIDEPOOL_ERR_INVALID_POOL`, `TIDEPOOL_ERR_SHUT_DOWN` or
+ * `TIDEPOOL_ERR_FULL`. Thread-safe.
  */
 int tidepool_submit(struct tidepool_pool *pool,
                     tidepool_task_fn func,
@@ -385,10 +435,8 @@ int tidepool_submit(struct tidepool_pool *pool,
                     tidepool_done_fn done);
 
 /**
- * Submit a task, or fail at once with `TIDEPOOL_ERR_FULL` if the queue is full.
- *
- * # Safety
- * As `tidepool_submit`.
+ * As `tidepool_submit()`, but never waits: fails at once with
+ * `TIDEPOOL_ERR_FULL` if the queue is full.
  */
 int tidepool_try_submit(struct tidepool_pool *pool,
                         tidepool_task_fn func,
@@ -396,11 +444,8 @@ int tidepool_try_submit(struct tidepool_pool *pool,
                         tidepool_done_fn done);
 
 /**
- * Submit a task, waiting at most `timeout_us` microseconds for room:
- * `TIDEPOOL_ERR_TIMEOUT` if the queue stayed full.
- *
- * # Safety
- * As `tidepool_submit`.
+ * As `tidepool_submit()`, but waits at most `timeout_us` microseconds for
+ * room: fails with `TIDEPOOL_ERR_TIMEOUT` if the queue stayed full.
  */
 int tidepool_submit_timeout(struct tidepool_pool *pool,
                             tidepool_task_fn func,
@@ -409,64 +454,74 @@ int tidepool_submit_timeout(struct tidepool_pool *pool,
                             uint64_t timeout_us);
 
 /**
- * Block until the queue is empty and every worker waits for work. Tasks
- * submitted meanwhile by other threads may or may not be waited for.
+ * Wait until the queue is empty and every worker thread waits for work.
+ * Tasks submitted meanwhile by other threads may or may not be waited for.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+ * `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool (which it
+ * would wait for). Thread-safe.
  */
 int tidepool_wait_idle(struct tidepool_pool *pool);
 
 /**
- * Set the pool's target size to `n`, within its min and max threads.
- * Growing starts workers at once; shrinking retires idle workers at once and
- * busy ones when their task ends (a running task is never interrupted).
+ * Set the pool's target size to `n` worker threads, within its min and max.
+ * New threads start at once; idle threads above `n` exit at once, busy ones
+ * when their task returns (a running task is never interrupted).
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`n` outside min..max)
+ * or `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
  */
 int tidepool_resize(struct tidepool_pool *pool, size_t n);
 
 /**
- * Worker threads alive now, into `*out`.
- *
- * # Safety
- * `out` is NULL (an error) or points to a writable `size_t`.
+ * Store the number of worker threads alive now in `*out`.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`out` NULL) or
+ * `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
  */
 int tidepool_size(struct tidepool_pool *pool, size_t *out);
 
 /**
- * Stop accepting tasks, run every queued task, join every worker. The pool
- * stays readable (statistics) until `tidepool_destroy`. Idempotent.
+ * Stop accepting tasks, run every queued task, and wait for every worker
+ * thread to exit. The pool stays valid for `tidepool_stats_get()` until
+ * `tidepool_destroy()`; calling this again does nothing.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+ * `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool. Thread-safe.
  */
 int tidepool_shutdown(struct tidepool_pool *pool);
 
 /**
- * Stop accepting tasks, cancel every task that has not started (their
- * completion callbacks get `TIDEPOOL_ERR_CANCELLED`, on this thread), and
- * join the workers, which finish their current task. `*cancelled` (if not
- * NULL) receives how many tasks were cancelled.
- *
- * # Safety
- * `cancelled` is NULL or points to a writable `size_t`.
+ * Stop accepting tasks, cancel every task that has not started (each one's
+ * `done` is called with `TIDEPOOL_ERR_CANCELLED`, on this thread), and wait
+ * for the worker threads, which finish their current task, to exit. If
+ * `cancelled` is not NULL, `*cancelled` receives how many tasks were cancelled.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+ * `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool. Thread-safe.
  */
 int tidepool_shutdown_now(struct tidepool_pool *pool, size_t *cancelled);
 
 /**
- * Shut the pool down as `tidepool_shutdown` does (if not yet), then free it.
- * The handle is invalid afterwards: calls with it fail with
+ * Shut the pool down as `tidepool_shutdown()` does (if not yet), then free
+ * it. `pool` is invalid afterwards: calls with it fail with
  * `TIDEPOOL_ERR_INVALID_POOL`.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+ * `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool (nothing
+ * is done then). Thread-safe.
  */
 int tidepool_destroy(struct tidepool_pool *pool);
 
 /**
- * Fill `*out` with the pool's statistics since it started.
- *
- * # Safety
- * `out` is NULL (an error) or points to a writable `tidepool_stats`.
+ * Store the pool's statistics since it started in `*out` (owned by the
+ * caller). Works on a shut-down pool until it is destroyed.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`out` NULL) or
+ * `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
  */
 int tidepool_stats_get(struct tidepool_pool *pool, struct tidepool_stats *out);
 
 /**
- * Any quantile `q` (0 to 1) of one distribution (`TIDEPOOL_LATENCY_RESPONSE`,
- * `_WAIT` or `_SERVICE`), in microseconds, into `*out_us` (0 with no sample).
- *
- * # Safety
- * `out_us` is NULL (an error) or points to a writable `double`.
+ * Store any quantile `q` (0 to 1) of one latency distribution
+ * (`TIDEPOOL_LATENCY_RESPONSE`, `_WAIT` or `_SERVICE`), in microseconds, in
+ * `*out_us` (0 when no task was timed).
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`q` out of range,
+ * unknown distribution, `out_us` NULL) or `TIDEPOOL_ERR_INVALID_POOL`.
+ * Thread-safe.
  */
 int tidepool_stats_quantile(struct tidepool_pool *pool, int distribution, double q, double *out_us);
 

@@ -18,7 +18,11 @@ use tidepool::Pool;
 
 use crate::error::{Error, TIDEPOOL_ERR_INVALID_POOL};
 
-/// An opaque pool. C code holds `tidepool_pool *` values and never looks inside.
+/// An opaque pool, created by `tidepool_builder_build()` or
+/// `create_threadpool()` and owned by the caller until `tidepool_destroy()` or
+/// `destroy_threadpool()` frees it. Every function taking one is thread-safe
+/// and checks it: NULL, a destroyed pool or a pointer that was never a pool
+/// fails with `TIDEPOOL_ERR_INVALID_POOL`, without reading freed memory.
 pub struct tidepool_pool {
     _private: [u8; 0],
 }

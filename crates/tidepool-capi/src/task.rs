@@ -26,11 +26,14 @@ use std::sync::Arc;
 use crate::error::{TIDEPOOL_ERR_CANCELLED, TIDEPOOL_ERR_PANIC, TIDEPOOL_OK};
 use crate::handle::TaskShared;
 
-/// A task: `void fn(void *arg)`. Called once on a worker thread.
+/// A task: `void fn(void *arg)`, called once on a worker thread with the
+/// `arg` given when it was submitted.
 pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)>;
 
-/// A completion callback: `void done(void *arg, int status)`, with the task's
-/// `arg` and `TIDEPOOL_OK`, `TIDEPOOL_ERR_PANIC` or `TIDEPOOL_ERR_CANCELLED`.
+/// A completion callback: `void done(void *arg, int status)`, called once per
+/// accepted task with its `arg` and status: `TIDEPOOL_OK` (it ran),
+/// `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked) or
+/// `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` removed it unrun).
 pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
 
 thread_local! {
