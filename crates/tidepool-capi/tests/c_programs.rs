@@ -37,24 +37,48 @@ fn cc() -> Command {
     cmd
 }
 
-/// Compile `source` (under `c/`) against the shared library.
-fn compile_shared(source: &str, name: &str) -> PathBuf {
-    let lib = link_dir();
+/// Which library a program links.
+#[derive(Clone, Copy)]
+enum Link {
+    /// `-ltidepool`, found (and loaded) under its SONAME in `link_dir`.
+    Shared,
+    /// The archive, then the system libraries `rustc --print
+    /// native-static-libs` lists (as in tidepool.pc's Libs.private).
+    Static,
+}
+
+/// Compile `sources` (under `c/`) into the program `name`.
+fn compile(sources: &[&str], name: &str, link: Link) -> PathBuf {
     let exe = out_dir().join(name);
     let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c").join(source))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(lib)
-        .arg("-ltidepool")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-pthread");
+    cmd.arg("-I").arg(crate_dir().join("include"));
+    for source in sources {
+        cmd.arg(crate_dir().join("c").join(source));
+    }
+    cmd.arg("-o").arg(&exe);
+    match link {
+        Link::Shared => {
+            let lib = link_dir();
+            cmd.arg("-L")
+                .arg(lib)
+                .arg("-ltidepool")
+                .arg(format!("-Wl,-rpath,{}", lib.display()))
+                .arg("-pthread");
+        }
+        Link::Static => {
+            cmd.arg(lib_dir().join("libtidepool_capi.a"));
+            for lib in ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"] {
+                cmd.arg(format!("-l{lib}"));
+            }
+        }
+    }
     run_ok(cmd, &format!("cc-{name}"));
     exe
 }
+
+/// A program in the thesis's names, and another library that defines the
+/// same names as globals.
+const THESIS_NAMES: &[&str] = &["tests/thesis_names.c", "tests/other_library.c"];
 
 /// The C programs, compiled once for all the tests of this file.
 struct Programs {
@@ -67,10 +91,10 @@ struct Programs {
 fn programs() -> &'static Programs {
     static BUILT: OnceLock<Programs> = OnceLock::new();
     BUILT.get_or_init(|| Programs {
-        test_capi: compile_shared("tests/test_capi.c", "test_capi"),
-        thesis_names: compile_thesis_names(),
-        minimal: compile_shared("examples/minimal.c", "minimal"),
-        bench: compile_shared("examples/bench.c", "bench"),
+        test_capi: compile(&["tests/test_capi.c"], "test_capi", Link::Shared),
+        thesis_names: compile(THESIS_NAMES, "thesis_names", Link::Shared),
+        minimal: compile(&["examples/minimal.c"], "minimal", Link::Shared),
+        bench: compile(&["examples/bench.c"], "bench", Link::Shared),
     })
 }
 
@@ -169,51 +193,11 @@ fn benchmark_example_is_valgrind_clean() {
     assert!(out.contains("completedJob 1000"), "{out}");
 }
 
-/// Link arguments for the static library: the archive, then the system
-/// libraries `rustc --print native-static-libs` lists (as in tidepool.pc's
-/// Libs.private).
-fn static_link_args() -> Vec<PathBuf> {
-    let mut args = vec![lib_dir().join("libtidepool_capi.a")];
-    for lib in ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"] {
-        args.push(format!("-l{lib}").into());
-    }
-    args
-}
-
 #[test]
 fn static_library_links() {
-    let exe = out_dir().join("test_capi_static");
-    let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c/tests/test_capi.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(static_link_args());
-    run_ok(cmd, "cc-static");
+    let exe = compile(&["tests/test_capi.c"], "test_capi_static", Link::Static);
     let out = run_ok(Command::new(&exe), "test_capi_static");
     assert!(out.contains("checks passed"), "{out}");
-}
-
-/// `c/tests/thesis_names.c`, a program in the thesis's names, with
-/// `c/tests/other_library.c` beside it, against the shared library.
-fn compile_thesis_names() -> PathBuf {
-    let lib = link_dir();
-    let exe = out_dir().join("thesis_names");
-    let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c/tests/thesis_names.c"))
-        .arg(crate_dir().join("c/tests/other_library.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(lib)
-        .arg("-ltidepool")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-pthread");
-    run_ok(cmd, "cc-thesis_names");
-    exe
 }
 
 #[test]
@@ -230,16 +214,7 @@ fn a_program_in_the_thesis_names_runs_clean_under_valgrind() {
 /// the library defines a generic name.
 #[test]
 fn the_thesis_names_do_not_collide_with_another_library_in_a_static_link() {
-    let exe = out_dir().join("thesis_names_static");
-    let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c/tests/thesis_names.c"))
-        .arg(crate_dir().join("c/tests/other_library.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(static_link_args());
-    run_ok(cmd, "cc-thesis_names_static");
+    let exe = compile(THESIS_NAMES, "thesis_names_static", Link::Static);
     let out = run_ok(Command::new(&exe), "thesis_names_static");
     assert!(out.contains("all checks passed"), "{out}");
 }
