@@ -249,8 +249,9 @@ typedef struct tidepool_stats {
      */
     uint64_t cancelled_jobs;
     /**
-     * Tasks run on a submitting task's own thread because its pool's queue
-     * was full (not counted in `submitted_jobs` or the latencies).
+     * Tasks the pool ran at once on the submitting thread, inside the submit
+     * call, instead of queueing them: a task of the pool submitting to its
+     * own full queue (not counted in `submitted_jobs` or the latencies).
      */
     uint64_t inline_jobs;
     /**

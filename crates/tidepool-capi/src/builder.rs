@@ -35,7 +35,6 @@ pub const TIDEPOOL_ON_FULL_REJECT: c_int = 1;
 /// numbers when the pool is built.
 pub struct tidepool_builder {
     builder: Option<Builder>,
-    on_full: OnFull,
 }
 
 /// The builder behind `b`, or an error if it is NULL.
@@ -94,7 +93,6 @@ pub extern "C" fn tidepool_builder_new() -> *mut tidepool_builder {
         || {
             Ok(Box::into_raw(Box::new(tidepool_builder {
                 builder: Some(Pool::builder()),
-                on_full: OnFull::Block,
             })))
         },
     )
@@ -200,7 +198,6 @@ pub unsafe extern "C" fn tidepool_builder_on_full(b: *mut tidepool_builder, mode
                 )))
             }
         };
-        b.on_full = on_full;
         b.builder = Some(b.builder.take().unwrap_or_default().on_full(on_full));
         Ok(())
     })
@@ -293,7 +290,7 @@ pub unsafe extern "C" fn tidepool_builder_build(b: *mut tidepool_builder) -> *mu
                 .unwrap_or_default()
                 .build()
                 .map_err(|e| Error::invalid(e.to_string()))?;
-            Ok(handle::register(pool, b.on_full == OnFull::Block))
+            Ok(handle::register(pool))
         },
     )
 }

@@ -3,10 +3,11 @@
 //! Calls back into a pool from its own tasks (and completion callbacks):
 //! - Submitting is supported. A task never *waits* for room in its own pool's
 //!   queue, since the workers it would wait for may all be doing the same: if
-//!   the queue is full and the pool blocks when full, the new task runs at
-//!   once on the submitting task's thread (the caller-runs rule; counted in
-//!   `tidepool_stats.inline_jobs`). A pool that rejects when full rejects.
-//!   `tidepool_submit_timeout` waits at most its timeout, as anywhere.
+//!   the queue is full and the submit would wait (a pool that blocks when
+//!   full, or `tidepool_submit_timeout`), the new task runs at once on the
+//!   submitting task's thread (the pool's caller-runs rule; counted in
+//!   `tidepool_stats.inline_jobs`). A pool that rejects when full rejects,
+//!   and `tidepool_try_submit` fails.
 //! - Destroy, shutdown, shutdown-now and wait-idle would wait for the calling
 //!   task itself: they fail with `TIDEPOOL_ERR_IN_OWN_TASK` and change nothing.
 //!
@@ -36,6 +37,11 @@ pub(crate) enum Wait {
 }
 
 /// Submit a C task to `entry`'s pool.
+///
+/// The caller-runs rule is the pool's own: a worker that submits to its own
+/// full queue runs the task at once instead of waiting. The thread is marked
+/// as submitting meanwhile, which is how the task knows it runs inline (and a
+/// task refused by the pool knows it was not cancelled).
 pub(crate) fn submit(
     entry: &Entry,
     func: tidepool_task_fn,
@@ -44,40 +50,18 @@ pub(crate) fn submit(
     wait: Wait,
 ) -> Result<(), Error> {
     let func = func.ok_or_else(|| Error::invalid("the task function is NULL"))?;
-    let task = || CTask::new(func, arg, done, entry.tasks.clone());
+    let task = CTask::new(func, arg, done, entry.tasks.clone());
     let pool = &entry.pool;
-    let submitting = Submitting::enter();
+    let _submitting = Submitting::enter();
     let result = match wait {
-        Wait::AsBuilt if entry.blocks_when_full && in_own_task(entry.tasks.id) => {
-            let t = task();
-            match pool.try_execute(move || t.run()) {
-                Err(rejected) if *rejected.error() == SubmitError::Full => {
-                    drop(submitting);
-                    entry
-                        .tasks
-                        .inline
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    // The pool hands the refused task back: run it here.
-                    rejected.into_inner()();
-                    return Ok(());
-                }
-                other => other.map_err(SubmitError::from),
-            }
-        }
-        Wait::AsBuilt => {
-            let t = task();
-            pool.execute(move || t.run()).map_err(SubmitError::from)
-        }
-        Wait::Never => {
-            let t = task();
-            pool.try_execute(move || t.run()).map_err(SubmitError::from)
-        }
-        Wait::AtMost(timeout) => {
-            let t = task();
-            pool.submit_timeout(move || t.run(), timeout)
-                .map(drop)
-                .map_err(SubmitError::from)
-        }
+        Wait::AsBuilt => pool.execute(move || task.run()).map_err(SubmitError::from),
+        Wait::Never => pool
+            .try_execute(move || task.run())
+            .map_err(SubmitError::from),
+        Wait::AtMost(timeout) => pool
+            .submit_timeout(move || task.run(), timeout)
+            .map(drop)
+            .map_err(SubmitError::from),
     };
     result.map_err(Error::from)
 }

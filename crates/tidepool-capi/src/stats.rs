@@ -75,8 +75,9 @@ pub struct tidepool_stats {
     pub panicked_jobs: u64,
     /// Tasks cancelled by `tidepool_shutdown_now`.
     pub cancelled_jobs: u64,
-    /// Tasks run on a submitting task's own thread because its pool's queue
-    /// was full (not counted in `submitted_jobs` or the latencies).
+    /// Tasks the pool ran at once on the submitting thread, inside the submit
+    /// call, instead of queueing them: a task of the pool submitting to its
+    /// own full queue (not counted in `submitted_jobs` or the latencies).
     pub inline_jobs: u64,
     /// Worker threads created since the start.
     pub threads_created: u64,

@@ -11,9 +11,12 @@
 //!   pool refused (full, shut down, timed out) is dropped inside the submit
 //!   call, which marks the thread as submitting: no callback then, the submit
 //!   call's error code says it all.
+//! - A task that runs while its thread is marked as submitting was run by the
+//!   pool inside the submit call (its caller-runs rule, or a submit that
+//!   raced with shutdown): it is counted in `inline_jobs`.
 //! - While a callback runs, the thread remembers whose task it is, so that a
-//!   call back into the same pool can be told apart (see `Submit` in `pool.rs`
-//!   and `in_own_task`).
+//!   call back into the same pool that would wait for itself can be refused
+//!   (`in_own_task`, used by `not_from_own_task` in `pool.rs`).
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -120,6 +123,10 @@ impl CTask {
         // SAFETY: `this` is never used or dropped again; the Arc moves out once.
         let shared = unsafe { ptr::read(&this.shared) };
         let (func, arg) = (this.func, this.arg);
+        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+            // Run by the pool inside the submit call (its caller-runs rule).
+            shared.inline.fetch_add(1, Relaxed);
+        }
         let _running = Running::enter(shared.id);
         // SAFETY: the caller of submit gave a function that takes this arg.
         let status = match catch_unwind(AssertUnwindSafe(|| unsafe { func(arg) })) {

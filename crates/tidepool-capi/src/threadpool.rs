@@ -69,7 +69,7 @@ pub extern "C" fn tidepool_create_threadpool(num_threads: c_int) -> threadpool {
                 .policy(Fixed::keep())
                 .build()
                 .map_err(|e| Error::invalid(e.to_string()))?;
-            Ok(handle::register(pool, true))
+            Ok(handle::register(pool))
         },
     )
 }

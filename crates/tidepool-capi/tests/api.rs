@@ -673,6 +673,8 @@ fn shutdown_now_cancels_what_has_not_started() {
 struct FanOut {
     pool: usize,
     children: usize,
+    /// Submit with a timeout instead of `dispatch`.
+    timeout: bool,
     ran: AtomicUsize,
 }
 
@@ -683,7 +685,14 @@ unsafe extern "C-unwind" fn fan_out_child(arg: *mut c_void) {
 unsafe extern "C-unwind" fn fan_out(arg: *mut c_void) {
     let f = &*(arg as *const FanOut);
     for _ in 0..f.children {
-        tidepool_dispatch(f.pool as *mut _, Some(fan_out_child), arg);
+        if f.timeout {
+            // Never waits: a wait would end in TIDEPOOL_ERR_TIMEOUT.
+            let code =
+                tidepool_submit_timeout(f.pool as *mut _, Some(fan_out_child), arg, None, 10);
+            assert_eq!(code, TIDEPOOL_OK);
+        } else {
+            tidepool_dispatch(f.pool as *mut _, Some(fan_out_child), arg);
+        }
         assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
     }
 }
@@ -692,19 +701,23 @@ unsafe extern "C-unwind" fn fan_out(arg: *mut c_void) {
 fn a_task_dispatching_into_its_own_full_pool_never_deadlocks() {
     // One worker, busy with the task that dispatches: nobody drains the
     // queue, so past its capacity the children run on the dispatching thread.
-    let pool = tidepool_create_threadpool(1);
-    let extra = 300;
-    let f = FanOut {
-        pool: pool as usize,
-        children: THREADPOOL_QUEUE_CAPACITY + extra,
-        ran: AtomicUsize::new(0),
-    };
-    unsafe { tidepool_dispatch(pool, Some(fan_out), &f as *const FanOut as *mut c_void) };
-    assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
-    assert_eq!(f.ran.load(SeqCst), f.children);
-    assert_eq!(stats(pool).inline_jobs, extra as u64);
-    tidepool_destroy_threadpool(pool);
-    assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
+    for timeout in [false, true] {
+        let pool = tidepool_create_threadpool(1);
+        let extra = 300;
+        let f = FanOut {
+            pool: pool as usize,
+            children: THREADPOOL_QUEUE_CAPACITY + extra,
+            timeout,
+            ran: AtomicUsize::new(0),
+        };
+        unsafe { tidepool_dispatch(pool, Some(fan_out), &f as *const FanOut as *mut c_void) };
+        assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
+        assert_eq!(f.ran.load(SeqCst), f.children, "timeout: {timeout}");
+        assert_eq!(stats(pool).inline_jobs, extra as u64, "timeout: {timeout}");
+        assert_eq!(stats(pool).rejected_jobs, 0, "run inline, not refused");
+        tidepool_destroy_threadpool(pool);
+        assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
+    }
 }
 
 /// What a task saw when it called the waiting functions on its own pool.

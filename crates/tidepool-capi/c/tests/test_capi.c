@@ -450,6 +450,7 @@ static void test_dispatch_into_own_full_pool(void) {
     CHECK_CODE(tidepool_wait_idle(pool), TIDEPOOL_OK);
     CHECK(atomic_load(&f.ran) == f.children);
     CHECK(stats_of(pool).inline_jobs == 300);
+    CHECK(stats_of(pool).rejected_jobs == 0); /* run inline, not refused */
     destroy_threadpool(pool);
     CHECK_CODE(tidepool_last_error_code(), TIDEPOOL_OK);
 }
