@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The longest a program may run, even under valgrind on a loaded machine:
@@ -77,17 +78,23 @@ pub fn run_ok(cmd: Command, log: &str) -> String {
     out
 }
 
-/// The SONAME recorded in the shared library (`readelf -d`), if any.
+/// The SONAME recorded in the shared library (`readelf -d`), if any; read
+/// once per test binary.
 pub fn soname() -> Option<String> {
-    let mut cmd = Command::new("readelf");
-    cmd.arg("-d").arg(shared_lib());
-    let dynamic = run_ok(cmd, "readelf");
-    dynamic
-        .lines()
-        .find(|l| l.contains("(SONAME)"))
-        .and_then(|l| l.split('[').nth(1))
-        .and_then(|l| l.split(']').next())
-        .map(str::to_string)
+    static SONAME: OnceLock<Option<String>> = OnceLock::new();
+    SONAME
+        .get_or_init(|| {
+            let mut cmd = Command::new("readelf");
+            cmd.arg("-d").arg(shared_lib());
+            let dynamic = run_ok(cmd, "readelf");
+            dynamic
+                .lines()
+                .find(|l| l.contains("(SONAME)"))
+                .and_then(|l| l.split('[').nth(1))
+                .and_then(|l| l.split(']').next())
+                .map(str::to_string)
+        })
+        .clone()
 }
 
 /// The names of the `#[no_mangle]` functions in one source file.
