@@ -430,8 +430,9 @@ struct tidepool_pool *tidepool_builder_build(struct tidepool_builder *b);
  * Queue `func(arg)` to run once on a worker thread. When the queue is full,
  * wait for room if the pool was built with `TIDEPOOL_ON_FULL_BLOCK` (the
  * default), else fail with `TIDEPOOL_ERR_FULL`. Called from a task of the same
- * pool, a full queue never waits: the task runs at once on the calling thread
- * (counted in `tidepool_stats.inline_jobs`).
+ * pool, a submit that would wait for room (here or in
+ * `tidepool_submit_timeout()`) runs the task at once on the calling thread
+ * instead (counted in `tidepool_stats.inline_jobs`).
  *
  * `arg` stays the caller's: the library only passes it to `func` and `done`.
  * `done`, if not NULL, is called once with `arg` and the task's status after
