@@ -1,12 +1,12 @@
 //! `tidepool_builder_*`: configure a pool from C, then build it.
 //!
-//! A builder is a plain heap object owned by the caller: use it from one
-//! thread at a time, and give it back exactly once — to
-//! `tidepool_builder_build` (which consumes it whether or not the build
-//! succeeds) or to `tidepool_builder_free`. A NULL builder is an error;
-//! using a builder after it was given back is undefined behaviour.
+//! A builder is a plain heap object owned by the caller: used from one
+//! thread at a time, and freed exactly once — by `tidepool_builder_build`
+//! (whether or not the build succeeds) or by `tidepool_builder_free`. A NULL
+//! builder is an error; using a builder after it was freed is undefined
+//! behaviour.
 //!
-//! Strings (name, queue flavour, policy spec) are checked when set; sizes,
+//! Strings (name, queue flavor, policy spec) are checked when set; sizes,
 //! capacity and keep-alive when the pool is built, with a message naming the
 //! setting and its allowed range.
 
@@ -26,16 +26,21 @@ pub const TIDEPOOL_ON_FULL_BLOCK: c_int = 0;
 /// `tidepool_builder_on_full` mode: a submit fails with `TIDEPOOL_ERR_FULL`.
 pub const TIDEPOOL_ON_FULL_REJECT: c_int = 1;
 
-/// An opaque pool configuration.
+/// An opaque pool configuration, created by `tidepool_builder_new()`.
+///
+/// The caller owns a builder until it passes it to `tidepool_builder_build()`
+/// or `tidepool_builder_free()`, which free it; it must not be used after that.
+/// One builder must not be used by two threads at once (different builders
+/// may). The setters copy what they are given, check strings at once and
+/// numbers when the pool is built.
 pub struct tidepool_builder {
     builder: Option<Builder>,
-    on_full: OnFull,
 }
 
 /// The builder behind `b`, or an error if it is NULL.
 ///
 /// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// `b` is NULL or a builder that has not been freed.
 unsafe fn builder_mut<'a>(b: *mut tidepool_builder) -> Result<&'a mut tidepool_builder, Error> {
     // SAFETY: per this function's contract.
     unsafe { b.as_mut() }.ok_or_else(|| Error::invalid("the builder is NULL"))
@@ -79,7 +84,8 @@ pub(crate) unsafe fn utf8<'a>(s: *const c_char, what: &str) -> Result<&'a str, E
 /// A new builder with the library's defaults: as many threads as CPUs
 /// (`min = max = initial`), an unbounded lock-free queue, block when full,
 /// 10 s keep-alive, statistics on, policy `auto` when `min < max`.
-/// Never NULL unless memory runs out (then the process aborts).
+/// The caller owns it (see `tidepool_builder`). Never returns NULL: if memory
+/// runs out, the process aborts.
 #[no_mangle]
 pub extern "C" fn tidepool_builder_new() -> *mut tidepool_builder {
     boundary(
@@ -87,16 +93,12 @@ pub extern "C" fn tidepool_builder_new() -> *mut tidepool_builder {
         || {
             Ok(Box::into_raw(Box::new(tidepool_builder {
                 builder: Some(Pool::builder()),
-                on_full: OnFull::Block,
             })))
         },
     )
 }
 
 /// Free a builder that will not be built. NULL is ignored.
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_free(b: *mut tidepool_builder) {
     boundary(
@@ -111,10 +113,11 @@ pub unsafe extern "C" fn tidepool_builder_free(b: *mut tidepool_builder) {
     )
 }
 
-/// Prefix of worker thread names (`{name}-{n}`, cut to 15 bytes; default `tidepool`).
-///
-/// # Safety
-/// `b` as for `tidepool_builder_free`; `name` is NULL or a NUL-terminated string.
+/// Set the prefix of the worker threads' names (`name-1`, `name-2`, …, cut
+/// to 15 bytes; default `tidepool`). `name` is a NUL-terminated UTF-8 string,
+/// copied; the caller keeps ownership of it.
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `name` is
+/// NULL or `name` is not UTF-8.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_name(
     b: *mut tidepool_builder,
@@ -128,40 +131,34 @@ pub unsafe extern "C" fn tidepool_builder_name(
     })
 }
 
-/// A static size: `min = max = initial = n`.
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Give the pool a fixed size: `min = max = initial = n`.
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_threads(b: *mut tidepool_builder, n: usize) -> c_int {
     // SAFETY: per this function's contract.
     unsafe { update(b, |x| x.threads(n)) }
 }
 
-/// Fewest workers (default: CPUs, capped by max).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Set the fewest worker threads (default: CPUs, capped by max).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_min_threads(b: *mut tidepool_builder, n: usize) -> c_int {
     // SAFETY: per this function's contract.
     unsafe { update(b, |x| x.min_threads(n)) }
 }
 
-/// Most workers, 1 to 32768 (default: the larger of CPUs, min and initial).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Set the most worker threads, 1 to 32768 (default: the larger of CPUs,
+/// min and initial).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_max_threads(b: *mut tidepool_builder, n: usize) -> c_int {
     // SAFETY: per this function's contract.
     unsafe { update(b, |x| x.max_threads(n)) }
 }
 
-/// Workers started by the build, between min and max (default: min).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Set how many worker threads the build starts, between min and max
+/// (default: min).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_initial_threads(
     b: *mut tidepool_builder,
@@ -172,9 +169,7 @@ pub unsafe extern "C" fn tidepool_builder_initial_threads(
 }
 
 /// Bound the queue to `n` >= 1 waiting tasks (default: unbounded).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_queue_capacity(
     b: *mut tidepool_builder,
@@ -184,11 +179,11 @@ pub unsafe extern "C" fn tidepool_builder_queue_capacity(
     unsafe { update(b, |x| x.queue_capacity(n)) }
 }
 
-/// What a submit does when the bounded queue is full:
-/// `TIDEPOOL_ON_FULL_BLOCK` (wait; the default) or `TIDEPOOL_ON_FULL_REJECT`.
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Choose what a submit does when the bounded queue is full:
+/// `TIDEPOOL_ON_FULL_BLOCK` (wait for room; the default) or
+/// `TIDEPOOL_ON_FULL_REJECT` (fail with `TIDEPOOL_ERR_FULL`).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL or
+/// `mode` is neither.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_on_full(b: *mut tidepool_builder, mode: c_int) -> c_int {
     code(|| {
@@ -203,36 +198,34 @@ pub unsafe extern "C" fn tidepool_builder_on_full(b: *mut tidepool_builder, mode
                 )))
             }
         };
-        b.on_full = on_full;
         b.builder = Some(b.builder.take().unwrap_or_default().on_full(on_full));
         Ok(())
     })
 }
 
-/// The queue flavour: `"lock-free"` (default), `"mutex"`, `"spin"` or `"hybrid"`.
-///
-/// # Safety
-/// `b` as for `tidepool_builder_free`; `flavour` is NULL or a NUL-terminated string.
+/// Choose the queue's implementation by name: `"lock-free"` (default),
+/// `"mutex"`, `"spin"` or `"hybrid"`. `flavor` is a NUL-terminated string,
+/// copied.
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `flavor`
+/// is NULL or `flavor` names none of these.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_queue(
     b: *mut tidepool_builder,
-    flavour: *const c_char,
+    flavor: *const c_char,
 ) -> c_int {
     code(|| {
         // SAFETY: per this function's contract.
-        let flavour = unsafe { utf8(flavour, "queue flavour") }?
+        let flavor = unsafe { utf8(flavor, "queue flavor") }?
             .parse::<QueueFlavor>()
             .map_err(|e| Error::invalid(e.to_string()))?;
         // SAFETY: per this function's contract.
-        unsafe { with(b, |x| x.queue(flavour)) }
+        unsafe { with(b, |x| x.queue(flavor)) }
     })
 }
 
-/// How long a worker above `min` may stay idle before it retires, in
-/// milliseconds, at least 1 (default 10 000).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Set how long a worker thread above `min` may stay idle before it exits,
+/// in milliseconds, at least 1 (default 10 000).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_keep_alive_ms(
     b: *mut tidepool_builder,
@@ -242,13 +235,13 @@ pub unsafe extern "C" fn tidepool_builder_keep_alive_ms(
     unsafe { update(b, |x| x.keep_alive(Duration::from_millis(ms))) }
 }
 
-/// The sizing policy, as a spec string: `"auto"`, `"fixed:8"`,
+/// Choose the sizing policy by a spec string: `"auto"`, `"fixed:8"`,
 /// `"watermark:3..100"`, `"xu-bode:initial=4,stride=2"`,
-/// `"hisdyn:max=100,p=0.01"`, `"frequency"` or `"hill-climb"` (`"tpr"` is not
-/// a pool policy). Default: `auto` when `min < max`, else static.
-///
-/// # Safety
-/// `b` as for `tidepool_builder_free`; `spec` is NULL or a NUL-terminated string.
+/// `"hisdyn:max=100,p=0.01"`, `"frequency"` or `"hill-climb"` (default: `auto`
+/// when `min < max`, else a fixed size). `spec` is a NUL-terminated string,
+/// copied.
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` or `spec` is
+/// NULL or `spec` is not a pool policy (the last error says why).
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_policy(
     b: *mut tidepool_builder,
@@ -268,22 +261,20 @@ pub unsafe extern "C" fn tidepool_builder_policy(
     })
 }
 
-/// Collect per-task statistics (default on; a policy other than static turns
-/// them on).
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Turn per-task statistics on or off (default on; a policy other than a
+/// fixed size turns them on).
+/// Returns `TIDEPOOL_OK`, or `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_statistics(b: *mut tidepool_builder, on: bool) -> c_int {
     // SAFETY: per this function's contract.
     unsafe { update(b, |x| x.statistics(on)) }
 }
 
-/// Build and start the pool. Consumes the builder, even on failure. Returns
-/// NULL on failure: `tidepool_last_error()` names the setting and its range.
-///
-/// # Safety
-/// `b` is NULL or a builder that has not been given back.
+/// Start a pool as configured. Frees the builder, whether or not the build
+/// succeeds: `b` must not be used afterwards.
+/// Returns the pool, owned by the caller until `tidepool_destroy()`; or NULL
+/// with the last error set: `TIDEPOOL_ERR_INVALID_ARGUMENT` if `b` is NULL or a
+/// setting is out of range (the message names the setting and the range).
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_builder_build(b: *mut tidepool_builder) -> *mut tidepool_pool {
     boundary(
@@ -299,7 +290,7 @@ pub unsafe extern "C" fn tidepool_builder_build(b: *mut tidepool_builder) -> *mu
                 .unwrap_or_default()
                 .build()
                 .map_err(|e| Error::invalid(e.to_string()))?;
-            Ok(handle::register(pool, b.on_full == OnFull::Block))
+            Ok(handle::register(pool))
         },
     )
 }

@@ -4,7 +4,8 @@
 //! where its signature has no room for a code) and leaves a readable message
 //! for the calling thread. The message of a successful call is empty: every
 //! function except the last-error getters clears it on entry, so after a
-//! `void` call such as `dispatch` the code tells whether *that* call failed.
+//! `void` call such as `tidepool_dispatch` the code tells whether *that*
+//! call failed.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
@@ -27,8 +28,9 @@ pub const TIDEPOOL_ERR_TIMEOUT: c_int = 5;
 /// Called from a task (or completion callback) of the same pool, where it
 /// would wait for itself: destroy, shutdown, shutdown-now and wait-idle.
 pub const TIDEPOOL_ERR_IN_OWN_TASK: c_int = 6;
-/// A Rust panic was caught: inside the library, or in a task or completion
-/// callback (the completion callback's status then).
+/// An unexpected failure inside the library (a bug: the message says where),
+/// or a task or completion callback written in Rust panicked (then the status
+/// passed to the completion callback). The process and the pool go on.
 pub const TIDEPOOL_ERR_PANIC: c_int = 7;
 /// Completion status of a task that never ran: `tidepool_shutdown_now`
 /// cancelled it.
@@ -135,21 +137,26 @@ pub(crate) fn name_c(code: c_int) -> Option<*const c_char> {
     NAMES_C.get(i).map(|n| n.as_ptr().cast())
 }
 
-/// The calling thread's last error message: empty if its last call succeeded.
-/// Valid until the thread's next call into this library; never NULL.
+/// The calling thread's last error message: "" if its last call into the
+/// library succeeded. The string belongs to the library and stays valid until
+/// the thread's next call into it: copy it to keep it. Never NULL; each
+/// thread has its own.
 #[no_mangle]
 pub extern "C" fn tidepool_last_error() -> *const c_char {
     last_message()
 }
 
-/// The calling thread's last error code: `TIDEPOOL_OK` if its last call succeeded.
+/// The calling thread's last error code: `TIDEPOOL_OK` if its last call into
+/// the library succeeded. The way to learn whether a call that returns nothing
+/// (`dispatch()`, `destroy_threadpool()`) failed. Each thread has its own.
 #[no_mangle]
 pub extern "C" fn tidepool_last_error_code() -> c_int {
     last_code()
 }
 
-/// The name of an error code (`"TIDEPOOL_ERR_FULL"`), or `"unknown error code"`.
-/// A static string; never NULL.
+/// The name of an error code (`"TIDEPOOL_ERR_FULL"`), or
+/// `"unknown error code"`. A static string owned by the library; never NULL.
+/// Thread-safe.
 #[no_mangle]
 pub extern "C" fn tidepool_error_name(code: c_int) -> *const c_char {
     name_c(code).unwrap_or(c"unknown error code".as_ptr())

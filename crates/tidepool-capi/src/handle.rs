@@ -18,7 +18,11 @@ use tidepool::Pool;
 
 use crate::error::{Error, TIDEPOOL_ERR_INVALID_POOL};
 
-/// An opaque pool. C code holds `tidepool_pool *` values and never looks inside.
+/// An opaque pool, created by `tidepool_builder_build()` or
+/// `create_threadpool()` and owned by the caller until `tidepool_destroy()` or
+/// `destroy_threadpool()` frees it. Every function taking one is thread-safe
+/// and checks it: NULL, a destroyed pool or a pointer that was never a pool
+/// fails with `TIDEPOOL_ERR_INVALID_POOL`, without reading freed memory.
 pub struct tidepool_pool {
     _private: [u8; 0],
 }
@@ -30,7 +34,7 @@ pub(crate) struct TaskShared {
     pub(crate) id: usize,
     /// Tasks or completion callbacks that panicked (caught).
     pub(crate) panicked: AtomicU64,
-    /// Tasks run on the submitting task's own thread because the queue was full.
+    /// Tasks run inside a submit call, on the submitting thread.
     pub(crate) inline: AtomicU64,
     /// Tasks cancelled by `tidepool_shutdown_now`.
     pub(crate) cancelled: AtomicU64,
@@ -41,8 +45,6 @@ pub(crate) struct TaskShared {
 pub(crate) struct Entry {
     pub(crate) pool: Pool,
     pub(crate) tasks: Arc<TaskShared>,
-    /// The pool's `OnFull::Block` setting: may a plain submit wait for room?
-    pub(crate) blocks_when_full: bool,
 }
 
 type Registry = RwLock<HashMap<usize, Arc<Entry>>>;
@@ -55,7 +57,7 @@ fn registry() -> &'static Registry {
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 /// Register a new pool and return its handle.
-pub(crate) fn register(pool: Pool, blocks_when_full: bool) -> *mut tidepool_pool {
+pub(crate) fn register(pool: Pool) -> *mut tidepool_pool {
     let id = NEXT_ID.fetch_add(1, Relaxed);
     let entry = Arc::new(Entry {
         pool,
@@ -63,7 +65,6 @@ pub(crate) fn register(pool: Pool, blocks_when_full: bool) -> *mut tidepool_pool
             id,
             ..TaskShared::default()
         }),
-        blocks_when_full,
     });
     registry()
         .write()

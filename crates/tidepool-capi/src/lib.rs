@@ -6,10 +6,12 @@
 //! - `threadpool.h`: the thread pool library of Xu's thesis (2004, chapter 4)
 //!   under its own names — `create_threadpool`, `dispatch`,
 //!   `expand_threadpool`, `shrink_threadpool`, `threadpool_size`,
-//!   `destroy_threadpool` — so C code written for it links against tidepool
-//!   unchanged.
+//!   `destroy_threadpool` — so C code written for it builds against tidepool
+//!   unchanged. The library exports them as `tidepool_create_threadpool` and
+//!   so on; the header's `static inline` wrappers give them their thesis
+//!   names without exporting a generic symbol.
 //! - `tidepool.h`: the whole library with a `tidepool_` prefix — a builder
-//!   (sizes, bounded queue that blocks or rejects, queue flavour, keep-alive,
+//!   (sizes, bounded queue that blocks or rejects, queue flavor, keep-alive,
 //!   sizing policy spec), submit with a completion callback, try-submit and
 //!   submit-with-timeout, wait-idle, resize, shutdown and shutdown-now, the
 //!   thesis's statistics with percentiles, and error codes with a readable
@@ -20,6 +22,9 @@
 //! `docs/capi.md` and in the module notes of `boundary`, `handle`,
 //! [`task`] and [`pool`].
 #![allow(non_camel_case_types)]
+// Each export's contract is its doc comment, written for the C header (who
+// owns what, what NULL means), not in a Rust `# Safety` section.
+#![allow(clippy::missing_safety_doc)]
 
 mod boundary;
 pub mod builder;

@@ -3,10 +3,11 @@
 //! Calls back into a pool from its own tasks (and completion callbacks):
 //! - Submitting is supported. A task never *waits* for room in its own pool's
 //!   queue, since the workers it would wait for may all be doing the same: if
-//!   the queue is full and the pool blocks when full, the new task runs at
-//!   once on the submitting task's thread (the caller-runs rule; counted in
-//!   `tidepool_stats.inline_jobs`). A pool that rejects when full rejects.
-//!   `tidepool_submit_timeout` waits at most its timeout, as anywhere.
+//!   the queue is full and the submit would wait (a pool that blocks when
+//!   full, or `tidepool_submit_timeout`), the new task runs at once on the
+//!   submitting task's thread (the pool's caller-runs rule; counted in
+//!   `tidepool_stats.inline_jobs`). A pool that rejects when full rejects,
+//!   and `tidepool_try_submit` fails.
 //! - Destroy, shutdown, shutdown-now and wait-idle would wait for the calling
 //!   task itself: they fail with `TIDEPOOL_ERR_IN_OWN_TASK` and change nothing.
 //!
@@ -36,6 +37,11 @@ pub(crate) enum Wait {
 }
 
 /// Submit a C task to `entry`'s pool.
+///
+/// The caller-runs rule is the pool's own: a worker that submits to its own
+/// full queue runs the task at once instead of waiting. The thread is marked
+/// as submitting meanwhile, which is how the task knows it runs inline (and a
+/// task refused by the pool knows it was not cancelled).
 pub(crate) fn submit(
     entry: &Entry,
     func: tidepool_task_fn,
@@ -44,40 +50,18 @@ pub(crate) fn submit(
     wait: Wait,
 ) -> Result<(), Error> {
     let func = func.ok_or_else(|| Error::invalid("the task function is NULL"))?;
-    let task = || CTask::new(func, arg, done, entry.tasks.clone());
+    let task = CTask::new(func, arg, done, entry.tasks.clone());
     let pool = &entry.pool;
-    let submitting = Submitting::enter();
+    let _submitting = Submitting::enter();
     let result = match wait {
-        Wait::AsBuilt if entry.blocks_when_full && in_own_task(entry.tasks.id) => {
-            let t = task();
-            match pool.try_execute(move || t.run()) {
-                Err(rejected) if *rejected.error() == SubmitError::Full => {
-                    drop(submitting);
-                    entry
-                        .tasks
-                        .inline
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    // The pool hands the refused task back: run it here.
-                    rejected.into_inner()();
-                    return Ok(());
-                }
-                other => other.map_err(SubmitError::from),
-            }
-        }
-        Wait::AsBuilt => {
-            let t = task();
-            pool.execute(move || t.run()).map_err(SubmitError::from)
-        }
-        Wait::Never => {
-            let t = task();
-            pool.try_execute(move || t.run()).map_err(SubmitError::from)
-        }
-        Wait::AtMost(timeout) => {
-            let t = task();
-            pool.submit_timeout(move || t.run(), timeout)
-                .map(drop)
-                .map_err(SubmitError::from)
-        }
+        Wait::AsBuilt => pool.execute(move || task.run()).map_err(SubmitError::from),
+        Wait::Never => pool
+            .try_execute(move || task.run())
+            .map_err(SubmitError::from),
+        Wait::AtMost(timeout) => pool
+            .submit_timeout(move || task.run(), timeout)
+            .map(drop)
+            .map_err(SubmitError::from),
     };
     result.map_err(Error::from)
 }
@@ -115,14 +99,21 @@ pub(crate) fn resize(entry: &Entry, n: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Submit a task; when the queue is full, wait for room if the pool was
-/// built to block (the default), else fail with `TIDEPOOL_ERR_FULL`. From a
-/// task of the same pool a full queue never waits: see the module notes.
-/// `done`, if not NULL, is called once with `arg` and the task's status after
-/// the task ran or was cancelled — never when this call fails.
+/// Queue `func(arg)` to run once on a worker thread. When the queue is full,
+/// wait for room if the pool was built with `TIDEPOOL_ON_FULL_BLOCK` (the
+/// default), else fail with `TIDEPOOL_ERR_FULL`. Called from a task of the same
+/// pool, a submit that would wait for room (here or in
+/// `tidepool_submit_timeout()`) runs the task at once on the calling thread
+/// instead (counted in `tidepool_stats.inline_jobs`).
 ///
-/// # Safety
-/// `func` (and `done`) must be safe to call with `arg` from another thread.
+/// `arg` stays the caller's: the library only passes it to `func` and `done`.
+/// `done`, if not NULL, is called once with `arg` and the task's status after
+/// the task ran or was cancelled (the place to free `arg`); never when this call
+/// fails. `func` and `done` must be safe to call on another thread.
+///
+/// Returns `TIDEPOOL_OK`; `TIDEPOOL_ERR_INVALID_ARGUMENT` (`func` NULL),
+/// `TIDEPOOL_ERR_INVALID_POOL`, `TIDEPOOL_ERR_SHUT_DOWN` or
+/// `TIDEPOOL_ERR_FULL`. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_submit(
     pool: *mut tidepool_pool,
@@ -133,10 +124,8 @@ pub unsafe extern "C" fn tidepool_submit(
     code(|| submit(&*handle::lookup(pool)?, func, arg, done, Wait::AsBuilt))
 }
 
-/// Submit a task, or fail at once with `TIDEPOOL_ERR_FULL` if the queue is full.
-///
-/// # Safety
-/// As `tidepool_submit`.
+/// As `tidepool_submit()`, but never waits: fails at once with
+/// `TIDEPOOL_ERR_FULL` if the queue is full.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_try_submit(
     pool: *mut tidepool_pool,
@@ -147,11 +136,8 @@ pub unsafe extern "C" fn tidepool_try_submit(
     code(|| submit(&*handle::lookup(pool)?, func, arg, done, Wait::Never))
 }
 
-/// Submit a task, waiting at most `timeout_us` microseconds for room:
-/// `TIDEPOOL_ERR_TIMEOUT` if the queue stayed full.
-///
-/// # Safety
-/// As `tidepool_submit`.
+/// As `tidepool_submit()`, but waits at most `timeout_us` microseconds for
+/// room: fails with `TIDEPOOL_ERR_TIMEOUT` if the queue stayed full.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_submit_timeout(
     pool: *mut tidepool_pool,
@@ -164,8 +150,11 @@ pub unsafe extern "C" fn tidepool_submit_timeout(
     code(|| submit(&*handle::lookup(pool)?, func, arg, done, wait))
 }
 
-/// Block until the queue is empty and every worker waits for work. Tasks
-/// submitted meanwhile by other threads may or may not be waited for.
+/// Wait until the queue is empty and every worker thread waits for work.
+/// Tasks submitted meanwhile by other threads may or may not be waited for.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+/// `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool (which it
+/// would wait for). Thread-safe.
 #[no_mangle]
 pub extern "C" fn tidepool_wait_idle(pool: *mut tidepool_pool) -> c_int {
     code(|| {
@@ -176,18 +165,19 @@ pub extern "C" fn tidepool_wait_idle(pool: *mut tidepool_pool) -> c_int {
     })
 }
 
-/// Set the pool's target size to `n`, within its min and max threads.
-/// Growing starts workers at once; shrinking retires idle workers at once and
-/// busy ones when their task ends (a running task is never interrupted).
+/// Set the pool's target size to `n` worker threads, within its min and max.
+/// New threads start at once; idle threads above `n` exit at once, busy ones
+/// when their task returns (a running task is never interrupted).
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`n` outside min..max)
+/// or `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
 #[no_mangle]
 pub extern "C" fn tidepool_resize(pool: *mut tidepool_pool, n: usize) -> c_int {
     code(|| resize(&*handle::lookup(pool)?, n))
 }
 
-/// Worker threads alive now, into `*out`.
-///
-/// # Safety
-/// `out` is NULL (an error) or points to a writable `size_t`.
+/// Store the number of worker threads alive now in `*out`.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`out` NULL) or
+/// `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_size(pool: *mut tidepool_pool, out: *mut usize) -> c_int {
     code(|| {
@@ -199,8 +189,11 @@ pub unsafe extern "C" fn tidepool_size(pool: *mut tidepool_pool, out: *mut usize
     })
 }
 
-/// Stop accepting tasks, run every queued task, join every worker. The pool
-/// stays readable (statistics) until `tidepool_destroy`. Idempotent.
+/// Stop accepting tasks, run every queued task, and wait for every worker
+/// thread to exit. The pool stays valid for `tidepool_stats_get()` until
+/// `tidepool_destroy()`; calling this again does nothing.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+/// `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool. Thread-safe.
 #[no_mangle]
 pub extern "C" fn tidepool_shutdown(pool: *mut tidepool_pool) -> c_int {
     code(|| {
@@ -211,13 +204,12 @@ pub extern "C" fn tidepool_shutdown(pool: *mut tidepool_pool) -> c_int {
     })
 }
 
-/// Stop accepting tasks, cancel every task that has not started (their
-/// completion callbacks get `TIDEPOOL_ERR_CANCELLED`, on this thread), and
-/// join the workers, which finish their current task. `*cancelled` (if not
-/// NULL) receives how many tasks were cancelled.
-///
-/// # Safety
-/// `cancelled` is NULL or points to a writable `size_t`.
+/// Stop accepting tasks, cancel every task that has not started (each one's
+/// `done` is called with `TIDEPOOL_ERR_CANCELLED`, on this thread), and wait
+/// for the worker threads, which finish their current task, to exit. If
+/// `cancelled` is not NULL, `*cancelled` receives how many tasks were cancelled.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+/// `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_shutdown_now(
     pool: *mut tidepool_pool,
@@ -237,9 +229,12 @@ pub unsafe extern "C" fn tidepool_shutdown_now(
     })
 }
 
-/// Shut the pool down as `tidepool_shutdown` does (if not yet), then free it.
-/// The handle is invalid afterwards: calls with it fail with
+/// Shut the pool down as `tidepool_shutdown()` does (if not yet), then free
+/// it. `pool` is invalid afterwards: calls with it fail with
 /// `TIDEPOOL_ERR_INVALID_POOL`.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_POOL`, or
+/// `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of the same pool (nothing
+/// is done then). Thread-safe.
 #[no_mangle]
 pub extern "C" fn tidepool_destroy(pool: *mut tidepool_pool) -> c_int {
     code(|| destroy(pool, "tidepool_destroy"))

@@ -41,7 +41,8 @@ pub struct tidepool_latency {
     pub max_us: f64,
 }
 
-/// A snapshot of a pool's statistics since it started.
+/// A snapshot of a pool's statistics since it started: a plain struct the
+/// caller owns, filled by `tidepool_stats_get()`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct tidepool_stats {
@@ -49,7 +50,7 @@ pub struct tidepool_stats {
     pub thread_num: u64,
     /// Table 4.2 `submittedJob`: tasks accepted into the queue.
     pub submitted_jobs: u64,
-    /// Table 4.2 `completedJob`: tasks finished (those that panicked too).
+    /// Table 4.2 `completedJob`: tasks finished (also those that failed).
     pub completed_jobs: u64,
     /// Table 4.2 `executionTime`: seconds since the pool started.
     pub execution_time_s: f64,
@@ -69,12 +70,14 @@ pub struct tidepool_stats {
     pub queue_len: u64,
     /// Submits refused because the queue was full (reject, try, timeout).
     pub rejected_jobs: u64,
-    /// Tasks or completion callbacks that panicked (caught; Rust callbacks).
+    /// Tasks or completion callbacks written in Rust that panicked (the
+    /// pool caught it and went on).
     pub panicked_jobs: u64,
     /// Tasks cancelled by `tidepool_shutdown_now`.
     pub cancelled_jobs: u64,
-    /// Tasks run on a submitting task's own thread because its pool's queue
-    /// was full (not counted in `submitted_jobs` or the latencies).
+    /// Tasks the pool ran at once on the submitting thread, inside the submit
+    /// call, instead of queueing them: a task of the pool submitting to its
+    /// own full queue (not counted in `submitted_jobs` or the latencies).
     pub inline_jobs: u64,
     /// Worker threads created since the start.
     pub threads_created: u64,
@@ -132,10 +135,10 @@ pub(crate) fn snapshot(entry: &Entry, s: &PoolStats) -> tidepool_stats {
     }
 }
 
-/// Fill `*out` with the pool's statistics since it started.
-///
-/// # Safety
-/// `out` is NULL (an error) or points to a writable `tidepool_stats`.
+/// Store the pool's statistics since it started in `*out` (owned by the
+/// caller). Works on a shut-down pool until it is destroyed.
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`out` NULL) or
+/// `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_stats_get(
     pool: *mut tidepool_pool,
@@ -150,11 +153,12 @@ pub unsafe extern "C" fn tidepool_stats_get(
     })
 }
 
-/// Any quantile `q` (0 to 1) of one distribution (`TIDEPOOL_LATENCY_RESPONSE`,
-/// `_WAIT` or `_SERVICE`), in microseconds, into `*out_us` (0 with no sample).
-///
-/// # Safety
-/// `out_us` is NULL (an error) or points to a writable `double`.
+/// Store any quantile `q` (0 to 1) of one latency distribution
+/// (`TIDEPOOL_LATENCY_RESPONSE`, `_WAIT` or `_SERVICE`), in microseconds, in
+/// `*out_us` (0 when no task was timed).
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`q` out of range,
+/// unknown distribution, `out_us` NULL) or `TIDEPOOL_ERR_INVALID_POOL`.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn tidepool_stats_quantile(
     pool: *mut tidepool_pool,

@@ -11,9 +11,12 @@
 //!   pool refused (full, shut down, timed out) is dropped inside the submit
 //!   call, which marks the thread as submitting: no callback then, the submit
 //!   call's error code says it all.
+//! - A task that runs while its thread is marked as submitting was run by the
+//!   pool inside the submit call (its caller-runs rule, or a submit that
+//!   raced with shutdown): it is counted in `inline_jobs`.
 //! - While a callback runs, the thread remembers whose task it is, so that a
-//!   call back into the same pool can be told apart (see `Submit` in `pool.rs`
-//!   and `in_own_task`).
+//!   call back into the same pool that would wait for itself can be refused
+//!   (`in_own_task`, used by `not_from_own_task` in `pool.rs`).
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -26,11 +29,14 @@ use std::sync::Arc;
 use crate::error::{TIDEPOOL_ERR_CANCELLED, TIDEPOOL_ERR_PANIC, TIDEPOOL_OK};
 use crate::handle::TaskShared;
 
-/// A task: `void fn(void *arg)`. Called once on a worker thread.
+/// A task: `void fn(void *arg)`, called once on a worker thread with the
+/// `arg` given when it was submitted.
 pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)>;
 
-/// A completion callback: `void done(void *arg, int status)`, with the task's
-/// `arg` and `TIDEPOOL_OK`, `TIDEPOOL_ERR_PANIC` or `TIDEPOOL_ERR_CANCELLED`.
+/// A completion callback: `void done(void *arg, int status)`, called once per
+/// accepted task with its `arg` and status: `TIDEPOOL_OK` (it ran),
+/// `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked) or
+/// `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` removed it unrun).
 pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
 
 thread_local! {
@@ -117,6 +123,10 @@ impl CTask {
         // SAFETY: `this` is never used or dropped again; the Arc moves out once.
         let shared = unsafe { ptr::read(&this.shared) };
         let (func, arg) = (this.func, this.arg);
+        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+            // Run by the pool inside the submit call (its caller-runs rule).
+            shared.inline.fetch_add(1, Relaxed);
+        }
         let _running = Running::enter(shared.id);
         // SAFETY: the caller of submit gave a function that takes this arg.
         let status = match catch_unwind(AssertUnwindSafe(|| unsafe { func(arg) })) {

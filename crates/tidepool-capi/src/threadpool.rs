@@ -1,10 +1,13 @@
 //! The thesis's C interface (Xu 2004, chapter 4; `threadpool.h`), on tidepool.
 //!
+//! Each thesis function `X` is exported as `tidepool_X`, so the library
+//! defines no generic global name (`dispatch`, `create_threadpool`) that could
+//! collide with another library's. `threadpool.h` gives C programs the
+//! thesis's own names as `static inline` wrappers over these (its trailer in
+//! `cbindgen-threadpool.toml`).
+//!
 //! A `threadpool` is a `tidepool_pool *`, so every `tidepool_*` function
-//! (statistics, last error, …) works on it too. Errors: functions returning
-//! `int` return 0 or a `TIDEPOOL_ERR_*` code (`threadpool_size`: -1); the
-//! others leave `tidepool_last_error_code()` non-zero. Either way
-//! `tidepool_last_error()` says what went wrong.
+//! (statistics, last error, …) works on it too.
 
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
@@ -17,14 +20,16 @@ use crate::error::Error;
 use crate::handle::{self, tidepool_pool};
 use crate::pool::{self as ops, Wait};
 
-/// The thesis's opaque pool handle.
+/// The thesis's pool handle: a `tidepool_pool *`. Returned by
+/// `create_threadpool`, owned by the caller until `destroy_threadpool`.
 pub type threadpool = *mut tidepool_pool;
 
-/// The thesis's task function: `void fn(void *arg)`.
+/// The thesis's task function: `void fn(void *arg)`, called once on a worker
+/// thread with the `arg` given to `dispatch`.
 pub type dispatch_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)>;
 
-/// How many tasks the queue of a `create_threadpool` pool holds before
-/// `dispatch` blocks. The thesis bounds the queue at 64 KB of nodes
+/// How many tasks the queue of a `create_threadpool()` pool holds before
+/// `dispatch()` blocks. The thesis bounds the queue at 64 KB of nodes
 /// (`MAX_QUEUE_MEMORY_SIZE`); at 64 bytes a node, that is 1024 tasks.
 pub const THREADPOOL_QUEUE_CAPACITY: usize = 1024;
 
@@ -40,11 +45,15 @@ fn size_arg(n: c_int, what: &str) -> Result<usize, Error> {
         .ok_or_else(|| Error::invalid(format!("{what} {n}: must be between 1 and {MAX_THREADS}")))
 }
 
-/// Create a pool of `num_threads` workers (1 to 32768) and a queue of
-/// `THREADPOOL_QUEUE_CAPACITY` tasks. The pool changes size only through
-/// `expand_threadpool` and `shrink_threadpool`. NULL on failure.
+/// `create_threadpool()`: start a pool of `num_threads` worker threads (1 to
+/// 32768) with a queue of `THREADPOOL_QUEUE_CAPACITY` tasks. The pool changes
+/// size only through `expand_threadpool()` and `shrink_threadpool()`.
+///
+/// Returns the pool, owned by the caller until `destroy_threadpool()`; or
+/// NULL with the last error set (`TIDEPOOL_ERR_INVALID_ARGUMENT` for a size
+/// out of range). Thread-safe.
 #[no_mangle]
-pub extern "C" fn create_threadpool(num_threads: c_int) -> threadpool {
+pub extern "C" fn tidepool_create_threadpool(num_threads: c_int) -> threadpool {
     boundary(
         |_| std::ptr::null_mut(),
         || {
@@ -60,21 +69,21 @@ pub extern "C" fn create_threadpool(num_threads: c_int) -> threadpool {
                 .policy(Fixed::keep())
                 .build()
                 .map_err(|e| Error::invalid(e.to_string()))?;
-            Ok(handle::register(pool, true))
+            Ok(handle::register(pool))
         },
     )
 }
 
-/// Queue `dispatch_to_here(arg)` to run on a worker; blocks while the queue
-/// is full. From a task of the same pool a full queue runs the task at once
-/// on the calling thread instead (never a deadlock). On failure (NULL
-/// function, invalid or shut-down pool) the task is not run and
-/// `tidepool_last_error_code()` is non-zero.
+/// `dispatch()`: queue `dispatch_to_here(arg)` to run on a worker thread;
+/// waits while the queue is full. Called from a task of the same pool, a full
+/// queue runs the task at once on the calling thread instead (never a
+/// deadlock). `arg` stays the caller's: the library only passes it on.
 ///
-/// # Safety
-/// `dispatch_to_here` must be safe to call with `arg` from another thread.
+/// On failure (`dispatch_to_here` NULL, `pool` not a live pool, pool shut
+/// down) the task is not run and `tidepool_last_error_code()` returns the
+/// reason; after a success it returns `TIDEPOOL_OK`. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn dispatch(
+pub unsafe extern "C" fn tidepool_dispatch(
     pool: threadpool,
     dispatch_to_here: dispatch_fn,
     arg: *mut c_void,
@@ -90,9 +99,14 @@ pub unsafe extern "C" fn dispatch(
     });
 }
 
-/// Expand the pool to `size` workers (at least its current target size).
+/// `expand_threadpool()`: grow the pool to `size` worker threads, at least
+/// its current target size and at most 32768. The new threads start at once.
+///
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (size out of range
+/// or below the target size: use `shrink_threadpool()`) or
+/// `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
 #[no_mangle]
-pub extern "C" fn expand_threadpool(size: c_int, pool: threadpool) -> c_int {
+pub extern "C" fn tidepool_expand_threadpool(size: c_int, pool: threadpool) -> c_int {
     code(|| {
         let entry = handle::lookup(pool)?;
         let n = size_arg(size, "size")?;
@@ -106,10 +120,15 @@ pub extern "C" fn expand_threadpool(size: c_int, pool: threadpool) -> c_int {
     })
 }
 
-/// Shrink the pool to `size` workers (at most its current target size, at
-/// least 1). Busy workers retire when their task ends.
+/// `shrink_threadpool()`: shrink the pool to `size` worker threads, at least
+/// 1 and at most its current target size. Idle threads exit at once, busy
+/// ones when their task returns (a running task is never interrupted).
+///
+/// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (size out of range
+/// or above the target size: use `expand_threadpool()`) or
+/// `TIDEPOOL_ERR_INVALID_POOL`. Thread-safe.
 #[no_mangle]
-pub extern "C" fn shrink_threadpool(size: c_int, pool: threadpool) -> c_int {
+pub extern "C" fn tidepool_shrink_threadpool(size: c_int, pool: threadpool) -> c_int {
     code(|| {
         let entry = handle::lookup(pool)?;
         let n = size_arg(size, "size")?;
@@ -123,9 +142,10 @@ pub extern "C" fn shrink_threadpool(size: c_int, pool: threadpool) -> c_int {
     })
 }
 
-/// Worker threads alive now; -1 if `pool` is not a live pool.
+/// `threadpool_size()`: the number of worker threads alive now; -1 (with
+/// the last error set) if `pool` is not a live pool. Thread-safe.
 #[no_mangle]
-pub extern "C" fn threadpool_size(pool: threadpool) -> c_int {
+pub extern "C" fn tidepool_threadpool_size(pool: threadpool) -> c_int {
     boundary(
         |_| -1,
         || {
@@ -135,9 +155,14 @@ pub extern "C" fn threadpool_size(pool: threadpool) -> c_int {
     )
 }
 
-/// Run every queued task, join every worker, free the pool. Called from a
-/// task of the same pool it does nothing and sets `TIDEPOOL_ERR_IN_OWN_TASK`.
+/// `destroy_threadpool()`: stop accepting tasks, run every queued task, wait
+/// for every worker thread to exit, and free the pool. `pool` is invalid
+/// afterwards (later calls with it fail with `TIDEPOOL_ERR_INVALID_POOL`).
+///
+/// Called from a task of the same pool it would wait for itself: it does
+/// nothing and sets the last error to `TIDEPOOL_ERR_IN_OWN_TASK`. Other
+/// failures (`TIDEPOOL_ERR_INVALID_POOL`) also set the last error.
 #[no_mangle]
-pub extern "C" fn destroy_threadpool(pool: threadpool) {
+pub extern "C" fn tidepool_destroy_threadpool(pool: threadpool) {
     code(|| ops::destroy(pool, "destroy_threadpool"));
 }

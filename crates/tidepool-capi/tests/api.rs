@@ -13,7 +13,7 @@ use tidepool_capi::pool::*;
 use tidepool_capi::stats::*;
 use tidepool_capi::threadpool::*;
 use tidepool_capi::tidepool_pool;
-use tidepool_capi::version::tidepool_version;
+use tidepool_capi::version::*;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(tidepool_last_error()) }
@@ -118,30 +118,48 @@ fn one_worker(capacity: usize, on_full: c_int) -> *mut tidepool_pool {
 fn thesis_functions_run_resize_and_destroy() {
     let done = Arc::new(AtomicUsize::new(0));
     let arg = Arc::as_ptr(&done) as *mut c_void;
-    let pool = create_threadpool(4);
+    let pool = tidepool_create_threadpool(4);
     assert!(!pool.is_null(), "{}", last_error());
-    assert_eq!(threadpool_size(pool), 4);
+    assert_eq!(tidepool_threadpool_size(pool), 4);
     for _ in 0..500 {
-        unsafe { dispatch(pool, Some(count), arg) };
+        unsafe { tidepool_dispatch(pool, Some(count), arg) };
         assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
     }
-    assert_eq!(expand_threadpool(8, pool), TIDEPOOL_OK);
-    assert_eq!(threadpool_size(pool), 8, "expand starts workers at once");
-    assert_eq!(shrink_threadpool(2, pool), TIDEPOOL_OK);
-    eventually("the pool to shrink to 2", || threadpool_size(pool) == 2);
+    assert_eq!(tidepool_expand_threadpool(8, pool), TIDEPOOL_OK);
+    assert_eq!(
+        tidepool_threadpool_size(pool),
+        8,
+        "expand starts workers at once"
+    );
+    assert_eq!(tidepool_shrink_threadpool(2, pool), TIDEPOOL_OK);
+    eventually("the pool to shrink to 2", || {
+        tidepool_threadpool_size(pool) == 2
+    });
     assert_eq!(stats(pool).target_threads, 2);
     // Wrong direction or out of range: an error, nothing changes.
-    assert_eq!(expand_threadpool(1, pool), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    assert_eq!(
+        tidepool_expand_threadpool(1, pool),
+        TIDEPOOL_ERR_INVALID_ARGUMENT
+    );
     assert!(
         last_error().contains("use shrink_threadpool"),
         "{}",
         last_error()
     );
-    assert_eq!(shrink_threadpool(3, pool), TIDEPOOL_ERR_INVALID_ARGUMENT);
-    assert_eq!(shrink_threadpool(0, pool), TIDEPOOL_ERR_INVALID_ARGUMENT);
-    assert_eq!(expand_threadpool(-1, pool), TIDEPOOL_ERR_INVALID_ARGUMENT);
     assert_eq!(
-        expand_threadpool(40_000, pool),
+        tidepool_shrink_threadpool(3, pool),
+        TIDEPOOL_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        tidepool_shrink_threadpool(0, pool),
+        TIDEPOOL_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        tidepool_expand_threadpool(-1, pool),
+        TIDEPOOL_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        tidepool_expand_threadpool(40_000, pool),
         TIDEPOOL_ERR_INVALID_ARGUMENT
     );
     assert!(
@@ -149,30 +167,36 @@ fn thesis_functions_run_resize_and_destroy() {
         "{}",
         last_error()
     );
-    unsafe { dispatch(pool, None, arg) };
+    unsafe { tidepool_dispatch(pool, None, arg) };
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_ERR_INVALID_ARGUMENT);
-    destroy_threadpool(pool);
+    tidepool_destroy_threadpool(pool);
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
     assert_eq!(done.load(SeqCst), 500, "destroy runs what was queued");
 
     // The handle is dead now, and every function says so.
-    assert_eq!(threadpool_size(pool), -1);
+    assert_eq!(tidepool_threadpool_size(pool), -1);
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_ERR_INVALID_POOL);
     assert!(last_error().contains("not a live pool"), "{}", last_error());
-    unsafe { dispatch(pool, Some(count), arg) };
+    unsafe { tidepool_dispatch(pool, Some(count), arg) };
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_ERR_INVALID_POOL);
-    assert_eq!(expand_threadpool(9, pool), TIDEPOOL_ERR_INVALID_POOL);
-    assert_eq!(shrink_threadpool(1, pool), TIDEPOOL_ERR_INVALID_POOL);
-    destroy_threadpool(pool);
+    assert_eq!(
+        tidepool_expand_threadpool(9, pool),
+        TIDEPOOL_ERR_INVALID_POOL
+    );
+    assert_eq!(
+        tidepool_shrink_threadpool(1, pool),
+        TIDEPOOL_ERR_INVALID_POOL
+    );
+    tidepool_destroy_threadpool(pool);
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_ERR_INVALID_POOL);
     assert_eq!(done.load(SeqCst), 500);
 
     for bad in [0, -5, 32_769] {
-        assert!(create_threadpool(bad).is_null());
+        assert!(tidepool_create_threadpool(bad).is_null());
         assert_eq!(tidepool_last_error_code(), TIDEPOOL_ERR_INVALID_ARGUMENT);
     }
     let null = std::ptr::null_mut();
-    assert_eq!(threadpool_size(null), -1);
+    assert_eq!(tidepool_threadpool_size(null), -1);
     assert!(last_error().contains("NULL"), "{}", last_error());
 }
 
@@ -180,11 +204,11 @@ fn thesis_functions_run_resize_and_destroy() {
 fn dispatch_blocks_while_the_queue_is_full() {
     let gate = Gate::default();
     let gate_arg = &gate as *const Gate as *mut c_void;
-    let pool = create_threadpool(1);
-    unsafe { dispatch(pool, Some(at_gate), gate_arg) };
+    let pool = tidepool_create_threadpool(1);
+    unsafe { tidepool_dispatch(pool, Some(at_gate), gate_arg) };
     gate.await_arrivals(1);
     for _ in 0..THREADPOOL_QUEUE_CAPACITY {
-        unsafe { dispatch(pool, Some(at_gate), gate_arg) };
+        unsafe { tidepool_dispatch(pool, Some(at_gate), gate_arg) };
     }
     assert_eq!(stats(pool).queue_len, THREADPOOL_QUEUE_CAPACITY as u64);
     let returned = AtomicBool::new(false);
@@ -192,7 +216,7 @@ fn dispatch_blocks_while_the_queue_is_full() {
         let handle = pool as usize;
         let (gate_arg, returned) = (gate_arg as usize, &returned);
         s.spawn(move || {
-            unsafe { dispatch(handle as *mut _, Some(at_gate), gate_arg as *mut c_void) };
+            unsafe { tidepool_dispatch(handle as *mut _, Some(at_gate), gate_arg as *mut c_void) };
             returned.store(true, SeqCst);
         });
         // The queue stays full until the gate opens, so the dispatch must wait.
@@ -204,7 +228,7 @@ fn dispatch_blocks_while_the_queue_is_full() {
         gate.open();
     });
     assert!(returned.load(SeqCst));
-    destroy_threadpool(pool);
+    tidepool_destroy_threadpool(pool);
     gate.await_arrivals(THREADPOOL_QUEUE_CAPACITY + 2);
 }
 
@@ -367,7 +391,7 @@ fn sizes_resize_and_quantiles() {
     }
     assert_eq!(tidepool_destroy(pool), TIDEPOOL_OK);
 
-    let thesis = create_threadpool(2);
+    let thesis = tidepool_create_threadpool(2);
     assert_eq!(tidepool_resize(thesis, 5), TIDEPOOL_OK);
     assert_eq!(unsafe { tidepool_size(thesis, &mut live) }, TIDEPOOL_OK);
     assert_eq!(live, 5, "growth starts workers at once");
@@ -449,7 +473,7 @@ fn builder_errors_name_the_setting() {
         let bad = [
             (
                 tidepool_builder_queue(b, c("nope").as_ptr()),
-                "unknown queue flavour",
+                "`nope`: expected one of mutex, spin, hybrid, lock-free",
             ),
             (
                 tidepool_builder_policy(b, c("watermark:9..3").as_ptr()),
@@ -492,13 +516,13 @@ fn builder_errors_name_the_setting() {
         }
         assert!(tidepool_builder_build(null).is_null());
 
-        // Every flavour and the default build.
-        for flavour in ["mutex", "spin", "hybrid", "lock-free"] {
+        // Every flavor and the default build.
+        for flavor in ["mutex", "spin", "hybrid", "lock-free"] {
             let b = tidepool_builder_new();
-            assert_eq!(tidepool_builder_queue(b, c(flavour).as_ptr()), TIDEPOOL_OK);
+            assert_eq!(tidepool_builder_queue(b, c(flavor).as_ptr()), TIDEPOOL_OK);
             tidepool_builder_threads(b, 1);
             let pool = tidepool_builder_build(b);
-            assert!(!pool.is_null(), "{flavour}: {}", last_error());
+            assert!(!pool.is_null(), "{flavor}: {}", last_error());
             assert_eq!(tidepool_destroy(pool), TIDEPOOL_OK);
         }
         let pool = tidepool_builder_build(tidepool_builder_new());
@@ -516,10 +540,14 @@ fn errors_have_names_and_a_version() {
     };
     assert_eq!(name(TIDEPOOL_ERR_FULL), "TIDEPOOL_ERR_FULL");
     assert_eq!(name(42), "unknown error code");
-    let v = unsafe { CStr::from_ptr(tidepool_version()) }
+    let v = unsafe { CStr::from_ptr(tidepool_version_string()) }
         .to_str()
         .unwrap();
     assert_eq!(v, env!("CARGO_PKG_VERSION"));
+    let n = tidepool_version();
+    assert_eq!(n, TIDEPOOL_VERSION_NUMBER);
+    let parts = format!("{}.{}.{}", n / 10000, n / 100 % 100, n % 100);
+    assert_eq!(parts, env!("CARGO_PKG_VERSION"));
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
     assert_eq!(last_error(), "");
 }
@@ -645,6 +673,8 @@ fn shutdown_now_cancels_what_has_not_started() {
 struct FanOut {
     pool: usize,
     children: usize,
+    /// Submit with a timeout instead of `dispatch`.
+    timeout: bool,
     ran: AtomicUsize,
 }
 
@@ -655,7 +685,14 @@ unsafe extern "C-unwind" fn fan_out_child(arg: *mut c_void) {
 unsafe extern "C-unwind" fn fan_out(arg: *mut c_void) {
     let f = &*(arg as *const FanOut);
     for _ in 0..f.children {
-        dispatch(f.pool as *mut _, Some(fan_out_child), arg);
+        if f.timeout {
+            // Never waits: a wait would end in TIDEPOOL_ERR_TIMEOUT.
+            let code =
+                tidepool_submit_timeout(f.pool as *mut _, Some(fan_out_child), arg, None, 10);
+            assert_eq!(code, TIDEPOOL_OK);
+        } else {
+            tidepool_dispatch(f.pool as *mut _, Some(fan_out_child), arg);
+        }
         assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
     }
 }
@@ -664,19 +701,23 @@ unsafe extern "C-unwind" fn fan_out(arg: *mut c_void) {
 fn a_task_dispatching_into_its_own_full_pool_never_deadlocks() {
     // One worker, busy with the task that dispatches: nobody drains the
     // queue, so past its capacity the children run on the dispatching thread.
-    let pool = create_threadpool(1);
-    let extra = 300;
-    let f = FanOut {
-        pool: pool as usize,
-        children: THREADPOOL_QUEUE_CAPACITY + extra,
-        ran: AtomicUsize::new(0),
-    };
-    unsafe { dispatch(pool, Some(fan_out), &f as *const FanOut as *mut c_void) };
-    assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
-    assert_eq!(f.ran.load(SeqCst), f.children);
-    assert_eq!(stats(pool).inline_jobs, extra as u64);
-    destroy_threadpool(pool);
-    assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
+    for timeout in [false, true] {
+        let pool = tidepool_create_threadpool(1);
+        let extra = 300;
+        let f = FanOut {
+            pool: pool as usize,
+            children: THREADPOOL_QUEUE_CAPACITY + extra,
+            timeout,
+            ran: AtomicUsize::new(0),
+        };
+        unsafe { tidepool_dispatch(pool, Some(fan_out), &f as *const FanOut as *mut c_void) };
+        assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
+        assert_eq!(f.ran.load(SeqCst), f.children, "timeout: {timeout}");
+        assert_eq!(stats(pool).inline_jobs, extra as u64, "timeout: {timeout}");
+        assert_eq!(stats(pool).rejected_jobs, 0, "run inline, not refused");
+        tidepool_destroy_threadpool(pool);
+        assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
+    }
 }
 
 /// What a task saw when it called the waiting functions on its own pool.
@@ -691,7 +732,7 @@ unsafe extern "C-unwind" fn call_own_pool(arg: *mut c_void) {
     let s = &*(arg as *const SelfCalls);
     let pool = s.pool as *mut tidepool_pool;
     let mut codes = s.codes.lock().unwrap();
-    destroy_threadpool(pool);
+    tidepool_destroy_threadpool(pool);
     codes.push(tidepool_last_error_code());
     codes.push(tidepool_destroy(pool));
     codes.push(tidepool_shutdown(pool));
@@ -713,22 +754,26 @@ unsafe extern "C-unwind" fn nothing(_arg: *mut c_void) {}
 
 #[test]
 fn a_task_destroying_its_own_pool_is_refused_not_deadlocked() {
-    let pool = create_threadpool(2);
-    let other = create_threadpool(1);
+    let pool = tidepool_create_threadpool(2);
+    let other = tidepool_create_threadpool(1);
     let s = SelfCalls {
         pool: pool as usize,
         other: other as usize,
         ..SelfCalls::default()
     };
     let arg = &s as *const SelfCalls as *mut c_void;
-    unsafe { dispatch(pool, Some(call_own_pool), arg) };
+    unsafe { tidepool_dispatch(pool, Some(call_own_pool), arg) };
     assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
     let own = TIDEPOOL_ERR_IN_OWN_TASK;
     assert_eq!(
         *s.codes.lock().unwrap(),
         vec![own, own, own, own, own, TIDEPOOL_OK]
     );
-    assert_eq!(threadpool_size(other), -1, "the other pool was destroyed");
+    assert_eq!(
+        tidepool_threadpool_size(other),
+        -1,
+        "the other pool was destroyed"
+    );
 
     s.codes.lock().unwrap().clear();
     assert_eq!(
@@ -737,14 +782,14 @@ fn a_task_destroying_its_own_pool_is_refused_not_deadlocked() {
     );
     assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
     assert_eq!(*s.codes.lock().unwrap(), vec![own]);
-    assert_eq!(threadpool_size(pool), 2, "still alive");
-    destroy_threadpool(pool);
+    assert_eq!(tidepool_threadpool_size(pool), 2, "still alive");
+    tidepool_destroy_threadpool(pool);
     assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
 }
 
 #[test]
 fn eight_threads_dispatch_while_another_resizes() {
-    let pool = create_threadpool(4);
+    let pool = tidepool_create_threadpool(4);
     let done = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let per_thread = 2000;
@@ -758,12 +803,12 @@ fn eight_threads_dispatch_while_another_resizes() {
                 let n = *sizes.next().unwrap();
                 let target = stats(pool).target_threads as c_int;
                 let code = if n >= target {
-                    expand_threadpool(n, pool)
+                    tidepool_expand_threadpool(n, pool)
                 } else {
-                    shrink_threadpool(n, pool)
+                    tidepool_shrink_threadpool(n, pool)
                 };
                 assert_eq!(code, TIDEPOOL_OK, "{}", last_error());
-                assert!(threadpool_size(pool) >= 1);
+                assert!(tidepool_threadpool_size(pool) >= 1);
                 resizes += 1;
                 std::thread::yield_now();
             }
@@ -774,7 +819,9 @@ fn eight_threads_dispatch_while_another_resizes() {
                 let done = &done as *const AtomicUsize as usize;
                 sc.spawn(move || {
                     for _ in 0..per_thread {
-                        unsafe { dispatch(handle as *mut _, Some(count), done as *mut c_void) };
+                        unsafe {
+                            tidepool_dispatch(handle as *mut _, Some(count), done as *mut c_void)
+                        };
                         assert_eq!(tidepool_last_error_code(), TIDEPOOL_OK);
                     }
                 })
@@ -786,6 +833,6 @@ fn eight_threads_dispatch_while_another_resizes() {
         stop.store(true, SeqCst);
         assert!(resizer.join().unwrap() > 0);
     });
-    destroy_threadpool(pool);
+    tidepool_destroy_threadpool(pool);
     assert_eq!(done.load(SeqCst), 8 * per_thread);
 }

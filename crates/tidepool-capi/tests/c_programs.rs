@@ -5,73 +5,30 @@
 //! Needs `cc`, `valgrind` and `pkg-config` (scripts/setup.sh installs them):
 //! a missing tool fails the test, it is never skipped.
 
+mod common;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-/// The longest a program may run, even under valgrind on a loaded machine:
-/// past it, it is taken for a deadlock.
-const TIMEOUT: Duration = Duration::from_secs(300);
+use common::{crate_dir, lib_dir, out_dir, run, run_ok, shared_lib, soname};
 
-fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where cargo put the cdylib and staticlib it built for this test run.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let deps = exe.parent().expect("target/<profile>/deps").to_path_buf();
-    assert!(
-        deps.join("libtidepool_capi.so").exists(),
-        "no libtidepool_capi.so next to the test binary in {}",
-        deps.display()
-    );
-    deps
-}
-
-fn out_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi-c");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Run `cmd` to completion (or fail after `TIMEOUT`); returns stdout, stderr
-/// and whether it succeeded.
-fn run(mut cmd: Command, log: &str) -> (String, String, bool) {
-    let (out, err) = (
-        out_dir().join(format!("{log}.out")),
-        out_dir().join(format!("{log}.err")),
-    );
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = cmd.spawn().unwrap_or_else(|e| {
-        panic!("cannot run {cmd:?}: {e} (scripts/setup.sh installs the tools)")
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} ran for more than {TIMEOUT:?}: a deadlock?");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    (read(&out), read(&err), status.success())
-}
-
-/// Run `cmd`; fail the test with its output unless it succeeds.
-fn run_ok(cmd: Command, log: &str) -> String {
-    let what = format!("{cmd:?}");
-    let (out, err, ok) = run(cmd, log);
-    assert!(ok, "{what} failed\n--- stdout\n{out}\n--- stderr\n{err}");
-    out
+/// A directory laid out as an installed library: the shared library under
+/// its SONAME, and `libtidepool.so` (what `-ltidepool` finds) pointing to it.
+/// The programs linked here record the SONAME, which the loader then looks
+/// for, so this is the directory they need at run time too.
+fn link_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = out_dir().join("lib");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let soname = soname().expect("the shared library has no SONAME");
+        std::os::unix::fs::symlink(shared_lib(), dir.join(&soname)).unwrap();
+        std::os::unix::fs::symlink(&soname, dir.join("libtidepool.so")).unwrap();
+        dir
+    })
 }
 
 fn cc() -> Command {
@@ -80,28 +37,53 @@ fn cc() -> Command {
     cmd
 }
 
-/// Compile `source` (under `c/`) against the shared library.
-fn compile_shared(source: &str, name: &str) -> PathBuf {
-    let lib = lib_dir();
+/// Which library a program links.
+#[derive(Clone, Copy)]
+enum Link {
+    /// `-ltidepool`, found (and loaded) under its SONAME in `link_dir`.
+    Shared,
+    /// The archive, then the system libraries `rustc --print
+    /// native-static-libs` lists (as in tidepool.pc's Libs.private).
+    Static,
+}
+
+/// Compile `sources` (under `c/`) into the program `name`.
+fn compile(sources: &[&str], name: &str, link: Link) -> PathBuf {
     let exe = out_dir().join(name);
     let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c").join(source))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(&lib)
-        .arg("-ltidepool_capi")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-pthread");
+    cmd.arg("-I").arg(crate_dir().join("include"));
+    for source in sources {
+        cmd.arg(crate_dir().join("c").join(source));
+    }
+    cmd.arg("-o").arg(&exe);
+    match link {
+        Link::Shared => {
+            let lib = link_dir();
+            cmd.arg("-L")
+                .arg(lib)
+                .arg("-ltidepool")
+                .arg(format!("-Wl,-rpath,{}", lib.display()))
+                .arg("-pthread");
+        }
+        Link::Static => {
+            cmd.arg(lib_dir().join("libtidepool_capi.a"));
+            for lib in ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"] {
+                cmd.arg(format!("-l{lib}"));
+            }
+        }
+    }
     run_ok(cmd, &format!("cc-{name}"));
     exe
 }
 
+/// A program in the thesis's names, and another library that defines the
+/// same names as globals.
+const THESIS_NAMES: &[&str] = &["tests/thesis_names.c", "tests/other_library.c"];
+
 /// The C programs, compiled once for all the tests of this file.
 struct Programs {
     test_capi: PathBuf,
+    thesis_names: PathBuf,
     minimal: PathBuf,
     bench: PathBuf,
 }
@@ -109,9 +91,10 @@ struct Programs {
 fn programs() -> &'static Programs {
     static BUILT: OnceLock<Programs> = OnceLock::new();
     BUILT.get_or_init(|| Programs {
-        test_capi: compile_shared("tests/test_capi.c", "test_capi"),
-        minimal: compile_shared("examples/minimal.c", "minimal"),
-        bench: compile_shared("examples/bench.c", "bench"),
+        test_capi: compile(&["tests/test_capi.c"], "test_capi", Link::Shared),
+        thesis_names: compile(THESIS_NAMES, "thesis_names", Link::Shared),
+        minimal: compile(&["examples/minimal.c"], "minimal", Link::Shared),
+        bench: compile(&["examples/bench.c"], "bench", Link::Shared),
     })
 }
 
@@ -212,28 +195,28 @@ fn benchmark_example_is_valgrind_clean() {
 
 #[test]
 fn static_library_links() {
-    let lib = lib_dir();
-    let exe = out_dir().join("test_capi_static");
-    let mut cmd = cc();
-    cmd.arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join("c/tests/test_capi.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(lib.join("libtidepool_capi.a"))
-        // `rustc --print native-static-libs`, as in tidepool.pc's Libs.private.
-        .args([
-            "-lgcc_s",
-            "-lutil",
-            "-lrt",
-            "-lpthread",
-            "-lm",
-            "-ldl",
-            "-lc",
-        ]);
-    run_ok(cmd, "cc-static");
+    let exe = compile(&["tests/test_capi.c"], "test_capi_static", Link::Static);
     let out = run_ok(Command::new(&exe), "test_capi_static");
     assert!(out.contains("checks passed"), "{out}");
+}
+
+#[test]
+fn a_program_in_the_thesis_names_runs_clean_under_valgrind() {
+    let exe = &programs().thesis_names;
+    let out = run_ok(Command::new(exe), "thesis_names");
+    assert!(out.contains("sum 500500, all checks passed"), "{out}");
+    let out = run_ok(valgrind(exe, &[]), "valgrind-thesis_names");
+    assert!(out.contains("all checks passed"), "{out}");
+}
+
+/// A static link puts every global of the archive and of the other object
+/// in one namespace: it fails with "multiple definition of `dispatch'" if
+/// the library defines a generic name.
+#[test]
+fn the_thesis_names_do_not_collide_with_another_library_in_a_static_link() {
+    let exe = compile(THESIS_NAMES, "thesis_names_static", Link::Static);
+    let out = run_ok(Command::new(&exe), "thesis_names_static");
+    assert!(out.contains("all checks passed"), "{out}");
 }
 
 #[test]
@@ -251,7 +234,32 @@ fn installs_and_links_through_pkg_config() {
     cmd.args(["--cflags", "--libs", "tidepool"])
         .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"));
     let flags = run_ok(cmd, "pkg-config");
-    assert!(flags.contains("-ltidepool_capi"), "{flags}");
+    assert!(
+        flags.split_whitespace().any(|f| f == "-ltidepool"),
+        "{flags}"
+    );
+    let mut cmd = Command::new("pkg-config");
+    cmd.args(["--modversion", "tidepool"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"));
+    assert_eq!(
+        run_ok(cmd, "pkg-config-version").trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+
+    // The installed layout: the file, its SONAME and the link-time name.
+    let lib = prefix.join("lib");
+    let soname = soname().unwrap();
+    let file = format!("libtidepool.so.{}", env!("CARGO_PKG_VERSION"));
+    assert!(lib.join(&file).is_file());
+    assert_eq!(
+        std::fs::read_link(lib.join(&soname)).unwrap(),
+        Path::new(&file)
+    );
+    assert_eq!(
+        std::fs::read_link(lib.join("libtidepool.so")).unwrap(),
+        Path::new(&soname)
+    );
+    assert!(lib.join("libtidepool.a").is_file());
 
     let exe = out_dir().join("minimal_pkg_config");
     let mut cmd = cc();
@@ -263,4 +271,12 @@ fn installs_and_links_through_pkg_config() {
     run_ok(cmd, "cc-pkg-config");
     let out = run_ok(Command::new(&exe), "minimal_pkg_config");
     assert!(out.contains("5050"), "{out}");
+    // The program asks the loader for the SONAME, not for the file.
+    let mut cmd = Command::new("readelf");
+    cmd.arg("-d").arg(&exe);
+    let dynamic = run_ok(cmd, "readelf-minimal");
+    assert!(
+        dynamic.contains(&format!("Shared library: [{soname}]")),
+        "{dynamic}"
+    );
 }

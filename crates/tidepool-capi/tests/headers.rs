@@ -3,7 +3,11 @@
 //! Fails when `include/tidepool.h` or `include/threadpool.h` is stale. Run
 //! with `TIDEPOOL_BLESS=1` to rewrite them.
 
+mod common;
+
 use std::path::Path;
+
+use common::{exports_in, source_exports};
 
 /// Each header: its file, its cbindgen config and the sources it declares.
 const HEADERS: &[(&str, &str, &[&str])] = &[
@@ -65,28 +69,6 @@ fn committed_headers_are_fresh() {
     );
 }
 
-/// The names of every `#[no_mangle]` function in the sources.
-fn exports(dir: &Path) -> Vec<String> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir.join("src")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        let mut lines = text.lines();
-        while let Some(line) = lines.next() {
-            if line.trim() == "#[no_mangle]" {
-                let sig = lines.next().unwrap_or_default();
-                let name = sig
-                    .split("fn ")
-                    .nth(1)
-                    .and_then(|s| s.split('(').next())
-                    .unwrap_or(sig);
-                names.push(name.to_string());
-            }
-        }
-    }
-    names.sort();
-    names
-}
-
 #[test]
 fn the_headers_declare_every_export() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -94,7 +76,7 @@ fn the_headers_declare_every_export() {
         .iter()
         .map(|(file, _, _)| std::fs::read_to_string(dir.join(file)).unwrap_or_default())
         .collect();
-    let exports = exports(dir);
+    let exports = source_exports();
     assert!(exports.len() >= 30, "{exports:?}");
     let missing: Vec<_> = exports
         .iter()
@@ -106,13 +88,58 @@ fn the_headers_declare_every_export() {
     );
 }
 
+/// The thesis's functions `X`, exported as `tidepool_X` from `threadpool.rs`.
+fn thesis_names() -> Vec<String> {
+    let exports = exports_in(&common::crate_dir().join("src/threadpool.rs"));
+    assert!(exports.len() >= 6, "{exports:?}");
+    exports
+        .iter()
+        .map(|e| {
+            let name = e.strip_prefix("tidepool_");
+            name.unwrap_or_else(|| panic!("{e} has no tidepool_ prefix"))
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn threadpool_h_wraps_each_thesis_export_under_the_thesis_name() {
+    let header = std::fs::read_to_string(common::crate_dir().join("include/threadpool.h")).unwrap();
+    for name in thesis_names() {
+        // `static inline <type> name(<args>) {` followed by a body calling the export.
+        let wrapper = header
+            .split("static inline ")
+            .skip(1)
+            .find(|w| {
+                w.split('{')
+                    .next()
+                    .unwrap_or_default()
+                    .contains(&format!(" {name}("))
+            })
+            .unwrap_or_else(|| panic!("threadpool.h has no static inline {name}()"));
+        let body = wrapper.split('}').next().unwrap_or_default();
+        assert!(
+            body.contains(&format!("tidepool_{name}(")),
+            "the wrapper {name}() does not call tidepool_{name}(): {body}"
+        );
+    }
+}
+
 #[test]
 fn the_c_test_program_calls_every_export() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let test = std::fs::read_to_string(dir.join("c/tests/test_capi.c")).unwrap();
-    let missing: Vec<_> = exports(dir)
+    let thesis = thesis_names();
+    // A thesis function counts as called through its wrapper (checked above).
+    let called = |export: &str| {
+        let wrapper = export
+            .strip_prefix("tidepool_")
+            .filter(|n| thesis.iter().any(|t| t == n));
+        test.contains(&format!("{}(", wrapper.unwrap_or(export)))
+    };
+    let missing: Vec<_> = source_exports()
         .into_iter()
-        .filter(|name| !test.contains(&format!("{name}(")))
+        .filter(|name| !called(name))
         .collect();
     assert!(
         missing.is_empty(),

@@ -324,7 +324,8 @@ static void test_builder(void) {
 
     b = tidepool_builder_new();
     CHECK_CODE(tidepool_builder_queue(b, "nope"), TIDEPOOL_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(tidepool_last_error(), "unknown queue flavour") != NULL);
+    CHECK(strstr(tidepool_last_error(), "`nope`") != NULL); /* names the value... */
+    CHECK(strstr(tidepool_last_error(), "lock-free") != NULL); /* ...and the choices */
     CHECK_CODE(tidepool_builder_policy(b, "watermark:9..3"), TIDEPOOL_ERR_INVALID_ARGUMENT);
     CHECK(strstr(tidepool_last_error(), "valid forms") != NULL);
     CHECK_CODE(tidepool_builder_policy(b, "tpr"), TIDEPOOL_ERR_INVALID_ARGUMENT);
@@ -350,15 +351,15 @@ static void test_builder(void) {
     CHECK_CODE(tidepool_builder_statistics(NULL, false), TIDEPOOL_ERR_INVALID_ARGUMENT);
     CHECK(tidepool_builder_build(NULL) == NULL);
 
-    /* A self-sizing pool: policy spec, bounds, every queue flavour. */
-    const char *flavours[] = {"lock-free", "mutex", "spin", "hybrid"};
+    /* A self-sizing pool: policy spec, bounds, every queue flavor. */
+    const char *flavors[] = {"lock-free", "mutex", "spin", "hybrid"};
     for (int i = 0; i < 4; i++) {
         atomic_int done = 0;
         b = tidepool_builder_new();
         CHECK_CODE(tidepool_builder_min_threads(b, 1), TIDEPOOL_OK);
         CHECK_CODE(tidepool_builder_max_threads(b, 4), TIDEPOOL_OK);
         CHECK_CODE(tidepool_builder_policy(b, i % 2 ? "watermark:1..4" : "auto"), TIDEPOOL_OK);
-        CHECK_CODE(tidepool_builder_queue(b, flavours[i]), TIDEPOOL_OK);
+        CHECK_CODE(tidepool_builder_queue(b, flavors[i]), TIDEPOOL_OK);
         tidepool_pool *pool = tidepool_builder_build(b);
         CHECK(pool != NULL);
         for (int k = 0; k < 200; k++) CHECK_CODE(tidepool_submit(pool, count, &done, NULL), TIDEPOOL_OK);
@@ -371,7 +372,16 @@ static void test_errors_and_version(void) {
     CHECK(strcmp(tidepool_error_name(TIDEPOOL_ERR_FULL), "TIDEPOOL_ERR_FULL") == 0);
     CHECK(strcmp(tidepool_error_name(TIDEPOOL_ERR_IN_OWN_TASK), "TIDEPOOL_ERR_IN_OWN_TASK") == 0);
     CHECK(strcmp(tidepool_error_name(-1), "unknown error code") == 0);
-    CHECK(strlen(tidepool_version()) >= 5);
+    /* The macros this program was compiled with, the library it loaded. */
+    CHECK(tidepool_version() == TIDEPOOL_VERSION_NUMBER);
+    CHECK(tidepool_version() / 10000 == TIDEPOOL_VERSION_MAJOR);
+    CHECK(tidepool_version() / 100 % 100 == TIDEPOOL_VERSION_MINOR);
+    CHECK(tidepool_version() % 100 == TIDEPOOL_VERSION_PATCH);
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", TIDEPOOL_VERSION_MAJOR, TIDEPOOL_VERSION_MINOR,
+             TIDEPOOL_VERSION_PATCH);
+    CHECK(strcmp(tidepool_version_string(), version) == 0);
+    printf("tidepool %s\n", tidepool_version_string());
     CHECK_CODE(tidepool_last_error_code(), TIDEPOOL_OK);
     CHECK(strcmp(tidepool_last_error(), "") == 0);
 }
@@ -440,6 +450,7 @@ static void test_dispatch_into_own_full_pool(void) {
     CHECK_CODE(tidepool_wait_idle(pool), TIDEPOOL_OK);
     CHECK(atomic_load(&f.ran) == f.children);
     CHECK(stats_of(pool).inline_jobs == 300);
+    CHECK(stats_of(pool).rejected_jobs == 0); /* run inline, not refused */
     destroy_threadpool(pool);
     CHECK_CODE(tidepool_last_error_code(), TIDEPOOL_OK);
 }
