@@ -119,7 +119,7 @@ const CORES_BUSY_PROBABILITY: f64 = 0.99;
 /// stretches every running task, where a task queued a moment waits only
 /// its own turn. On `shift` and `bursty` (tasks computing 30–40% of the
 /// time, 1.2–1.6 cores offered) static pools of 8 gave a lower p99
-/// turnaround than 12 or 16 (`docs/benchmarks.md`, "branch `eval7`").
+/// turnaround than 12 or 16 (`docs/policies.md`, "`auto` (default)").
 const BURST_CORES_BUSY_PROBABILITY: f64 = 0.9;
 /// Smallest φ believed (the ceiling is then about 100 × cores at most).
 const MIN_CPU_FRACTION: f64 = 0.02;
