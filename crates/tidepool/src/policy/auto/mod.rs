@@ -142,7 +142,7 @@ const DEFAULT_SLICE_ABOVE: f64 = 0.85;
 const SHORT_SLICE_CONTENTION_BELOW: f64 = 0.25;
 /// ...and above which the workers go back to the default slice: sharing
 /// the cores with other processes, short-sliced workers lost up to half
-/// their throughput (`docs/notebook/policies.md`, "Short slices under contention").
+/// their throughput (`docs/notebook/policies.md`, "Short scheduler slices under contention").
 const DEFAULT_SLICE_CONTENTION_ABOVE: f64 = 0.4;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
