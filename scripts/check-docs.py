@@ -10,8 +10,9 @@ Checked, from the repository's root:
   * every `docs/...md` reference in a .rs file exists, and where a comment names a heading
     after it (`docs/design.md`, "Heading" or docs/design.md#anchor), that heading exists
     (a quoted heading may be the start of the full heading);
-  * history words (session and issue numbers, "the second round", branch names) never appear in .rs
-    files, and at most MAX_HISTORY times in all the user docs (CHANGELOG.md may keep them).
+  * history words (session and issue numbers, "the second round", branch names) never
+    appear in the comments and string literals of .rs files, and at most MAX_HISTORY times
+    in all the user docs (CHANGELOG.md may keep them; backticked file names are not words).
 
 Usage: scripts/check-docs.py [--self-test]. Exit 0 when clean, 1 with one line per problem.
 Standard library only.
@@ -27,8 +28,8 @@ MAX_HISTORY = 5
 
 # Words that tie a text to the project's history rather than to what is true now.
 HISTORY = re.compile(
-    r"\bsessions?\s+\d"
-    r"|\bissues?\s+#?\d"
+    r"\bsessions?\s+\d+"
+    r"|\bissues?\s+#?\d+"
     r"|\b(?:second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+round\b"
     r"|\bs\d{1,2}[a-c]?\b"
     r"|\b(?:pipe|disp|eval|api|capi|cluster|core|pool|server)\d{1,2}[a-c]?\b",
@@ -39,6 +40,7 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 BACKTICK = re.compile(r"`([^`\n]+)`")
 DOC_REF = re.compile(r"(?<![\w/.-])(docs/[\w./-]+?\.md)(#[\w-]+)?`?\)?\s*,?\s*(?:\"([^\"]+)\")?")
 MD_LINK_HEADING = re.compile(r"\]\(([^)\s#]+\.md)\)\s*,\s*\"([^\"]+)\"")
+STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -220,6 +222,10 @@ def check_rust(root, rel, problems, history):
             problems.append(f"{where}: `{m.group(1)}` has no heading \"{m.group(3)}\"")
     for m in HISTORY.finditer(comments):
         history.append(f"{rel}:{line_at(starts, m.start())}: history word `{m.group(0)}` in a comment")
+    for m in STRING.finditer(src):
+        text = re.sub(r"\{[^{}]*\}", "", m.group(0))  # format arguments are names, not words
+        for h in HISTORY.finditer(text):
+            history.append(f"{rel}:{line_of(src, m.start())}: history word `{h.group(0)}` in a string")
 
 
 def doc_history(root, rel):
@@ -259,10 +265,14 @@ def self_test():
         assert problems == [], problems
 
         write("README.md", "[design](docs/nope.md), [q](docs/design.md#nowhere), `crates/a/src/gone.rs`.\n")
-        write("crates/a/src/lib.rs", "//! See `docs/design.md`, \"Order\".\n// session 7 did this\nfn main() {}\n")
+        write(
+            "crates/a/src/lib.rs",
+            "//! See `docs/design.md`, \"Order\".\n// session 7 did this\n"
+            "fn main() { let s1 = 1; println!(\"{s1} as in issue 16\"); }\n",
+        )
         problems, _ = check(root)
         text = "\n".join(problems)
-        for needle in ("docs/nope.md", "#nowhere", "gone.rs", "no heading \"Order\"", "`session 7`"):
+        for needle in ("docs/nope.md", "#nowhere", "gone.rs", "no heading \"Order\"", "`session 7`", "`issue 16`"):
             assert needle in text, f"not reported: {needle}\n{text}"
         write("docs/notes.md", "issue 1, issue 2, session 3, the fourth round, pipe13, s17.\n")
         problems, found = check(root)
