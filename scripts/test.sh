@@ -47,6 +47,10 @@ echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc -p tidepool-rs --all-features --no-deps --locked --quiet
 
+echo "== docs: links, repository paths, headings named from code, no history words (scripts/check-docs.py)"
+python3 scripts/check-docs.py --self-test
+python3 scripts/check-docs.py
+
 echo "== scripts: the simulator against the recorded real sides (scripts/sim-band.py)"
 python3 scripts/sim-band.py lab/sim/tests/agreement/sim \
   lab/sim/tests/agreement/real-a lab/sim/tests/agreement/real-b lab/sim/tests/agreement/real-c >/dev/null

@@ -415,12 +415,13 @@ fn compare_repeats_tables_and_report() {
     );
 }
 
-/// `reproduce bahadur` on a tiny trace: the JSON shape of the issue, and the
-/// Markdown page with its command.
+/// `reproduce bahadur` on a tiny trace: the JSON shape of the claims, and the
+/// Markdown page with its command in the `--out` folder.
 #[test]
 fn reproduce_prints_claims_and_writes_the_page() {
     let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("docs").join("reproduction.md");
+    let out = dir.path().join("pages");
+    let page = out.join("reproduction.md");
     let v = json_of(&tidepool(&[
         "reproduce",
         "bahadur",
@@ -429,7 +430,7 @@ fn reproduce_prints_claims_and_writes_the_page() {
         "--json",
         "-q",
         "--out",
-        page.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]));
     let claims = v["claims"].as_array().unwrap();
     assert_eq!(claims.len(), 3, "{v}");
@@ -452,6 +453,33 @@ fn reproduce_prints_claims_and_writes_the_page() {
     );
     assert!(md.contains("| Bahadur et al. |"), "{md}");
     assert_fails(&["reproduce", "nope"], 2, &["unknown paper `nope`"]);
+    let file = page.to_str().unwrap();
+    assert_fails(
+        &["reproduce", "bahadur", "-q", "--out", file],
+        2,
+        &["--out", "is a file", "names a folder"],
+    );
+}
+
+/// Without `--out`, `reproduce` writes into `tidepool-reproduction/` under
+/// the current directory, and nowhere else.
+#[test]
+fn reproduce_writes_into_the_current_directory_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tidepool"))
+        .args(["reproduce", "bahadur", "--scale", "0.01", "-q"])
+        .current_dir(dir.path())
+        .output()
+        .expect("the binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let written: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(written, ["tidepool-reproduction"], "{written:?}");
+    let md =
+        std::fs::read_to_string(dir.path().join("tidepool-reproduction/reproduction.md")).unwrap();
+    assert!(md.contains("| Bahadur et al. |"), "{md}");
 }
 
 /// A closed-loop workload replays through `run`: every task completes.

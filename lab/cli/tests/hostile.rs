@@ -383,7 +383,7 @@ fn ctrl_c_exits_130_for_every_replaying_subcommand() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
     let out = out.to_string_lossy();
-    let repro = dir.path().join("reproduction.md");
+    let repro = dir.path().join("reproduction");
     let repro = repro.to_string_lossy();
     for args in [
         vec!["run", "-w", ENDLESS, "-q", "--json"],

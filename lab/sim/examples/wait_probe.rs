@@ -1,6 +1,6 @@
 //! Where a task's wait (submit → start) goes in the *real* replay: the
-//! measurement behind `docs/notebook/sim.md`, "The hand-off's wait,
-//! measured in the replay".
+//! measurement behind the measured costs of `docs/sim.md`, "Agreement
+//! with the real pool".
 //!
 //! ```text
 //! cargo build --release -p tidepool-sim --example wait_probe

@@ -385,7 +385,7 @@ pub fn replay_with(
                     // workers' — a pool of 2 on 2 cores lost ~5% of its
                     // throughput to the spin against a pool of 32, which
                     // outnumbered the driver for the cores
-                    // (`docs/notebook/policies.md`, "CPU-bound overload").
+                    // (`docs/notebook/policies.md`, "Growing to 2 × cores").
                     let in_flight = accepted.saturating_sub(completed.load(Ordering::Relaxed));
                     ahead = lead.before(in_flight, executor.counts().live_threads);
                     if left <= ahead {

@@ -7,7 +7,7 @@
 //! futex call is microseconds on a virtual machine) or is preempted now and
 //! then must not keep a pool of short tasks timing every task for good — it
 //! did, and cost `burst-idle` with one worker 35 % of its throughput
-//! (`docs/design.md`, "Fourth round"). While sampling, the first timed task
+//! (`docs/design.md`, "Sampling"). While sampling, the first timed task
 //! that runs for `SHORT_NS` or more switches back to timing every task (a
 //! timed task stands for 64, so waiting for a second would delay the switch
 //! by that many); the next short one switches sampling on again, unless
@@ -36,7 +36,7 @@ pub(crate) const SHORT_STREAK: u32 = 256;
 /// fewer are outliers.
 pub(crate) const LONG_STREAK: u32 = 4;
 /// Time one task in `SAMPLE_MASK + 1` while sampling. One in 16 cost 5–15 ns
-/// per empty task (docs/design.md, "Statistics"); 64 still gives a
+/// per empty task (docs/design.md, "Sampling"); 64 still gives a
 /// ten-thousand-task histogram from every 640 000 short tasks.
 const SAMPLE_MASK: u32 = 63;
 

@@ -11,9 +11,9 @@
 //! that used to be the overflow made every push and pop of a backlog contend
 //! on one lock (with two submitters on two cores, a quarter of all CPU time
 //! in `Overflow::push`/`pop`, and futex sleeps on a quiet machine;
-//! `docs/design.md`, "Why two submitters lost"), and crossbeam's own
-//! `SegQueue` made every backlog fault its memory in afresh ("Why eight
-//! submitters lost"). Why shards: see [`LockFreeQueue`].
+//! `docs/design.md`, "The overflow"), and crossbeam's own
+//! `SegQueue` made every backlog fault its memory in afresh (the same
+//! section). Why shards: see [`LockFreeQueue`].
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -44,8 +44,7 @@ pub const MAX_SHARDS: usize = 4;
 /// once then usually push to different tails, and two workers pop from
 /// different heads, instead of all of them taking turns on one line (a
 /// failed compare-exchange and its back-off were a third of every push and
-/// a fifth of every pop with eight submitters: `docs/design.md`, "Fourth
-/// round"). Each submitting thread's tasks stay in FIFO order, but for
+/// a fifth of every pop with eight submitters: `docs/design.md`, "Shards"). Each submitting thread's tasks stay in FIFO order, but for
 /// the spill race (`queue::spill`, "What the order is"); tasks of different
 /// threads may run in any order, as they could anyway (their submits race). Until a second thread submits, the queue is *narrow*:
 /// pops start at the one submitter's shard and skip the sharded pop's

@@ -10,8 +10,8 @@
 //! (`MADV_DONTNEED`) once the backlog drains, only to fault it in again,
 //! zeroed page by page, at the next backlog: `perf record` of eight
 //! submitters put a quarter of all CPU time in page faults, page clearing,
-//! `unmap_page_range` and `sysmalloc` (`docs/design.md`, "Why eight
-//! submitters lost").
+//! `unmap_page_range` and `sysmalloc` (`docs/design.md`, "The
+//! overflow").
 //!
 //! Here a freed block goes onto the queue's own spare list (up to
 //! [`MAX_SPARE_BLOCKS`]) and the next block is taken from it, its slot

@@ -1,7 +1,10 @@
 //! `tidepool reproduce [xu|oh-kim|bahadur|all]`: run the papers' headline
 //! experiments on this machine, print each claim beside ours with a
 //! verdict, and write a Markdown page with the tables and the sweep plots
-//! (the experiments and verdicts are `tidepool_workload::reproduce`).
+//! into the folder `--out` names (the experiments and verdicts are
+//! `tidepool_workload::reproduce`). The default folder is
+//! `tidepool-reproduction/` in the current directory, so a run never
+//! overwrites a checkout's documentation unless asked to.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,7 +23,8 @@ use crate::{cancel, output, print, report};
 
 const EXAMPLES: &str = "\
 Examples:
-  tidepool reproduce                    # all three papers, about 3 minutes, writes docs/reproduction.md
+  tidepool reproduce                    # all three papers, about 3 minutes, writes tidepool-reproduction/
+  tidepool reproduce bahadur --out /tmp/repro   # one paper, page in /tmp/repro/reproduction.md
   tidepool reproduce xu --scale 0.2     # Xu & Bode only, longer runs
   tidepool reproduce all --json         # {\"claims\": [...]} on stdout
 
@@ -33,6 +37,13 @@ a 32-thread pool with a mutex queue against the hybrid (spin 3 times, sleep 10 m
 queue on Poisson 200/s of 100 ms tasks, and the frequency tuner's pool size against the
 request rate. Verdicts: reproduced, not reproduced, or not comparable, each with why.";
 
+/// The folder `reproduce` writes into when `--out` is not given: relative
+/// to the current directory.
+pub const DEFAULT_OUT: &str = "tidepool-reproduction";
+
+/// The page's file name inside the `--out` folder.
+pub const PAGE: &str = "reproduction.md";
+
 /// Options of `tidepool reproduce`.
 #[derive(Debug, Args)]
 #[command(after_help = EXAMPLES)]
@@ -43,9 +54,9 @@ pub struct ReproduceArgs {
     /// Print `{"claims": [...]}` on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Markdown page to write (with a folder of plots beside it, named
-    /// after it).
-    #[arg(long, value_name = "FILE", default_value = "docs/reproduction.md")]
+    /// Folder to write `reproduction.md` and its plots into (created if
+    /// missing; files of the same names in it are replaced).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_OUT)]
     pub out: PathBuf,
     /// Length factor of the traces (0.1: about 3 minutes for all).
     #[arg(long, value_name = "X", default_value_t = 0.1)]
@@ -77,6 +88,13 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<()> {
             a.scale
         )));
     }
+    if a.out.is_file() {
+        return Err(usage(format!(
+            "--out `{}` is a file: --out names a folder (default `{DEFAULT_OUT}`)",
+            a.out.display()
+        )));
+    }
+    output::check_out_dir(&a.out)?;
     let setup = Setup {
         scale: a.scale,
         replay: tidepool_workload::ReplayOptions {
@@ -152,8 +170,9 @@ pub fn claims_table(claims: &[Claim], why: bool) -> Table {
 }
 
 /// Throughput and RAIT against pool size for each `free`, in one chart
-/// each (RAIT on its own log-scale chart).
-fn xu_plots(dir: &Path, rel: &str, x: &XuRuns) -> anyhow::Result<Vec<(String, String)>> {
+/// each (RAIT on its own log-scale chart), written into `dir` beside the
+/// page; returns (caption, file name) pairs.
+fn xu_plots(dir: &Path, x: &XuRuns) -> anyhow::Result<Vec<(String, String)>> {
     let mut tput = Vec::new();
     let mut rait = Vec::new();
     for (free, s) in &x.sweeps {
@@ -209,29 +228,26 @@ fn xu_plots(dir: &Path, rel: &str, x: &XuRuns) -> anyhow::Result<Vec<(String, St
     Ok(vec![
         (
             "throughput vs pool size, free 100/50/10".into(),
-            format!("{rel}/xu-throughput.svg"),
+            "xu-throughput.svg".into(),
         ),
         (
             "RAIT vs pool size, free 100/50/10".into(),
-            format!("{rel}/xu-rait.svg"),
+            "xu-rait.svg".into(),
         ),
     ])
 }
 
-/// Write the Markdown page and its plots; returns the page's path.
+/// Write the Markdown page (`dir/reproduction.md`) and its plots into
+/// `dir`; returns the page's path.
 pub fn write_page(
-    path: &Path,
+    dir: &Path,
     r: &Reproduction,
     claims: &[Claim],
     command: &str,
     scale: f64,
 ) -> anyhow::Result<PathBuf> {
-    let stem = path
-        .file_stem()
-        .map_or("reproduction".into(), |s| s.to_string_lossy().to_string());
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let dir = parent.map_or_else(|| PathBuf::from(&stem), |p| p.join(&stem));
-    output::ensure_dir(&dir)?;
+    output::ensure_dir(dir)?;
+    let path = dir.join(PAGE);
     let load = tidepool::sys::load_average().map_or("-".into(), |l| {
         format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])
     });
@@ -261,10 +277,7 @@ pub fn write_page(
     );
     if let Some(x) = &r.xu {
         md.push_str("## Xu & Bode: throughput and RAIT against pool size\n\n");
-        let rel = dir
-            .file_name()
-            .map_or(stem.clone(), |d| d.to_string_lossy().to_string());
-        for (caption, file) in xu_plots(&dir, &rel, x)? {
+        for (caption, file) in xu_plots(dir, x)? {
             md.push_str(&format!("![{caption}]({file})\n"));
         }
         for (free, s) in &x.sweeps {
@@ -335,9 +348,8 @@ pub fn write_page(
         md.push_str(&t.markdown());
         md.push('\n');
     }
-    output::ensure_dir(parent.unwrap_or(Path::new(".")))?;
-    std::fs::write(path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
-    Ok(path.to_path_buf())
+    std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -365,13 +377,13 @@ mod tests {
             ..Reproduction::default()
         };
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("docs").join("reproduction.md");
-        write_page(&path, &r, &claims, "tidepool reproduce bahadur", 0.1).unwrap();
+        let out = dir.path().join("nested").join("out");
+        let path = write_page(&out, &r, &claims, "tidepool reproduce bahadur", 0.1).unwrap();
+        assert_eq!(path, out.join(PAGE));
         let md = std::fs::read_to_string(&path).unwrap();
         assert!(md.contains("Command: `tidepool reproduce bahadur`"), "{md}");
         assert!(md.contains("3 claims:"), "{md}");
         assert!(md.contains("frequency tuner"), "{md}");
-        assert!(dir.path().join("docs").join("reproduction").is_dir());
         let t = claims_table(&claims, false).render();
         assert_eq!(t.lines().count(), 2 + claims.len());
         let j = serde_json::to_string(&ClaimsJson { claims: &claims }).unwrap();

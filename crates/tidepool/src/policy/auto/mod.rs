@@ -119,7 +119,7 @@ const CORES_BUSY_PROBABILITY: f64 = 0.99;
 /// stretches every running task, where a task queued a moment waits only
 /// its own turn. On `shift` and `bursty` (tasks computing 30–40% of the
 /// time, 1.2–1.6 cores offered) static pools of 8 gave a lower p99
-/// turnaround than 12 or 16 (`docs/benchmarks.md`, "branch `eval7`").
+/// turnaround than 12 or 16 (`docs/policies.md`, "`auto` (default)").
 const BURST_CORES_BUSY_PROBABILITY: f64 = 0.9;
 /// Smallest φ believed (the ceiling is then about 100 × cores at most).
 const MIN_CPU_FRACTION: f64 = 0.02;
@@ -142,7 +142,7 @@ const DEFAULT_SLICE_ABOVE: f64 = 0.85;
 const SHORT_SLICE_CONTENTION_BELOW: f64 = 0.25;
 /// ...and above which the workers go back to the default slice: sharing
 /// the cores with other processes, short-sliced workers lost up to half
-/// their throughput (`docs/notebook/policies.md`, "Short slices under contention").
+/// their throughput (`docs/notebook/policies.md`, "Short scheduler slices under contention").
 const DEFAULT_SLICE_CONTENTION_ABOVE: f64 = 0.4;
 /// Shortest window the thread-level φ estimate uses.
 const MIN_THREAD_WINDOW: Duration = Duration::from_millis(5);
