@@ -4,7 +4,6 @@ use std::sync::{Arc, Mutex};
 
 use tidepool::policy::PolicySpec;
 
-use crate::error::BuildError;
 use crate::priority::PrioritySpec;
 use crate::stage::{BoxError, Context, Source, Stage};
 
@@ -534,11 +533,6 @@ impl<B: Send + 'static> Builder<B> {
     pub fn pooled_threads(mut self, workers: usize) -> Self {
         self.workers = Some(workers);
         self
-    }
-
-    /// Check the description and make the pipeline.
-    pub fn build(self) -> Result<crate::Pipeline<B>, BuildError> {
-        crate::Pipeline::new(self)
     }
 }
 

@@ -38,12 +38,11 @@
 
 mod builder;
 mod error;
+mod exec;
 mod pipeline;
-mod pooled;
 pub mod priority;
 mod queue;
 mod report;
-mod run;
 mod running;
 mod stage;
 mod sync;

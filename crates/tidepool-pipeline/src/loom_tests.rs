@@ -51,7 +51,7 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
             let running = running.clone();
             move || running.as_ref().inspect(|r| r.enter()).cloned()
         };
-        let leave = |r: Option<Arc<Running<u64>>>| {
+        let leave = |r: Option<Arc<Running>>| {
             if let Some(r) = r {
                 r.leave();
             }
