@@ -1,11 +1,13 @@
 //! Describing a pipeline: its buffers, its source, its thread groups.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tidepool::policy::PolicySpec;
 
 use crate::priority::PrioritySpec;
 use crate::stage::{BoxError, Context, Source, Stage};
+use crate::stop::StopHandle;
 
 /// Makes one instance of a stage (one per thread that runs it).
 pub(crate) type Maker<B> = Arc<Mutex<dyn FnMut() -> Box<dyn Stage<B>> + Send>>;
@@ -197,6 +199,10 @@ pub struct Builder<B> {
     pub(crate) errors: Vec<String>,
     /// Pooled mode's worker count (`None`: a thread per stage).
     pub(crate) workers: Option<usize>,
+    /// Stops the run from outside (`Pipeline::stop_handle`).
+    pub(crate) stop: StopHandle,
+    /// The whole run's deadline, from its start.
+    pub(crate) deadline: Option<Duration>,
 }
 
 fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
@@ -223,6 +229,8 @@ impl<B: Send + 'static> Builder<B> {
             groups: Vec::new(),
             errors: Vec::new(),
             workers: None,
+            stop: StopHandle::default(),
+            deadline: None,
         }
     }
 
@@ -235,6 +243,14 @@ impl<B: Send + 'static> Builder<B> {
     /// then recycled. It bounds the buffers in flight.
     pub fn buffers(mut self, count: usize, make: impl FnMut() -> B + Send + 'static) -> Self {
         self.buffers = Some((count, Box::new(make)));
+        self
+    }
+
+    /// A deadline for the whole run, counted from its start: once it has
+    /// passed, the run stops as with [`StopHandle::stop`] (the source is
+    /// asked for no more items, the items in flight finish every stage).
+    pub fn deadline(mut self, after: Duration) -> Self {
+        self.deadline = Some(after);
         self
     }
 

@@ -45,6 +45,7 @@ mod queue;
 mod report;
 mod running;
 mod stage;
+mod stop;
 mod sync;
 pub mod sys;
 
@@ -57,3 +58,4 @@ pub use pipeline::{run_all, Pipeline};
 pub use priority::{Priority, PrioritySpec};
 pub use report::{PipelineReport, Report, StageReport};
 pub use stage::{BoxError, Context, Flow, Source, Stage};
+pub use stop::StopHandle;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::builder::{validate_chain, validate_pooled, Builder, GroupSpec, Replicas, Spread};
 use crate::error::{BuildError, Cause, PipelineError, Step};
 use crate::report::Report;
+use crate::stop::StopHandle;
 
 /// A pipeline, checked and ready to run.
 pub struct Pipeline<B> {
@@ -64,6 +65,36 @@ impl<B: Send + 'static> Pipeline<B> {
         } else {
             Err(BuildError(errors.join("; ")))
         }
+    }
+
+    /// A handle that stops this pipeline's run from any thread (see
+    /// [`StopHandle`]): the source is asked for no more items, the items in
+    /// flight finish every stage, and `run` returns `Ok` with
+    /// [`Report::stopped`] true.
+    ///
+    /// ```
+    /// use tidepool_pipeline::{BoxError, Context, Flow, Pipeline};
+    ///
+    /// let pipeline = Pipeline::builder("endless")
+    ///     .buffers(4, || 0u64)
+    ///     .source("count", |b: &mut u64, cx: &Context| -> Result<Flow, BoxError> {
+    ///         *b = cx.round();
+    ///         Ok(Flow::More) // never ends by itself
+    ///     })
+    ///     .stage("sink", |_: &mut u64, _: &Context| -> Result<(), BoxError> { Ok(()) })
+    ///     .build()?;
+    /// let stop = pipeline.stop_handle();
+    /// let stopper = std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_millis(20));
+    ///     stop.stop();
+    /// });
+    /// let report = pipeline.run()?;
+    /// stopper.join().unwrap();
+    /// assert!(report.stopped());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stop_handle(&self) -> StopHandle {
+        self.spec.stop.clone()
     }
 
     /// The pipeline's name.

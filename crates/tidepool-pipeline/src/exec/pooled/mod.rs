@@ -182,6 +182,7 @@ use crate::builder::{Builder, Order, Replicas};
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::running::Blocking;
+use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
@@ -412,6 +413,7 @@ pub(crate) fn run<B: Send + 'static>(
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
         }),
+        stopper: Stopper::new(spec.stop.clone(), spec.deadline),
         epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
@@ -511,6 +513,7 @@ pub(crate) fn run<B: Send + 'static>(
             name,
             rounds: s.next_round,
             buffers: count,
+            stopped: shared.stopper.stopped(),
         }],
         stages,
         notes: vec![note],

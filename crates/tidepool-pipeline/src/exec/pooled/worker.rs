@@ -9,6 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::stage::{Context, Flow};
+use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
@@ -40,6 +41,8 @@ pub(super) struct Shared<B> {
     pub(super) cold: Mutex<Cold>,
     /// Bumped after a finished task while a worker spins: its hint to look
     /// again (read without the lock; the lock decides).
+    /// Asked by the source's task before each fill.
+    pub(super) stopper: Stopper,
     pub(super) epoch: CachePadded<std::sync::atomic::AtomicU64>,
     /// Spin before parking (no more workers than cores).
     pub(super) spin: bool,
@@ -162,7 +165,12 @@ impl<B: Send + 'static> Shared<B> {
                 let r = round + i as u64;
                 let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
                 let flow = self.on_buf(&mut one, h.id, |b| {
-                    let flow = guarded(|| src.fill(&mut b.buf, &cx));
+                    // A due stop ends the stream as `Flow::End` would.
+                    let flow = if self.stopper.due() {
+                        Ok(Flow::End)
+                    } else {
+                        guarded(|| src.fill(&mut b.buf, &cx))
+                    };
                     if let Ok(f) = flow {
                         b.round = r;
                         b.empty = f == Flow::End;

@@ -12,6 +12,7 @@ use crossbeam_utils::CachePadded;
 use crate::builder::{Builder, GroupSpec, Order, Replicas, SharedInner, Spread};
 use crate::queue::Queue;
 use crate::running::Running;
+use crate::stop::Stopper;
 
 use super::env::{Env, Key, Reorder};
 use super::node::Node;
@@ -342,6 +343,7 @@ pub(crate) fn compile<B: Send + 'static>(specs: Vec<Builder<B>>) -> (Vec<Node<B>
             free,
             buffers: count,
             rounds: CachePadded::new(AtomicU64::new(0)),
+            stopper: Stopper::new(spec.stop.clone(), spec.deadline),
         });
         let (src_name, source) = spec.source.take().expect("validated");
         let mut groups = std::mem::take(&mut spec.groups);

@@ -121,6 +121,7 @@ fn execute<B: Send + 'static>(
             name: p.name.clone(),
             rounds: p.rounds.load(Ordering::Relaxed),
             buffers: p.buffers,
+            stopped: p.stopper.stopped(),
         })
         .collect();
     Ok(Report {

@@ -65,6 +65,22 @@ pub(super) fn user<B, T>(run: &Run<B>, blocking: &mut Blocking, f: impl FnOnce()
     r
 }
 
+/// What one thread of a group keeps while it works.
+struct Local<'a, B> {
+    replica: usize,
+    /// The source, on a source group's thread.
+    source: Option<&'a mut Box<dyn Source<B>>>,
+    policy: Option<Box<dyn PriorityPolicy>>,
+    st: &'a mut Stats,
+    depth: &'a mut DepthSeries,
+    /// The input ended (or the source's stream did, or the run failed).
+    ended: bool,
+    /// Per stage of the group, whether its user code blocks.
+    blocking: Vec<Blocking>,
+    /// When the last timed step ended: the start of the next user call.
+    mark: Instant,
+}
+
 /// A buffer in a thread's hands: the envelope, its arrival index at this
 /// node, and the node's input total if it is the node's last.
 pub(super) struct Held<B> {
@@ -297,15 +313,23 @@ impl<B: Send + 'static> Node<B> {
         }
         if source_ok && inited == stages.len() && !run.failed() {
             run.running.enter();
-            self.work(
-                run,
+            let mut l = Local {
                 replica,
-                source.as_mut(),
-                &mut stages,
-                &mut policy,
-                &mut st,
-                &mut depth,
-            );
+                source: source.as_mut(),
+                policy,
+                st: &mut st,
+                depth: &mut depth,
+                ended: false,
+                // One per stage of the group: in a multistage thread one
+                // stage may block and the next compute.
+                blocking: self
+                    .stage_names
+                    .iter()
+                    .map(|_| Blocking::default())
+                    .collect(),
+                mark: Instant::now(),
+            };
+            self.work(run, &mut l, &mut stages);
             // Before cleanup (user code): every owed wake-up is paid by
             // the time this thread no longer counts.
             run.running.leave();
@@ -350,23 +374,12 @@ impl<B: Send + 'static> Node<B> {
     }
 
     /// Take up to `repeat` buffers. Empty means the input ended or the run failed.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn take(
-        &self,
-        run: &Run<B>,
-        source: &mut Option<&mut Box<dyn Source<B>>>,
-        batch: &mut Vec<Held<B>>,
-        st: &mut Stats,
-        depth: &mut DepthSeries,
-        ended: &mut bool,
-        blocking: &mut Blocking,
-        mark: &mut Instant,
-    ) {
+    fn take(&self, run: &Run<B>, l: &mut Local<'_, B>, batch: &mut Vec<Held<B>>) {
         let pipe = self.pipes[0];
-        if let Some(src) = source {
+        if let Some(src) = l.source.as_mut() {
             let free = &run.pipes[pipe].free;
             let rounds = &run.pipes[pipe].rounds;
-            while batch.len() < self.repeat && !*ended {
+            while batch.len() < self.repeat && !l.ended {
                 let t = Instant::now();
                 let Pop::Item {
                     item: mut env,
@@ -374,14 +387,14 @@ impl<B: Send + 'static> Node<B> {
                     ..
                 } = free.pop()
                 else {
-                    *ended = true;
+                    l.ended = true;
                     return;
                 };
                 // One clock read ends the wait, stamps the depth and starts
                 // the fill (clock reads were ~5 per stage and item).
                 let now = Instant::now();
-                st.wait_output += now - t;
-                depth.record((now - run.start).as_secs_f64(), left);
+                l.st.wait_output += now - t;
+                l.depth.record((now - run.start).as_secs_f64(), left);
                 let round = rounds.load(Ordering::Relaxed);
                 let cx = Context::new(
                     &self.stage_names[0],
@@ -391,14 +404,21 @@ impl<B: Send + 'static> Node<B> {
                     false,
                     0,
                 );
-                let flow = user(run, blocking, || guarded(|| src.fill(&mut env.buf, &cx)));
-                *mark = Instant::now();
-                st.busy[0] += *mark - now;
+                // A due stop ends the stream as the source's `Flow::End` would.
+                let flow = if run.pipes[pipe].stopper.due() {
+                    Ok(Flow::End)
+                } else {
+                    user(run, &mut l.blocking[0], || {
+                        guarded(|| src.fill(&mut env.buf, &cx))
+                    })
+                };
+                l.mark = Instant::now();
+                l.st.busy[0] += l.mark - now;
                 let flow = match flow {
                     Ok(f) => f,
                     Err(c) => {
                         run.fail(self.err(run, 0, pipe, Some(round), Step::Process, c));
-                        *ended = true;
+                        l.ended = true;
                         batch.clear();
                         return;
                     }
@@ -411,7 +431,7 @@ impl<B: Send + 'static> Node<B> {
                     Empty::No
                 };
                 let last = flow != Flow::More;
-                *ended = last;
+                l.ended = last;
                 batch.push(Held {
                     env,
                     pipe,
@@ -434,9 +454,9 @@ impl<B: Send + 'static> Node<B> {
                 } => {
                     // One clock read ends the wait, stamps the depth and
                     // starts the first user call's busy time.
-                    *mark = Instant::now();
-                    st.wait_input += *mark - t;
-                    depth.record((*mark - run.start).as_secs_f64(), left);
+                    l.mark = Instant::now();
+                    l.st.wait_input += l.mark - t;
+                    l.depth.record((l.mark - run.start).as_secs_f64(), left);
                     batch.push(Held {
                         env: item,
                         pipe,
@@ -448,12 +468,12 @@ impl<B: Send + 'static> Node<B> {
                     }
                 }
                 Pop::End => {
-                    st.wait_input += t.elapsed();
-                    *ended = true;
+                    l.st.wait_input += t.elapsed();
+                    l.ended = true;
                     return;
                 }
                 Pop::Aborted => {
-                    *ended = true;
+                    l.ended = true;
                     batch.clear();
                     return;
                 }
@@ -461,40 +481,11 @@ impl<B: Send + 'static> Node<B> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn work(
-        &self,
-        run: &Run<B>,
-        replica: usize,
-        mut source: Option<&mut Box<dyn Source<B>>>,
-        stages: &mut [Box<dyn Stage<B>>],
-        policy: &mut Option<Box<dyn PriorityPolicy>>,
-        st: &mut Stats,
-        depth: &mut DepthSeries,
-    ) {
-        let first_stage = usize::from(source.is_some());
+    fn work(&self, run: &Run<B>, l: &mut Local<'_, B>, stages: &mut [Box<dyn Stage<B>>]) {
+        let first_stage = usize::from(l.source.is_some());
         let mut batch: Vec<Held<B>> = Vec::with_capacity(self.repeat);
-        let mut ended = false;
-        // One per stage of the group: in a multistage thread one stage may
-        // block and the next compute.
-        let mut blocking: Vec<Blocking> = self
-            .stage_names
-            .iter()
-            .map(|_| Blocking::default())
-            .collect();
-        // When the last timed step ended: the start of the next user call.
-        let mut mark = Instant::now();
         loop {
-            self.take(
-                run,
-                &mut source,
-                &mut batch,
-                st,
-                depth,
-                &mut ended,
-                &mut blocking[0],
-                &mut mark,
-            );
+            self.take(run, l, &mut batch);
             if batch.is_empty() {
                 return;
             }
@@ -506,14 +497,14 @@ impl<B: Send + 'static> Node<B> {
                         h.env.round,
                         h.last_total.is_some(),
                         h.env.empty != Empty::No,
-                        replica,
+                        l.replica,
                     );
-                    let r = user(run, &mut blocking[first_stage + i], || {
+                    let r = user(run, &mut l.blocking[first_stage + i], || {
                         guarded(|| stage.process(&mut h.env.buf, &cx))
                     });
                     let now = Instant::now();
-                    st.busy[first_stage + i] += now - mark;
-                    mark = now;
+                    l.st.busy[first_stage + i] += now - l.mark;
+                    l.mark = now;
                     if let Err(c) = r {
                         let e = self.err(
                             run,
@@ -533,8 +524,8 @@ impl<B: Send + 'static> Node<B> {
                 let Some(out_depth) = self.convey(run, h) else {
                     return;
                 };
-                st.items += 1;
-                if let Some(p) = policy.as_mut() {
+                l.st.items += 1;
+                if let Some(p) = l.policy.as_mut() {
                     let d = Depths {
                         input: self.input_depth(run, pipe),
                         output: out_depth,
@@ -544,7 +535,7 @@ impl<B: Send + 'static> Node<B> {
                     }
                 }
             }
-            if ended && self.input.is_none() {
+            if l.ended && self.input.is_none() {
                 return;
             }
         }

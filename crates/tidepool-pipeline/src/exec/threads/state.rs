@@ -10,6 +10,7 @@ use crossbeam_utils::CachePadded;
 use crate::error::PipelineError;
 use crate::priority::Priority;
 use crate::running::Running;
+use crate::stop::Stopper;
 use crate::sys;
 
 use super::env::Q;
@@ -21,6 +22,8 @@ pub(crate) struct PipeRt<B> {
     /// Written by the source every round: on a line of its own, away from
     /// the name and free queue that every stage reads every round.
     pub(crate) rounds: CachePadded<AtomicU64>,
+    /// Asked by the source before each fill.
+    pub(crate) stopper: Stopper,
 }
 
 /// What every thread of a run shares.
