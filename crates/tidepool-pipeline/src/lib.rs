@@ -48,6 +48,7 @@ mod stage;
 mod stop;
 mod sync;
 pub mod sys;
+mod typed;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -59,3 +60,4 @@ pub use priority::{Priority, PrioritySpec};
 pub use report::{PipelineReport, Report, StageReport};
 pub use stage::{BoxError, Context, Flow, Source, Stage};
 pub use stop::StopHandle;
+pub use typed::{Slot, Typed, TypedPipeline, TypedSource};
