@@ -1,6 +1,7 @@
 //! Pooled execution: any worker runs any stage (oneTBB `parallel_pipeline`
-//! style), on a fixed number of workers — by default one per core — instead
-//! of a thread per stage.
+//! style) instead of a thread per stage, on workers that follow the stages'
+//! measured blocking share (`pooled`) or on a fixed number of them
+//! (`pooled_threads`).
 //!
 //! # Why
 //!
@@ -151,13 +152,36 @@
 //! starts the task, and merged by time at the end). A worker keeps its
 //! batch in a vector of its own: a task allocates nothing.
 //!
-//! # Blocking stages
+//! # Blocking stages: the worker count sizes itself
 //!
 //! A worker blocked in a stage's I/O is a worker lost to the others: with
 //! as many workers as cores, two blocking stages can leave no worker to
-//! compute. Give such a pipeline more workers ([`crate::Builder::pooled_threads`],
-//! e.g. the cores plus one per blocking stage). The worker count does not
-//! size itself.
+//! compute. So without a fixed count ([`crate::Builder::pooled`]) the run
+//! starts one worker per group instance (no more tasks can run at once)
+//! and lets at most one *computing* task per core run at a time: the
+//! workers that run tasks are the cores plus one per task blocked in a
+//! blocking group, which is the count a user would set by hand
+//! (`pooled_threads(cores + blocking stages)`), following each group's
+//! measured kind as it changes. The rest stay parked.
+//!
+//! The protocol change is one rule: **a computing group is runnable only
+//! while fewer than `compute` computing tasks run** (`compute`: the cores;
+//! no limit with `pooled_threads`). The running computing tasks are counted
+//! from the groups' counters under the lock (a group's instances not idle,
+//! for the groups marked computing), so the rule needs no state of its own
+//! and every decision above reads it under the lock, as it reads the other
+//! conditions of runnability. Nothing else changes: the invariant *if
+//! something is runnable and a worker is parked, a wake-up is on its way*
+//! holds with this `runnable`, because the count falls only when a task
+//! completes, under the lock, and the completing worker then picks and
+//! wakes as for any completion (it takes the freed place itself, or wakes a
+//! spare for it). A group whose kind changes at a completion is likewise
+//! judged in that critical section. The `loom` models
+//! `loom_pooled_self_sizing_*` run the real executor with the limit at one
+//! computing task and a blocking group beside two computing ones.
+//!
+//! The spin before parking stays off when there are more workers than
+//! cores (a spinning worker could hold a core a blocking worker wakes to).
 //!
 //! # What differs from thread-per-stage mode
 //!
@@ -178,7 +202,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::builder::{Builder, Order, Replicas};
+use crate::builder::{Builder, Order, Replicas, Workers};
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::running::Blocking;
@@ -309,11 +333,11 @@ fn spawn(
     }
 }
 
-/// Run a checked pooled pipeline on `workers` workers (the calling thread
-/// is one of them).
+/// Run a checked pooled pipeline on its workers (the calling thread is one
+/// of them).
 pub(crate) fn run<B: Send + 'static>(
     mut spec: Builder<B>,
-    workers: usize,
+    workers: Workers,
 ) -> Result<Report, PipelineError> {
     let start = Instant::now();
     let name = spec.name.clone();
@@ -352,6 +376,14 @@ pub(crate) fn run<B: Send + 'static>(
             }
         })
         .collect();
+    // A worker per instance: no more tasks can run at once.
+    let (workers, compute) = match workers {
+        Workers::Fixed(n) => (n, usize::MAX),
+        Workers::Sized { compute } => {
+            let instances: usize = groups.iter().map(|g| g.instances).sum();
+            (instances.clamp(1, usize::from(u16::MAX)), compute.max(1))
+        }
+    };
     let (mut insts, error) = make_instances(&name, &mut spec, &groups);
     if let Some(e) = error {
         let mut refs: Vec<Vec<&mut Inst<B>>> =
@@ -416,6 +448,7 @@ pub(crate) fn run<B: Send + 'static>(
         stopper: Stopper::new(spec.stop.clone(), spec.deadline),
         epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
+        compute,
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));

@@ -157,9 +157,30 @@ impl State {
         self.failed || self.total == self.groups[groups.len() - 1].items
     }
 
-    pub(super) fn runnable(&self, g: usize, rt: &GroupRt) -> bool {
+    /// Computing tasks running now: the groups marked computing, their
+    /// instances not idle.
+    pub(super) fn computing(&self, groups: &[GroupRt], compute: usize) -> usize {
+        if compute == usize::MAX {
+            return 0; // no limit: nothing to count
+        }
+        (0..groups.len())
+            .filter(|&g| !self.groups[g].blocks)
+            .map(|g| groups[g].instances - usize::from(self.groups[g].idle))
+            .sum()
+    }
+
+    /// Whether group `g` has a task to run (with `computing` computing
+    /// tasks running, at most `compute` of them; module doc, "Blocking
+    /// stages").
+    pub(super) fn runnable(
+        &self,
+        g: usize,
+        rt: &GroupRt,
+        computing: usize,
+        compute: usize,
+    ) -> bool {
         let s = &self.groups[g];
-        if s.idle == 0 {
+        if s.idle == 0 || (!s.blocks && computing >= compute) {
             return false;
         }
         let len = u64::from(s.len);
@@ -182,8 +203,9 @@ impl State {
         }
     }
 
-    pub(super) fn any_runnable(&self, groups: &[GroupRt]) -> bool {
-        (0..groups.len()).any(|g| self.runnable(g, &groups[g]))
+    pub(super) fn any_runnable(&self, groups: &[GroupRt], compute: usize) -> bool {
+        let computing = self.computing(groups, compute);
+        (0..groups.len()).any(|g| self.runnable(g, &groups[g], computing, compute))
     }
 
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
@@ -208,9 +230,11 @@ impl State {
         last: Option<usize>,
         batch: &mut Vec<Held>,
         width: usize,
+        compute: usize,
     ) -> Option<Pick> {
         let spare = self.parked > self.notified;
-        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g]);
+        let computing = self.computing(groups, compute);
+        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], computing, compute);
         let g = match last {
             // A spare worker can take the rest: keep to the same stage,
             // then to stages of the same kind (blocking or computing).

@@ -44,6 +44,9 @@ pub(super) struct Shared<B> {
     /// Asked by the source's task before each fill.
     pub(super) stopper: Stopper,
     pub(super) epoch: CachePadded<std::sync::atomic::AtomicU64>,
+    /// At most this many computing tasks at once (module doc, "Blocking
+    /// stages").
+    pub(super) compute: usize,
     /// Spin before parking (no more workers than cores).
     pub(super) spin: bool,
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
@@ -236,9 +239,9 @@ impl<B: Send + 'static> Shared<B> {
                 break;
             }
             let prev = last.take();
-            if let Some(p) = s.pick(&self.groups, prev, &mut batch, self.width) {
+            if let Some(p) = s.pick(&self.groups, prev, &mut batch, self.width, self.compute) {
                 let computing = !s.groups[p.group].blocks;
-                let more = s.any_runnable(&self.groups);
+                let more = s.any_runnable(&self.groups, self.compute);
                 let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
@@ -268,7 +271,7 @@ impl<B: Send + 'static> Shared<B> {
             // Nothing runnable at all, and a worker that is running may
             // finish soon: watch for a finished task a little first
             // (counted in `spinning`, so that finishing tasks bump `epoch`).
-            if self.spin && !spun && !s.any_runnable(&self.groups) {
+            if self.spin && !spun && !s.any_runnable(&self.groups, self.compute) {
                 spun = true;
                 s.spinning += 1;
                 let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
@@ -289,7 +292,7 @@ impl<B: Send + 'static> Shared<B> {
             }
             // Nothing runnable for this worker: what is runnable (of the
             // other kind) goes to a spare worker, woken here.
-            let wake = s.any_runnable(&self.groups) && s.parked > s.notified;
+            let wake = s.any_runnable(&self.groups, self.compute) && s.parked > s.notified;
             if wake {
                 s.notified += 1;
                 self.cv.notify_one();
@@ -305,7 +308,7 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             s.parked += 1;
-            s.check(s.any_runnable(&self.groups));
+            s.check(s.any_runnable(&self.groups, self.compute));
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
