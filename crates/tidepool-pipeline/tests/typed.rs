@@ -146,3 +146,27 @@ fn bad_options_are_refused_naming_them() {
     assert!(msg.contains("buffers must be at least 1"), "{msg}");
     assert!(msg.contains("replicas must be at least 1"), "{msg}");
 }
+
+#[test]
+fn a_last_stage_that_yields_nothing_is_the_sink() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let ((), report) = Pipeline::typed("fused-sink")
+        .source_iter("read", 0..1000u32)
+        .replicated("double", 2, || |x: u32| Ok(2 * x))
+        .then_each("write", move || {
+            let s = s.clone();
+            move |x: u32| {
+                s.lock().unwrap().push(x);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    let mut got = seen.lock().unwrap().clone();
+    got.sort_unstable();
+    assert_eq!(got, (0..1000).map(|x| 2 * x).collect::<Vec<_>>());
+    assert_eq!(report.stages.len(), 2); // read, double+write
+}

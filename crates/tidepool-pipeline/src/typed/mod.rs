@@ -99,7 +99,8 @@ impl TypedSource {
 
 /// Describes a typed pipeline whose latest stage yields `T`; a sink
 /// ([`sink`](Typed::sink), [`fold`](Typed::fold),
-/// [`collect`](Typed::collect)) ends and builds it. Options of the whole
+/// [`collect`](Typed::collect)) ends and builds it, or
+/// [`build`](Typed::build) when the latest stage yields `()`. Options of the whole
 /// pipeline ([`buffers`](Typed::buffers), [`pooled`](Typed::pooled),
 /// [`deadline`](Typed::deadline)) go before the sink.
 pub struct Typed<T> {
@@ -300,6 +301,22 @@ impl<T: Send + 'static> Typed<T> {
         self.fold(name, Vec::new(), |mut v, x| {
             v.push(x);
             Ok(v)
+        })
+    }
+}
+
+impl Typed<()> {
+    /// End a pipeline whose latest stage consumes its items (its output is
+    /// `()`, so it is the sink, on its own thread or fused): build it.
+    pub fn build(self) -> Result<TypedPipeline<()>, BuildError> {
+        let cells = Arc::new(self.cells);
+        let pipeline = self
+            .inner
+            .buffers(self.buffers, move || Slot::new(&cells))
+            .build()?;
+        Ok(TypedPipeline {
+            pipeline,
+            out: Arc::new(Mutex::new(Some(()))),
         })
     }
 }
