@@ -44,24 +44,82 @@ fn sleepers(pooled: bool) -> f64 {
     ROUNDS as f64 / t.elapsed().as_secs_f64()
 }
 
-/// The sleeps dominate, so the comparison holds on a loaded machine: runs
-/// interleaved, medians compared.
+/// Five pairs of runs, each pair back to back (alternating which mode goes
+/// first), and the median of the pairs' ratios, pooled over thread per
+/// stage: a pair shares whatever load the machine had.
+fn paired_median() -> (f64, Vec<f64>) {
+    let mut ratios: Vec<f64> = (0..5)
+        .map(|i| {
+            let (t, p) = if i % 2 == 0 {
+                let t = sleepers(false);
+                (t, sleepers(true))
+            } else {
+                let p = sleepers(true);
+                (sleepers(false), p)
+            };
+            p / t
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    (ratios[ratios.len() / 2], ratios)
+}
+
+/// The sleeps dominate, so the comparison holds on a moderately loaded
+/// machine. On a heavily overloaded one (load 20–40 on two cores) single
+/// pairs range 0.5–2.1 and a median can fall short by chance, so up to
+/// three medians are tried: with `pooled_threads(2)` (the old default on
+/// two cores) each median is about 0.6 and all three fail.
 #[test]
 fn blocking_stages_pooled_without_a_count_keep_up_with_a_thread_per_stage() {
-    let (mut threads, mut pooled) = (Vec::new(), Vec::new());
+    let mut seen = Vec::new();
     for _ in 0..3 {
-        threads.push(sleepers(false));
-        pooled.push(sleepers(true));
+        let (m, ratios) = paired_median();
+        if m >= 0.9 {
+            return;
+        }
+        seen.push(ratios);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+    panic!("pooled over thread per stage, per pair, three tries: {seen:.2?}");
+}
+
+/// The mechanism behind the throughput, without timing margins: in
+/// self-sizing pooled mode all four sleeping stages sleep at once at some
+/// point (a worker each); on two fixed workers never more than two.
+#[test]
+fn every_blocking_stage_gets_a_worker_of_its_own() {
+    let most = |pooled: fn(Builder<u64>) -> Builder<u64>| {
+        let now = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let nap = |now: Arc<AtomicUsize>, most: Arc<AtomicUsize>| {
+            move |_: &mut u64, _: &Context| -> R {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1));
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        };
+        let b = Pipeline::builder("sleepers")
+            .buffers(8, || 0u64)
+            .source(
+                "read",
+                |_: &mut u64, cx: &Context| -> Result<Flow, BoxError> {
+                    Ok(if cx.round() + 1 == 300 {
+                        Flow::Last
+                    } else {
+                        Flow::More
+                    })
+                },
+            )
+            .stage("s1", nap(now.clone(), most.clone()))
+            .stage("s2", nap(now.clone(), most.clone()))
+            .stage("s3", nap(now.clone(), most.clone()))
+            .stage("s4", nap(now.clone(), most.clone()));
+        pooled(b).build().unwrap().run().unwrap();
+        let m = most.load(Ordering::SeqCst);
+        m
     };
-    let (t, p) = (median(&mut threads), median(&mut pooled));
-    assert!(
-        p >= 0.9 * t,
-        "pooled {p:.0} items/s against {t:.0} with a thread per stage"
-    );
+    assert_eq!(most(|b| b.pooled()), 4);
+    assert!(most(|b| b.pooled_threads(2)) <= 2);
 }
 
 /// Four computing stages: once they are measured as computing, no more
