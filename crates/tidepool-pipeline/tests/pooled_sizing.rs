@@ -115,8 +115,7 @@ fn every_blocking_stage_gets_a_worker_of_its_own() {
             .stage("s3", nap(now.clone(), most.clone()))
             .stage("s4", nap(now.clone(), most.clone()));
         pooled(b).build().unwrap().run().unwrap();
-        let m = most.load(Ordering::SeqCst);
-        m
+        most.load(Ordering::SeqCst)
     };
     assert_eq!(most(|b| b.pooled()), 4);
     assert!(most(|b| b.pooled_threads(2)) <= 2);
