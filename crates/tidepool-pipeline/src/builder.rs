@@ -1,12 +1,13 @@
 //! Describing a pipeline: its buffers, its source, its thread groups.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tidepool::policy::PolicySpec;
 
-use crate::error::BuildError;
 use crate::priority::PrioritySpec;
 use crate::stage::{BoxError, Context, Source, Stage};
+use crate::stop::StopHandle;
 
 /// Makes one instance of a stage (one per thread that runs it).
 pub(crate) type Maker<B> = Arc<Mutex<dyn FnMut() -> Box<dyn Stage<B>> + Send>>;
@@ -31,6 +32,16 @@ pub enum Order {
     Ordered,
     /// Buffers leave as soon as they are done.
     Unordered,
+}
+
+/// Pooled mode's workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Workers {
+    /// A worker per group instance, at most `compute` of them running
+    /// computing groups at once (the run's module doc, "Blocking stages").
+    Sized { compute: usize },
+    /// This many workers, each running any task.
+    Fixed(usize),
 }
 
 /// How many threads run a thread group.
@@ -196,8 +207,12 @@ pub struct Builder<B> {
     pub(crate) source: Option<(String, Box<dyn Source<B>>)>,
     pub(crate) groups: Vec<GroupSpec<B>>,
     pub(crate) errors: Vec<String>,
-    /// Pooled mode's worker count (`None`: a thread per stage).
-    pub(crate) workers: Option<usize>,
+    /// Pooled mode's workers (`None`: a thread per stage).
+    pub(crate) workers: Option<Workers>,
+    /// Stops the run from outside (`Pipeline::stop_handle`).
+    pub(crate) stop: StopHandle,
+    /// The whole run's deadline, from its start.
+    pub(crate) deadline: Option<Duration>,
 }
 
 fn single<B: 'static>(stage: impl Stage<B> + 'static) -> Maker<B> {
@@ -224,6 +239,8 @@ impl<B: Send + 'static> Builder<B> {
             groups: Vec::new(),
             errors: Vec::new(),
             workers: None,
+            stop: StopHandle::default(),
+            deadline: None,
         }
     }
 
@@ -236,6 +253,14 @@ impl<B: Send + 'static> Builder<B> {
     /// then recycled. It bounds the buffers in flight.
     pub fn buffers(mut self, count: usize, make: impl FnMut() -> B + Send + 'static) -> Self {
         self.buffers = Some((count, Box::new(make)));
+        self
+    }
+
+    /// A deadline for the whole run, counted from its start: once it has
+    /// passed, the run stops as with [`StopHandle::stop`] (the source is
+    /// asked for no more items, the items in flight finish every stage).
+    pub fn deadline(mut self, after: Duration) -> Self {
+        self.deadline = Some(after);
         self
     }
 
@@ -480,7 +505,7 @@ impl<B: Send + 'static> Builder<B> {
         self.groups.last_mut()
     }
 
-    /// Pooled mode, on as many workers as the machine has cores: any worker
+    /// Pooled mode, on workers that size themselves: any worker
     /// runs any stage (oneTBB `parallel_pipeline` style) instead of a
     /// thread per stage. The same program gives the same results: a stage
     /// still takes one buffer at a time in order (at most its replica count
@@ -488,9 +513,12 @@ impl<B: Send + 'static> Builder<B> {
     /// Hand-offs cost a lock instead of a context switch, so compute-bound
     /// pipelines with more stages than cores get closer to their bound.
     ///
-    /// Stages that block (I/O) hold a worker while they block: give such a
-    /// pipeline more workers with [`pooled_threads`](Builder::pooled_threads).
-    /// `build()` refuses what needs a thread per stage: priorities,
+    /// Stages that block (I/O) hold a worker while they block, so the
+    /// workers follow each stage's measured kind: at most one computing
+    /// task per core runs at a time, and a task of a blocking stage runs
+    /// on a worker of its own, as with `pooled_threads(cores + blocking
+    /// stages)` set by hand. [`pooled_threads`](Builder::pooled_threads)
+    /// fixes the count instead. `build()` refuses what needs a thread per stage: priorities,
     /// self-sizing stages, forks and shared stages.
     ///
     /// ```
@@ -517,7 +545,7 @@ impl<B: Send + 'static> Builder<B> {
     ///         o.lock().unwrap().push((cx.round(), b[0]));
     ///         Ok(())
     ///     })
-    ///     .pooled() // as many workers as cores
+    ///     .pooled() // workers that size themselves
     ///     .build()?
     ///     .run()?;
     /// let out = out.lock().unwrap();
@@ -525,20 +553,26 @@ impl<B: Send + 'static> Builder<B> {
     /// assert!(report.notes[0].starts_with("pooled"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn pooled(self) -> Self {
-        self.pooled_threads(tidepool::sys::cores())
+    pub fn pooled(mut self) -> Self {
+        self.workers = Some(Workers::Sized {
+            compute: tidepool::sys::cores(),
+        });
+        self
+    }
+
+    /// Self-sizing pooled mode with at most `compute` computing tasks at
+    /// once (the loom models' small machine).
+    #[cfg(all(test, loom))]
+    pub(crate) fn pooled_compute(mut self, compute: usize) -> Self {
+        self.workers = Some(Workers::Sized { compute });
+        self
     }
 
     /// Pooled mode (see [`pooled`](Builder::pooled)) on `workers` workers,
     /// e.g. the cores plus one per blocking stage.
     pub fn pooled_threads(mut self, workers: usize) -> Self {
-        self.workers = Some(workers);
+        self.workers = Some(Workers::Fixed(workers));
         self
-    }
-
-    /// Check the description and make the pipeline.
-    pub fn build(self) -> Result<crate::Pipeline<B>, BuildError> {
-        crate::Pipeline::new(self)
     }
 }
 
@@ -626,8 +660,10 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
 
 /// What pooled mode refuses: each needs a thread per stage.
 pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
-    let Some(workers) = b.workers else {
-        return;
+    let workers = match b.workers {
+        None => return,
+        Some(Workers::Fixed(n)) => n,
+        Some(Workers::Sized { .. }) => 1,
     };
     let name = &b.name;
     if workers == 0 {

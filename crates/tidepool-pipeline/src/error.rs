@@ -1,6 +1,7 @@
 //! Why a pipeline failed.
 
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::stage::BoxError;
 
@@ -107,5 +108,23 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "(non-string panic payload)".to_string()
+    }
+}
+/// Errors for a thread that could not be started.
+pub(crate) fn spawn_error(pipeline: &str, stage: &str, e: std::io::Error) -> PipelineError {
+    PipelineError {
+        pipeline: pipeline.to_string(),
+        stage: stage.to_string(),
+        round: None,
+        step: Step::Init,
+        cause: Cause::Failed(format!("cannot start a thread: {e}").into()),
+    }
+}
+/// Run user code, turning a panic into a [`Cause`].
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, BoxError>) -> Result<T, Cause> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Cause::Failed(e)),
+        Err(p) => Err(Cause::Panicked(panic_message(&*p))),
     }
 }

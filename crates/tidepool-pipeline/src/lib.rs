@@ -38,16 +38,17 @@
 
 mod builder;
 mod error;
+mod exec;
 mod pipeline;
-mod pooled;
 pub mod priority;
 mod queue;
 mod report;
-mod run;
 mod running;
 mod stage;
+mod stop;
 mod sync;
 pub mod sys;
+mod typed;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -58,3 +59,5 @@ pub use pipeline::{run_all, Pipeline};
 pub use priority::{Priority, PrioritySpec};
 pub use report::{PipelineReport, Report, StageReport};
 pub use stage::{BoxError, Context, Flow, Source, Stage};
+pub use stop::StopHandle;
+pub use typed::{Slot, Typed, TypedPipeline, TypedSource};

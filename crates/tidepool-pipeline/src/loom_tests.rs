@@ -4,7 +4,7 @@
 //! the deferred wake-ups (`running.rs`): the same pipeline with every
 //! thread counted on fewer cores than threads, so that pushes leave their
 //! wake-ups owed, and the race between a deferring push and a thread that
-//! frees a core. And of pooled mode's sleeping and waking (`pooled.rs`):
+//! frees a core. And of pooled mode's sleeping and waking (`exec/pooled`):
 //! the real executor on loom threads, whose every release of the run's
 //! lock checks that runnable work never waits while a worker sleeps with
 //! no wake-up on its way.
@@ -51,7 +51,7 @@ fn recycle(rounds: u64, buffers: usize, cores: Option<usize>) {
             let running = running.clone();
             move || running.as_ref().inspect(|r| r.enter()).cloned()
         };
-        let leave = |r: Option<Arc<Running<u64>>>| {
+        let leave = |r: Option<Arc<Running>>| {
             if let Some(r) = r {
                 r.leave();
             }
@@ -319,7 +319,7 @@ fn loom_broadcast_with_two_buffers() {
     broadcast(2, 2);
 }
 
-/// Pooled mode (`pooled.rs`), the real executor on `workers` loom threads:
+/// Pooled mode (`exec/pooled`), the real executor on `workers` loom threads:
 /// source → `a` (2 replicas, ordered) → `c` × `middle` → `b`, `rounds`
 /// rounds over `buffers` buffers. Under `loom` odd groups block and even
 /// ones compute, so `a` blocks, and with one `c` so does `b`: two blocking
@@ -329,7 +329,7 @@ fn loom_broadcast_with_two_buffers() {
 /// worker sleeps forever (loom reports a deadlock), and the protocol's
 /// invariant at every release of the lock (`State::check`: a lost wake-up
 /// fails it).
-fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: usize) {
+fn pooled(rounds: u64, buffers: usize, workers: Option<usize>, repeat: usize, middle: usize) {
     use crate::{Context, Flow, Pipeline};
     use std::sync::Mutex;
     model(move || {
@@ -374,7 +374,7 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: us
                 Ok(())
             });
         }
-        let report = builder
+        let builder = builder
             .stage("b", move |_: &mut Counted, cx: &Context| -> R {
                 if cx.is_last() {
                     l2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -382,8 +382,14 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: us
                 s2.lock().unwrap().push(cx.round());
                 Ok(())
             })
-            .repeat(repeat)
-            .pooled_threads(workers)
+            .repeat(repeat);
+        // `None`: self-sizing, one computing task at a time (so the source
+        // and `b` never compute at once), a worker per instance.
+        let builder = match workers {
+            Some(n) => builder.pooled_threads(n),
+            None => builder.pooled_compute(1),
+        };
+        let report = builder
             .build()
             .expect("valid")
             .run()
@@ -397,17 +403,17 @@ fn pooled(rounds: u64, buffers: usize, workers: usize, repeat: usize, middle: us
 
 #[test]
 fn loom_pooled_two_workers() {
-    pooled(3, 2, 2, 1, 0);
+    pooled(3, 2, Some(2), 1, 0);
 }
 
 #[test]
 fn loom_pooled_three_workers_one_buffer_each_stage_waits() {
-    pooled(2, 1, 3, 1, 0);
+    pooled(2, 1, Some(3), 1, 0);
 }
 
 #[test]
 fn loom_pooled_two_workers_with_repeat() {
-    pooled(3, 3, 2, 2, 0);
+    pooled(3, 3, Some(2), 2, 0);
 }
 
 /// Two blocking groups (`a` and `b`) around a computing one (the blocking
@@ -415,5 +421,19 @@ fn loom_pooled_two_workers_with_repeat() {
 /// while another worker may take the work first.
 #[test]
 fn loom_pooled_three_workers_two_blocking_groups() {
-    pooled(2, 2, 3, 1, 1);
+    pooled(2, 2, Some(3), 1, 1);
+}
+
+/// Self-sizing pooled mode: a worker per instance (four), at most one
+/// computing task at once; the source and `b` compute, `a` blocks. A
+/// computing group held back by the limit must still be picked up when the
+/// running one completes (a lost wake-up fails the invariant or deadlocks).
+#[test]
+fn loom_pooled_self_sizing_one_computing_task_at_once() {
+    pooled(2, 1, None, 1, 0);
+}
+
+#[test]
+fn loom_pooled_self_sizing_two_buffers() {
+    pooled(2, 2, None, 1, 0);
 }

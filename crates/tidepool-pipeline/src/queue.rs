@@ -61,7 +61,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::running::Running;
+use crate::running::{Debtor, Running};
 use crate::sync::{lock, Condvar, Mutex};
 
 /// What a pop returned.
@@ -121,17 +121,17 @@ pub(crate) struct Queue<T> {
     cv: Condvar,
     /// The run's running count, for deferred wake-ups (`None`: always
     /// wake at once).
-    running: Option<Arc<Running<T>>>,
+    running: Option<Arc<Running>>,
 }
 
-impl<T> Queue<T> {
+impl<T: Send + 'static> Queue<T> {
     /// A queue in a run of `pipes` pipelines, fed by those in `feeding`
     /// (more than one for a shared stage); the others count as complete.
     pub(crate) fn new(
         pipes: usize,
         feeding: &[usize],
         capacity: usize,
-        running: Option<Arc<Running<T>>>,
+        running: Option<Arc<Running>>,
     ) -> Self {
         debug_assert!(!feeding.is_empty() && feeding.iter().all(|&p| p < pipes));
         Queue {
@@ -183,13 +183,13 @@ impl<T> Queue<T> {
             self.cv.notify_one();
         }
         if let (true, Some(r)) = (owe, &self.running) {
-            r.owe(self.clone());
+            r.owe(self.clone() as Arc<dyn Debtor>);
         }
         Ok(len)
     }
 
     /// Wake the waiters this queue owes.
-    pub(crate) fn pay(&self) {
+    fn pay_owed(&self) {
         let mut s = lock(&self.state);
         // Waiters may have left since (woken at the end of the stream):
         // a wake-up is only issued to a waiter that is there to take it.
@@ -337,6 +337,12 @@ impl<T> Queue<T> {
     }
 }
 
+impl<T: Send + 'static> Debtor for Queue<T> {
+    fn pay(&self) {
+        self.pay_owed();
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -386,7 +392,7 @@ mod tests {
     /// there (and so has left the running count).
     fn waiting_consumer(
         q: &Arc<Queue<u32>>,
-        running: &Arc<Running<u32>>,
+        running: &Arc<Running>,
     ) -> std::thread::JoinHandle<Pop<u32>> {
         let (q2, r2) = (q.clone(), running.clone());
         let consumer = std::thread::spawn(move || {
@@ -446,7 +452,7 @@ mod tests {
     /// worker) always wakes at once.
     #[test]
     fn an_uncounted_thread_never_defers() {
-        let running = Arc::new(Running::<u32>::new(1));
+        let running = Arc::new(Running::new(1));
         assert!(!running.defer());
         running.enter();
         assert!(running.defer());

@@ -100,6 +100,9 @@ pub struct PipelineReport {
     pub rounds: u64,
     /// Its buffer pool.
     pub buffers: usize,
+    /// Its run was stopped from outside or by its deadline
+    /// ([`crate::StopHandle`], [`crate::Builder::deadline`]).
+    pub stopped: bool,
 }
 
 /// The timing report of a run.
@@ -118,6 +121,12 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether a pipeline of the run was stopped from outside or by its
+    /// deadline rather than ended by its source.
+    pub fn stopped(&self) -> bool {
+        self.pipelines.iter().any(|p| p.stopped)
+    }
+
     /// Rounds per second over the run (all pipelines together).
     pub fn items_per_sec(&self) -> f64 {
         let rounds: u64 = self.pipelines.iter().map(|p| p.rounds).sum();
@@ -220,6 +229,7 @@ mod tests {
                 name: "p".into(),
                 rounds: 100,
                 buffers: 4,
+                stopped: false,
             }],
             // 100 items: read 1 ms each on 1 thread (1000/s), sort 3 ms on
             // 4 threads (1333/s), write 2 ms on 1 thread (500/s).

@@ -105,7 +105,6 @@ use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
 use std::sync::Arc;
 
-use crate::queue::Queue;
 use crate::sync::{lock, Mutex};
 
 /// The longest a waiter sleeps before it looks for a stalled owed wake-up
@@ -115,12 +114,18 @@ pub(crate) const STALL: std::time::Duration = std::time::Duration::from_millis(1
 /// A user call in this many is sampled for voluntary switches.
 pub(crate) const SAMPLE: u32 = 16;
 
+/// A queue that owes wake-ups to its waiters: [`Running`] pays them.
+pub(crate) trait Debtor: Send + Sync {
+    /// Issue every wake-up owed.
+    fn pay(&self);
+}
+
 /// The run's count of running stage threads and its owed wake-ups.
-pub(crate) struct Running<T> {
+pub(crate) struct Running {
     running: AtomicUsize,
     cores: usize,
     debtors: AtomicUsize,
-    list: Mutex<Vec<Arc<Queue<T>>>>,
+    list: Mutex<Vec<Arc<dyn Debtor>>>,
 }
 
 #[cfg(not(loom))]
@@ -133,7 +138,7 @@ pub(crate) fn counted() -> bool {
     COUNTED.with(|c| c.get())
 }
 
-impl<T> Running<T> {
+impl Running {
     /// No thread counted yet; defer only while `cores` of them run.
     pub(crate) fn new(cores: usize) -> Self {
         Running {
@@ -201,7 +206,7 @@ impl<T> Running<T> {
 
     /// `q`'s owed count went from zero to one: register it, and pay at once
     /// if a core has freed since the push decided to defer.
-    pub(crate) fn owe(&self, q: Arc<Queue<T>>) {
+    pub(crate) fn owe(&self, q: Arc<dyn Debtor>) {
         {
             let mut l = lock(&self.list);
             l.push(q);
@@ -238,7 +243,7 @@ impl<T> Running<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Running<T> {
+impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Running")
             .field("running", &self.running.load(SeqCst))

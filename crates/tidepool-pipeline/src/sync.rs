@@ -16,10 +16,3 @@ pub(crate) use std::thread::JoinHandle;
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-/// A value on cache lines of its own (128 bytes: two lines, for the
-/// adjacent-line prefetcher), so that writes to it do not slow readers of
-/// its neighbours.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);

@@ -19,8 +19,9 @@ pub struct PipelineArgs {
     #[arg(long, default_value_t = pipeline::IN_FLIGHT)]
     pub in_flight: usize,
     /// Interleaved runs of every implementation × shape; the median counts
-    /// (6: one full cycle of the balanced order with all five and the oracle).
-    #[arg(long, default_value_t = 6)]
+    /// (7: one full cycle of the balanced order with all six and the
+    /// oracle; 6 or more give each paired ratio its 95% interval).
+    #[arg(long, default_value_t = 7)]
     pub repeats: usize,
     /// Only these shapes (comma-separated; default: all).
     #[arg(long, value_delimiter = ',')]

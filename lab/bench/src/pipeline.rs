@@ -357,8 +357,12 @@ pub fn decoupled(shape: &Shape, items: usize) -> f64 {
 pub enum Impl {
     /// This crate's pipelines.
     Tidepool,
-    /// This crate's pipelines in pooled mode ([`pooled_workers`] workers).
+    /// This crate's pipelines in pooled mode, the workers sizing themselves
+    /// (`Builder::pooled`, no count given).
     TidepoolPooled,
+    /// This crate's typed stages (`Pipeline::typed`), thread per stage: an
+    /// item is a `Vec` made by the source, moved from stage to stage.
+    TidepoolTyped,
     /// Hand-written crossbeam-channel threads.
     Crossbeam,
     /// `pariter`.
@@ -369,9 +373,10 @@ pub enum Impl {
 
 impl Impl {
     /// All of them, tidepool first.
-    pub const ALL: [Impl; 5] = [
+    pub const ALL: [Impl; 6] = [
         Impl::Tidepool,
         Impl::TidepoolPooled,
+        Impl::TidepoolTyped,
         Impl::Crossbeam,
         Impl::Pariter,
         Impl::Pipeliner,
@@ -379,7 +384,10 @@ impl Impl {
 
     /// A peer (not one of tidepool's own rows).
     pub fn is_peer(self) -> bool {
-        !matches!(self, Impl::Tidepool | Impl::TidepoolPooled)
+        !matches!(
+            self,
+            Impl::Tidepool | Impl::TidepoolPooled | Impl::TidepoolTyped
+        )
     }
 
     /// The name in the JSON.
@@ -387,6 +395,7 @@ impl Impl {
         match self {
             Impl::Tidepool => "tidepool-pipeline",
             Impl::TidepoolPooled => "tidepool-pipeline-pooled",
+            Impl::TidepoolTyped => "tidepool-pipeline-typed",
             Impl::Crossbeam => "crossbeam-threads",
             Impl::Pariter => "pariter",
             Impl::Pipeliner => "pipeliner",
@@ -395,16 +404,18 @@ impl Impl {
 
     /// The threads it runs `shape`'s stage work on (the calling thread
     /// counted when it runs some): a thread per replica of each group
-    /// (tidepool, crossbeam), pooled mode's workers, pariter's `readahead`
+    /// (tidepool, crossbeam; pooled mode starts as many workers, at most a
+    /// core's worth computing at once), pariter's `readahead`
     /// threads and `parallel_map` workers plus the caller that runs the
     /// last unreplicated map, pipeliner's `with_threads` workers (the
     /// source runs on the first map's).
-    pub fn threads(self, shape: &Shape, cores: usize) -> usize {
+    pub fn threads(self, shape: &Shape, _cores: usize) -> usize {
         let groups = groups(shape);
         let per_group: usize = groups.iter().map(|g| g.replicas).sum();
         match self {
-            Impl::Tidepool | Impl::Crossbeam => per_group,
-            Impl::TidepoolPooled => pooled_workers(shape, cores),
+            Impl::Tidepool | Impl::TidepoolPooled | Impl::TidepoolTyped | Impl::Crossbeam => {
+                per_group
+            }
             Impl::Pariter => {
                 let last_on_caller = groups.len() == 1 || groups[groups.len() - 1].replicas == 1;
                 groups[1..]
@@ -426,10 +437,9 @@ impl Impl {
         let mut done = 0;
         let r = timed(items, || {
             done = match self {
-                Impl::Tidepool => run_tidepool(shape, items, None),
-                Impl::TidepoolPooled => {
-                    run_tidepool(shape, items, Some(pooled_workers(shape, cores())))
-                }
+                Impl::Tidepool => run_tidepool(shape, items, false),
+                Impl::TidepoolPooled => run_tidepool(shape, items, true),
+                Impl::TidepoolTyped => run_typed(shape, items),
                 Impl::Crossbeam => run_crossbeam(shape, items),
                 Impl::Pariter => run_pariter(shape, items),
                 Impl::Pipeliner => run_pipeliner(shape, items),
@@ -440,23 +450,7 @@ impl Impl {
     }
 }
 
-/// The workers a user would give a pooled pipeline of `shape`: one per
-/// core, plus one per blocking stage (a worker blocked in I/O computes
-/// nothing).
-pub fn pooled_workers(shape: &Shape, cores: usize) -> usize {
-    cores
-        + shape
-            .stages
-            .iter()
-            .filter(|s| matches!(s.work, Work::Block(_)))
-            .count()
-}
-
-fn cores() -> usize {
-    tidepool::sys::cores()
-}
-
-fn run_tidepool(shape: &Shape, items: usize, pooled: Option<usize>) -> usize {
+fn run_tidepool(shape: &Shape, items: usize, pooled: bool) -> usize {
     use tidepool_pipeline::{Context, Flow, Order, Pipeline};
     let src = shape.stages[0].work;
     assert!(!shape.stages[0].then, "the source starts the first group");
@@ -495,8 +489,8 @@ fn run_tidepool(shape: &Shape, items: usize, pooled: Option<usize>) -> usize {
             b.stage(s.name, f)
         };
     }
-    if let Some(n) = pooled {
-        b = b.pooled_threads(n);
+    if pooled {
+        b = b.pooled();
     }
     let report = b
         .build()
@@ -507,6 +501,76 @@ fn run_tidepool(shape: &Shape, items: usize, pooled: Option<usize>) -> usize {
         eprintln!("{}", report.to_table());
     }
     report.stages.last().map_or(0, |s| s.items as usize)
+}
+
+/// The same stages as [`run_tidepool`] with typed stages: the source makes
+/// each item (as the iterator peers' sources do), every stage takes it and
+/// hands it on, the last one consumes it.
+fn run_typed(shape: &Shape, items: usize) -> usize {
+    use tidepool_pipeline::{Order, Pipeline, Typed};
+    type Item = Vec<u64>;
+    let src = shape.stages[0].work;
+    let mut made = 0;
+    let mut t: Typed<Item> = Pipeline::typed(shape.name)
+        .source("read", move || {
+            if made == items {
+                return Ok(None);
+            }
+            made += 1;
+            let mut v = vec![0u64; ITEM_WORDS];
+            work(src, &mut v);
+            Ok(Some(v))
+        })
+        .buffers(shape.in_flight);
+    let n = shape.stages.len();
+    let mut group_replicas = 1;
+    for s in &shape.stages[1..n - 1] {
+        let w = s.work;
+        let f = move |mut v: Item| {
+            work(w, &mut v);
+            Ok(v)
+        };
+        if !s.then {
+            group_replicas = s.replicas;
+        }
+        t = if s.then && group_replicas > 1 {
+            t.then_each(s.name, move || f)
+        } else if s.then {
+            t.then(s.name, f)
+        } else if s.replicas > 1 {
+            t.replicated(s.name, s.replicas, move || f)
+                .order(Order::Unordered)
+        } else {
+            t.stage(s.name, f)
+        };
+    }
+    let last = shape.stages[n - 1];
+    let w = last.work;
+    let f = move |mut v: Item| {
+        work(w, &mut v);
+        Ok(())
+    };
+    if !last.then {
+        group_replicas = last.replicas;
+    }
+    let t = if last.then && group_replicas > 1 {
+        t.then_each(last.name, move || f)
+    } else if last.then {
+        t.then(last.name, f)
+    } else if last.replicas > 1 {
+        t.replicated(last.name, last.replicas, move || f)
+            .order(Order::Unordered)
+    } else {
+        t.stage(last.name, f)
+    };
+    let ((), report) = t
+        .build()
+        .expect("valid shape")
+        .run()
+        .expect("no stage fails");
+    // A typed source ends with an empty last buffer (`Flow::End`), which
+    // every stage passes on too.
+    report.stages.last().map_or(0, |s| s.items as usize - 1)
 }
 
 fn run_crossbeam(shape: &Shape, items: usize) -> usize {
@@ -657,6 +721,10 @@ pub struct ImplResult {
     /// items/s over the peer's in the same repeat); empty for a peer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vs_peers: Vec<VsPeer>,
+    /// The typed row against the buffer row (thread per stage), paired per
+    /// repeat: the typed layer's cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_buffer: Option<VsPeer>,
 }
 
 /// One tidepool row against one peer ([`crate::paired`]).
@@ -667,6 +735,35 @@ pub struct VsPeer {
     /// Its per-repeat ratio, summarised.
     #[serde(flatten)]
     pub ratio: Paired,
+    /// What the interval says: `level` when it includes 1.0, `ahead` or
+    /// `behind` when all of it lies on one side, `too few repeats` without
+    /// one (fewer than 6 repeats).
+    pub verdict: &'static str,
+}
+
+/// The verdict of a paired ratio's 95% interval ([`VsPeer::verdict`]).
+pub fn verdict(p: &Paired) -> &'static str {
+    match p.ci95 {
+        None => "too few repeats",
+        Some((lo, _)) if lo > 1.0 => "ahead",
+        Some((_, hi)) if hi < 1.0 => "behind",
+        Some(_) => "level",
+    }
+}
+
+/// Row `row` against row `other`, paired per repeat.
+fn versus(impls: &[Impl], samples: &[Vec<f64>], row: usize, other: usize) -> Option<VsPeer> {
+    let ratios: Vec<f64> = samples[row]
+        .iter()
+        .zip(&samples[other])
+        .filter_map(|(&a, &b)| ratio_higher_better(a, b))
+        .collect();
+    let ratio = paired(&ratios)?;
+    Some(VsPeer {
+        peer: impls[other].name().into(),
+        verdict: verdict(&ratio),
+        ratio,
+    })
 }
 
 /// Each of tidepool's rows against each peer: `samples[i][r]` is
@@ -677,17 +774,7 @@ fn vs_peers(impls: &[Impl], samples: &[Vec<f64>], row: usize) -> Vec<VsPeer> {
     }
     (0..impls.len())
         .filter(|&j| impls[j].is_peer())
-        .filter_map(|j| {
-            let ratios: Vec<f64> = samples[row]
-                .iter()
-                .zip(&samples[j])
-                .filter_map(|(&a, &b)| ratio_higher_better(a, b))
-                .collect();
-            Some(VsPeer {
-                peer: impls[j].name().into(),
-                ratio: paired(&ratios)?,
-            })
-        })
+        .filter_map(|j| versus(impls, samples, row, j))
         .collect()
 }
 
@@ -871,8 +958,14 @@ pub fn run(
                 .collect(),
             _ => Vec::new(),
         };
-        let versus: Vec<Vec<VsPeer>> = (0..impls.len())
+        let vs: Vec<Vec<VsPeer>> = (0..impls.len())
             .map(|i| vs_peers(impls, &samples, i))
+            .collect();
+        let vs_buffer: Vec<Option<VsPeer>> = (0..impls.len())
+            .map(|i| match tp {
+                Some(t) if impls[i] == Impl::TidepoolTyped => versus(impls, &samples, i, t),
+                _ => None,
+            })
             .collect();
         let results = impls
             .iter()
@@ -880,8 +973,9 @@ pub fn run(
             .zip(cpu)
             .zip(sw)
             .zip(vol)
-            .zip(versus)
-            .map(|(((((imp, v), c), w), vo), vs_peers)| {
+            .zip(vs)
+            .zip(vs_buffer)
+            .map(|((((((imp, v), c), w), vo), vs_peers), vs_buffer)| {
                 let m = median(v.iter().copied()).unwrap_or(0.0);
                 let of_decoupled =
                     median(v.iter().zip(&decoupled_ips).map(|(a, d)| a / d)).unwrap_or(0.0);
@@ -896,6 +990,7 @@ pub fn run(
                     of_decoupled,
                     threads: imp.threads(&shape, cores),
                     vs_peers,
+                    vs_buffer,
                 }
             })
             .collect();
@@ -927,7 +1022,8 @@ pub fn run(
 /// The readable table.
 pub fn table(b: &PipelineBench) -> String {
     let mut out = format!(
-        "pipeline: {} items per run, {} in flight, median of {} interleaved repeats, {} cores, load {:.2} → {:.2}\n",
+        "pipeline: {} items per run, {} in flight, median of {} interleaved repeats, {} cores, load {:.2} → {:.2}\n\
+         (\"% of bound\" is reported, not a goal; a row is ahead of or behind a peer only when the 95% interval of its paired per-repeat ratios lies on one side of 1, else level)\n",
         b.items,
         b.in_flight,
         b.repeats,
@@ -987,14 +1083,14 @@ pub fn table(b: &PipelineBench) -> String {
                     String::new()
                 }
             );
-            for v in &r.vs_peers {
+            for v in r.vs_peers.iter().chain(&r.vs_buffer) {
                 let p = &v.ratio;
                 let ci = p.ci95.map_or("too few repeats for 95%".into(), |(lo, hi)| {
                     format!("95% CI {lo:.3}–{hi:.3}")
                 });
                 out += &format!(
-                    "      ÷ {:<22} per repeat: median {:.3} ({ci}); won {}, lost {}; sign test p {:.3}\n",
-                    v.peer, p.median, p.won, p.lost, p.sign_p
+                    "      ÷ {:<24} per repeat: median {:.3} ({ci}): {}; won {}, lost {}; sign test p {:.3}\n",
+                    v.peer, p.median, v.verdict, p.won, p.lost, p.sign_p
                 );
             }
         }
@@ -1028,6 +1124,8 @@ mod tests {
         let json = serde_json::to_value(&v[0]).unwrap();
         assert_eq!(json["peer"], "crossbeam-threads");
         assert!(json["ci95"].is_array() && json["median"].is_number());
+        assert_eq!(json["verdict"], "ahead");
+        assert_eq!(v[1].verdict, "level");
     }
 
     #[test]
@@ -1088,14 +1186,6 @@ mod tests {
         assert_eq!(json["spin_error_pct"], serde_json::json!([1.0, 2.0]));
     }
 
-    /// Pooled mode gets a worker per core, plus one per blocking stage.
-    #[test]
-    fn pooled_workers_are_the_cores_plus_the_blocking_stages() {
-        let s = shapes(2);
-        let w: Vec<usize> = s.iter().map(|x| pooled_workers(x, 2)).collect();
-        assert_eq!(w, [2, 2, 4, 2, 2]);
-    }
-
     /// Each row's thread count follows its implementation's mapping.
     #[test]
     fn thread_counts_follow_each_mapping() {
@@ -1104,7 +1194,8 @@ mod tests {
         // balanced, slow-replicated, blocking, balanced-multistage, slow-multistage
         assert_eq!(count(Impl::Tidepool), [4, 4, 3, 2, 3]);
         assert_eq!(count(Impl::Crossbeam), [4, 4, 3, 2, 3]);
-        assert_eq!(count(Impl::TidepoolPooled), [2, 2, 4, 2, 2]);
+        assert_eq!(count(Impl::TidepoolPooled), [4, 4, 3, 2, 3]);
+        assert_eq!(count(Impl::TidepoolTyped), [4, 4, 3, 2, 3]);
         assert_eq!(count(Impl::Pariter), [4, 4, 3, 2, 2]);
         assert_eq!(count(Impl::Pipeliner), [3, 3, 2, 2, 2]);
     }

@@ -1,0 +1,555 @@
+//! Pooled execution: any worker runs any stage (oneTBB `parallel_pipeline`
+//! style) instead of a thread per stage, on workers that follow the stages'
+//! measured blocking share (`pooled`) or on a fixed number of them
+//! (`pooled_threads`).
+//!
+//! # Why
+//!
+//! With a thread per stage, a pipeline of four stages on two cores pays a
+//! context switch per hand-off, and the kernel may leave a woken stage
+//! thread queued behind a busy one while the other core idles. Here a
+//! hand-off is a push under a lock: the worker that finishes a buffer in
+//! one stage usually runs the next stage on it itself, and a worker parks
+//! only when nothing at all is runnable.
+//!
+//! # Model
+//!
+//! A thread group (a stage and the stages fused to it with `then` or
+//! `then_each`, or the source and its fused stages) is a *task kind*. A
+//! group has as many *instances* as it has replicas (one unless
+//! replicated); an instance holds the group's stage states. A task is one
+//! instance taking one batch (`repeat` buffers, fewer for the stream's
+//! tail) from the group's input: the source group's input is the free
+//! pool, every other group's the previous group's output. So every group
+//! runs at most its replica count of batches at once and, with one
+//! instance, one batch at a time in input order, exactly as its threads
+//! would. An ordered replicated group's outputs pass through a reorder
+//! ring keyed by input index, as in thread-per-stage mode. The last-buffer
+//! notice goes with the pop that takes a group's `total`-th buffer, where
+//! `total` is the stream's round count, set by the source's task before it
+//! conveys its last buffer (every group sees every round: pooled pipelines
+//! have no forks). The run ends when the last group has conveyed `total`
+//! buffers, or at the first failure.
+//!
+//! # Scheduling
+//!
+//! One lock guards the whole run's state (the inputs, idle instances, the
+//! free pool and the counters; "Layout" below): a task takes it once to start (pick) and
+//! once to finish (convey its buffers, give its instance back), and the
+//! finishing worker picks its next task in the same critical section. A
+//! worker picks the most downstream runnable group first: that frees
+//! buffers and keeps the stream drained; the source comes last.
+//!
+//! **Blocking and computing workers.** Each group's user code is sampled,
+//! as a stage thread's is (`running.rs`, [`Blocking`]: one call in
+//! `SAMPLE`, by the thread's voluntary context switches), and marked
+//! *blocking* or *computing*. While a spare worker is parked (one with no
+//! wake-up on its way), a worker that has just finished a task keeps to
+//! what it was doing: the same group if it is runnable again, else the most
+//! downstream runnable group of the same kind; if there is none, it wakes
+//! the spare for the other kind and parks. Without a spare it keeps a
+//! blocking group that is runnable again (an I/O stage issues its next call
+//! at once, as its own thread would), and otherwise takes any task,
+//! downstream first. So with the cores plus one worker per blocking
+//! stage, the blocking stages settle on workers of their own that mostly
+//! sleep in I/O, the way stage threads would, and the computing stages on
+//! the others. Measured (`docs/benchmarks.md`): when a worker
+//! also ran the compute stage between its reads or writes, each 200 µs
+//! sleep took ~290 µs instead of ~270 µs (the worker woke from it later),
+//! and the blocking shape reached 86–90% of its bound instead of 93–98%.
+//!
+//! # Sleeping and waking (why no wake-up is lost, and none is wasted)
+//!
+//! A worker parks (waits on the run's condition variable, counted in
+//! `parked`) only after it has found, under the lock, that nothing is
+//! runnable for it. Work becomes runnable only under the lock, by a worker
+//! finishing a task (or by the end of the run): so a parked worker never
+//! misses runnable work that existed when it parked.
+//!
+//! A worker that declines the runnable tasks (they are of the other kind,
+//! above) wakes a spare worker first, so it parks only with a wake-up on
+//! its way to the work it left; a woken worker has no kind and takes any
+//! task.
+//!
+//! A worker that leaves the lock holding a task wakes one more worker if,
+//! after its own pick, something is still runnable, a worker is parked and
+//! no wake-up is already on its way (`parked > notified`; `notified` counts
+//! wake-ups issued and not yet taken by a returning waiter, so it never
+//! exceeds `parked`). The woken worker does the same after its own pick:
+//! wake-ups chain, one per runnable task, and never more than the work
+//! needs (no thundering herd). That gives the invariant the `loom` model
+//! checks at every such release: *if something is runnable and a worker
+//! is parked, a wake-up is on its way.* A worker that finishes a task and
+//! finds exactly one runnable task takes it itself and wakes nobody: the
+//! common hand-off costs no wake-up at all.
+//!
+//! **A spin before parking.** When nothing at all is runnable and there
+//! are no more workers than cores, a worker first watches, without the
+//! lock, a counter that every finished task bumps while a worker spins
+//! (`epoch`; the spinners are counted under the lock, so that a task
+//! finished with nobody spinning touches no line of it), for at most
+//! [`SPIN`] once per park; if it moves, the worker takes the lock and looks
+//! again. This is outside the protocol: a spinning worker is not parked,
+//! decides nothing from what it saw, and parks, if it does, only after
+//! looking again under the lock. It saves the park and wake-up when the
+//! other workers' tasks are about to make work runnable (a pipeline mapped
+//! onto as many groups as cores, `then`), and it never takes a core from a
+//! worker of the same run (there are no more workers than cores). Not under
+//! `loom` (whose model is the protocol).
+//!
+//! **Scheduling classes.** A wake-up must not cost the worker that issues
+//! it. On Linux a woken thread may preempt its waker when the kernel puts
+//! it on the waker's CPU (EEVDF's wake-up preemption), and on a loaded
+//! machine it often does. Measured (`docs/notebook/pipelines.md`), on the blocking shape: the reader, having conveyed its buffer and
+//! woken a spare for the compute stage, lost its CPU to that spare for the
+//! whole 60 µs compute call before it could issue its next read in 14% of
+//! the items (14–20 µs per item on average, on the limiting stage); on two
+//! workers for two fused compute groups, when another process held a core,
+//! the same preemption cost a context switch per item. So a worker runs computing groups, and
+//! waits parked, in `SCHED_BATCH` (the kernel's class for CPU-bound
+//! threads: one that wakes never preempts the running thread, it takes a
+//! free CPU or waits for the running one's slice to end), and takes
+//! `SCHED_OTHER` back to run a blocking group, so that the end of an I/O
+//! call still preempts a computing worker, as a stage thread's would. A
+//! worker switches only when the kind of its task changes, and before it
+//! parks, always outside the lock (a worker that switched before parking
+//! looks again, as after a spin); the workers mostly keep to their kinds
+//! (above): 6% of the tasks changed kind on the blocking shape. This
+//! decides which thread the kernel runs first, never what the protocol
+//! decides; under `loom` the switches are bookkeeping only, so that the
+//! model covers the lock let go and taken again before a park. Workers
+//! switch only when the thread calling `run` is in `SCHED_OTHER`, the
+//! default: a caller that chose a class keeps it for
+//! every worker. The calling thread (worker 0) gets `SCHED_OTHER` back at
+//! the end; a switch the OS refuses turns switching off for that worker.
+//!
+//! The end (done or failed) wakes every parked worker (`notify_all`), and a
+//! worker checks for it under the lock before it parks, so every worker
+//! returns. A worker that returns from its wait takes one pending wake-up
+//! (whichever worker it was meant for), and looks again.
+//!
+//! # Layout
+//!
+//! A hand-off moves as few cache lines between cores as it can. The lock
+//! word and the run's scalars (`next_round`, `total`, `parked`,
+//! `notified`, the spinner count, a failed flag) fill one line of their
+//! own. Each group's counters (its input ring's head and length,
+//! `popped`, `items`, idle-instance count, reorder position, kind) are 32
+//! bytes, two groups to a line. The queues carry small ids, not buffers or
+//! instances: every group's input ring, idle-instance stack and reorder
+//! ring, and the free stack, are regions of one packed id array. So a pick
+//! or a completion writes a few bytes on three or four lines, and scanning
+//! every group for runnable work reads one line per two groups.
+//!
+//! Buffers and instances stay in place, in slabs indexed by id; each entry
+//! has a lock of its own, never contended: an id is in exactly one place at
+//! a time — a queue, or the batch of the one task that took it under the
+//! run's lock — and only that task locks the entry, after letting go of the
+//! run's lock and before handing the id on under it. Cold things are off
+//! the hot lines: the error (the flag says the run failed), the workers'
+//! idle and CPU time (per worker, summed at the end), the depth samples
+//! (recorded by the instance that ran the pick, with the clock read that
+//! starts the task, and merged by time at the end). A worker keeps its
+//! batch in a vector of its own: a task allocates nothing.
+//!
+//! # Blocking stages: the worker count sizes itself
+//!
+//! A worker blocked in a stage's I/O is a worker lost to the others: with
+//! as many workers as cores, two blocking stages can leave no worker to
+//! compute. So without a fixed count ([`crate::Builder::pooled`]) the run
+//! starts one worker per group instance (no more tasks can run at once)
+//! and lets at most one *computing* task per core run at a time: the
+//! workers that run tasks are the cores plus one per task blocked in a
+//! blocking group, which is the count a user would set by hand
+//! (`pooled_threads(cores + blocking stages)`), following each group's
+//! measured kind as it changes. The rest stay parked.
+//!
+//! The protocol change is one rule: **a computing group is runnable only
+//! while fewer than `compute` computing tasks run** (`compute`: the cores;
+//! no limit with `pooled_threads`). The running computing tasks are counted
+//! from the groups' counters under the lock (a group's instances not idle,
+//! for the groups marked computing), so the rule needs no state of its own
+//! and every decision above reads it under the lock, as it reads the other
+//! conditions of runnability. Nothing else changes: the invariant *if
+//! something is runnable and a worker is parked, a wake-up is on its way*
+//! holds with this `runnable`, because the count falls only when a task
+//! completes, under the lock, and the completing worker then picks and
+//! wakes as for any completion (it takes the freed place itself, or wakes a
+//! spare for it). A group whose kind changes at a completion is likewise
+//! judged in that critical section. The `loom` models
+//! `loom_pooled_self_sizing_*` run the real executor with the limit at one
+//! computing task and a blocking group beside two computing ones.
+//!
+//! The spin before parking stays off when there are more workers than
+//! cores (a spinning worker could hold a core a blocking worker wakes to).
+//!
+//! # What differs from thread-per-stage mode
+//!
+//! A stage's `init` runs on the thread that calls `run`, for every
+//! instance, before any worker starts; `cleanup` runs there too, after
+//! every worker has been joined. `process` runs on whichever worker holds
+//! the instance (stages are `Send`). Stages never wait in this mode, so the
+//! report's wait columns are zero; the workers' idle time (parked with
+//! nothing runnable) and CPU time are in the report's notes.
+
+mod state;
+mod worker;
+
+use std::ops::DerefMut;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::builder::{Builder, Order, Replicas, Workers};
+use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
+use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
+use crate::running::Blocking;
+use crate::stop::Stopper;
+use crate::sync::{lock, Condvar, Mutex, MutexGuard};
+use crate::sys::SchedClass;
+
+use state::{Buf, Counters, GroupRt, Inst, Packed, State, NONE};
+use worker::{Cold, Shared};
+#[allow(clippy::type_complexity)]
+fn make_instances<B: Send + 'static>(
+    name: &str,
+    spec: &mut Builder<B>,
+    groups: &[GroupRt],
+) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
+    let err = |stage: &str, step, cause| PipelineError {
+        pipeline: name.to_string(),
+        stage: stage.to_string(),
+        round: None,
+        step,
+        cause,
+    };
+    let mut source = spec.source.take().map(|(_, s)| s);
+    let mut all = Vec::with_capacity(groups.len());
+    for (g, (gs, rt)) in spec.groups.iter().zip(groups).enumerate() {
+        let mut insts = Vec::with_capacity(rt.instances);
+        for replica in 0..rt.instances {
+            let mut stages = Vec::with_capacity(gs.stages.len());
+            for s in &gs.stages {
+                let made = catch_unwind(AssertUnwindSafe(|| {
+                    (s.make.lock().unwrap_or_else(|p| p.into_inner()))()
+                }));
+                match made {
+                    Ok(st) => stages.push(st),
+                    Err(p) => {
+                        all.push(insts);
+                        let c = Cause::Panicked(panic_message(&*p));
+                        return (all, Some(err(&s.name, Step::Init, c)));
+                    }
+                }
+            }
+            insts.push(Inst {
+                source: if g == 0 { source.take() } else { None },
+                stages,
+                replica,
+                inited: 0,
+                busy: vec![Duration::ZERO; rt.stage_names.len()],
+                blocking: Blocking::default(),
+                depth: DepthSeries::new(),
+            });
+        }
+        all.push(insts);
+    }
+    for (insts, rt) in all.iter_mut().zip(groups) {
+        for inst in insts.iter_mut() {
+            let mut names = rt.stage_names.iter();
+            if let Some(src) = inst.source.as_mut() {
+                let n = names.next().expect("the source's name");
+                if let Err(c) = guarded(|| src.init()) {
+                    return (all, Some(err(n, Step::Init, c)));
+                }
+                inst.inited += 1;
+            }
+            for (st, n) in inst.stages.iter_mut().zip(names) {
+                if let Err(c) = guarded(|| st.init()) {
+                    return (all, Some(err(n, Step::Init, c)));
+                }
+                inst.inited += 1;
+            }
+        }
+    }
+    (all, None)
+}
+
+/// `cleanup` every instance whose `init` ran (its stages in order, then
+/// the source, as a stage thread does); returns the first failure.
+fn cleanup<B, I: DerefMut<Target = Inst<B>>>(
+    name: &str,
+    all: &mut [Vec<I>],
+    groups: &[GroupRt],
+) -> Option<PipelineError> {
+    let mut first = None;
+    for (insts, rt) in all.iter_mut().zip(groups) {
+        for inst in insts.iter_mut() {
+            let inst: &mut Inst<B> = inst;
+            let off = usize::from(inst.source.is_some());
+            let stages_inited = inst.inited.saturating_sub(off);
+            for (i, st) in inst.stages.iter_mut().take(stages_inited).enumerate() {
+                if let Err(c) = guarded(|| st.cleanup()) {
+                    first.get_or_insert(PipelineError {
+                        pipeline: name.to_string(),
+                        stage: rt.stage_names[off + i].clone(),
+                        round: None,
+                        step: Step::Cleanup,
+                        cause: c,
+                    });
+                }
+            }
+            if let (Some(src), true) = (inst.source.as_mut(), inst.inited > 0) {
+                if let Err(c) = guarded(|| src.cleanup()) {
+                    first.get_or_insert(PipelineError {
+                        pipeline: name.to_string(),
+                        stage: rt.stage_names[0].clone(),
+                        round: None,
+                        step: Step::Cleanup,
+                        cause: c,
+                    });
+                }
+            }
+        }
+    }
+    first
+}
+
+/// Spawn a worker thread (a `loom` thread under the model).
+fn spawn(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<crate::sync::JoinHandle<()>> {
+    #[cfg(loom)]
+    {
+        let _ = name;
+        Ok(loom::thread::spawn(f))
+    }
+    #[cfg(not(loom))]
+    {
+        std::thread::Builder::new().name(name.to_string()).spawn(f)
+    }
+}
+
+/// Run a checked pooled pipeline on its workers (the calling thread is one
+/// of them).
+pub(crate) fn run<B: Send + 'static>(
+    mut spec: Builder<B>,
+    workers: Workers,
+) -> Result<Report, PipelineError> {
+    let start = Instant::now();
+    let name = spec.name.clone();
+    let (count, mut make) = spec.buffers.take().expect("validated");
+    let src_name = spec.source.as_ref().expect("validated").0.clone();
+    // The id regions, group by group: input ring, idle stack, reorder ring.
+    let mut at = 0;
+    let groups: Vec<GroupRt> = spec
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(g, gs)| {
+            let mut stage_names: Vec<String> = Vec::with_capacity(gs.stages.len() + 1);
+            if g == 0 {
+                stage_names.push(src_name.clone());
+            }
+            stage_names.extend(gs.stages.iter().map(|s| s.name.clone()));
+            let instances = match gs.replicas {
+                Replicas::Fixed(n) => n,
+                Replicas::Sized { .. } => unreachable!("refused by build()"),
+            };
+            let ordered = instances > 1 && gs.order == Order::Ordered;
+            let ring = at;
+            let idle = ring + count;
+            let reorder = idle + instances;
+            at = reorder + if ordered { count } else { 0 };
+            GroupRt {
+                name: stage_names.join("+"),
+                stage_names,
+                repeat: gs.repeat.max(1),
+                ordered,
+                instances,
+                ring,
+                idle,
+                reorder,
+            }
+        })
+        .collect();
+    // A worker per instance: no more tasks can run at once.
+    let (workers, compute) = match workers {
+        Workers::Fixed(n) => (n, usize::MAX),
+        Workers::Sized { compute } => {
+            let instances: usize = groups.iter().map(|g| g.instances).sum();
+            (instances.clamp(1, usize::from(u16::MAX)), compute.max(1))
+        }
+    };
+    let (mut insts, error) = make_instances(&name, &mut spec, &groups);
+    if let Some(e) = error {
+        let mut refs: Vec<Vec<&mut Inst<B>>> =
+            insts.iter_mut().map(|g| g.iter_mut().collect()).collect();
+        cleanup(&name, &mut refs, &groups);
+        return Err(e);
+    }
+    let bufs = (0..count)
+        .map(|_| {
+            Mutex::new(Buf {
+                buf: make(),
+                round: 0,
+                empty: false,
+            })
+        })
+        .collect();
+    let mut ids = Packed::new(at, NONE);
+    let mut counters = Packed::new(groups.len(), Counters::default());
+    for (g, rt) in groups.iter().enumerate() {
+        for i in 0..rt.instances {
+            ids[rt.idle + i] = i as u32; // validated: fewer than u32::MAX
+        }
+        counters[g] = Counters {
+            idle: rt.instances as u16, // validated: at most u16::MAX
+            // Blocking until sampled; under `loom` (which samples nothing)
+            // the kinds alternate, so that the model covers declining.
+            blocks: !cfg!(loom) || g % 2 == 1,
+            ..Counters::default()
+        };
+    }
+    // Every buffer starts in the free stack (group 0's ring).
+    for i in 0..count {
+        ids[groups[0].ring + i] = i as u32;
+    }
+    counters[0].len = count as u32;
+    let shared = Arc::new(Shared {
+        state: CachePadded::new(Mutex::new(State {
+            next_round: 0,
+            total: u64::MAX,
+            groups: counters,
+            ids,
+            parked: 0,
+            notified: 0,
+            spinning: 0,
+            failed: false,
+        })),
+        name: name.clone(),
+        groups,
+        width: count,
+        cv: Condvar::new(),
+        start,
+        bufs,
+        insts: insts
+            .into_iter()
+            .map(|g| g.into_iter().map(Mutex::new).collect())
+            .collect(),
+        cold: Mutex::new(Cold {
+            error: None,
+            idle: Duration::ZERO,
+            cpu: Some(Duration::ZERO),
+        }),
+        stopper: Stopper::new(spec.stop.clone(), spec.deadline),
+        epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
+        spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
+        compute,
+        classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
+    });
+    let mut handles = Vec::with_capacity(workers.saturating_sub(1));
+    for i in 1..workers {
+        let sh = shared.clone();
+        match spawn(
+            &format!("{}-w{i}", name.chars().take(10).collect::<String>()),
+            move || sh.worker_guarded(),
+        ) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                let mut s = lock(&shared.state);
+                shared.fail(&mut s, crate::error::spawn_error(&name, "pooled worker", e));
+                drop(s);
+                shared.cv.notify_all();
+                break;
+            }
+        }
+    }
+    shared.worker_guarded();
+    if shared.classes && !cfg!(loom) {
+        // The calling thread was worker 0: back to its own class.
+        let _ = crate::sys::set_sched_class(SchedClass::Other);
+    }
+    for h in handles {
+        if h.join().is_err() {
+            let e = shared.err(
+                &name,
+                None,
+                Step::Process,
+                Cause::Panicked("internal: a pooled worker panicked".into()),
+            );
+            let mut s = lock(&shared.state);
+            shared.fail(&mut s, e);
+        }
+    }
+    // Every worker has returned: every instance is idle, in place.
+    let s = lock(&shared.state);
+    let mut retired: Vec<Vec<MutexGuard<'_, Inst<B>>>> = shared
+        .insts
+        .iter()
+        .map(|g| g.iter().map(lock).collect())
+        .collect();
+    let cleanup_error = cleanup(&name, &mut retired, &shared.groups);
+    let mut cold = lock(&shared.cold);
+    if let Some(e) = cold.error.take().or(cleanup_error) {
+        return Err(e);
+    }
+    let elapsed = start.elapsed();
+    let stages = shared
+        .groups
+        .iter()
+        .zip(&mut retired)
+        .enumerate()
+        .map(|(g, (rt, insts))| {
+            let mut busy_by = vec![Duration::ZERO; rt.stage_names.len()];
+            let mut depth = Vec::new();
+            for i in insts.iter_mut() {
+                for (t, b) in busy_by.iter_mut().zip(&i.busy) {
+                    *t += *b;
+                }
+                depth.append(&mut i.depth.points);
+            }
+            // The instances' samples, merged by time.
+            depth.sort_by(|a, b| a.0.total_cmp(&b.0));
+            StageReport {
+                name: rt.name.clone(),
+                pipelines: vec![name.clone()],
+                threads: rt.instances,
+                items: s.groups[g].items,
+                busy: busy_by.iter().sum(),
+                busy_by_stage: rt.stage_names.iter().cloned().zip(busy_by).collect(),
+                wait_input: Duration::ZERO,
+                wait_output: Duration::ZERO,
+                cpu: None,
+                depth,
+                priority: None,
+                sizes: Vec::new(),
+            }
+        })
+        .collect();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let note = format!(
+        "pooled: {workers} workers ran every stage (stages do not wait in this mode: the \
+         wait columns are 0); the workers were idle {:.1} ms in all (parked with nothing \
+         runnable){}",
+        ms(cold.idle),
+        cold.cpu
+            .map(|c| format!(" and used {:.1} ms of CPU", ms(c)))
+            .unwrap_or_default()
+    );
+    Ok(Report {
+        elapsed,
+        pipelines: vec![PipelineReport {
+            name,
+            rounds: s.next_round,
+            buffers: count,
+            stopped: shared.stopper.stopped(),
+        }],
+        stages,
+        notes: vec![note],
+        cores: tidepool::sys::cores(),
+    })
+}
