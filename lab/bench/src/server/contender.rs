@@ -119,7 +119,14 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_ones_name_the_option() {
-        for name in ["auto", "watermark", "hill-climb", "fixed:8", "tpr", "tokio"] {
+        for name in [
+            "auto",
+            "watermark:3..100",
+            "hill-climb",
+            "fixed:8",
+            "tpr",
+            "tokio",
+        ] {
             assert_eq!(name.parse::<Contender>().unwrap().to_string(), name);
         }
         assert_eq!(
