@@ -3,7 +3,7 @@
 //! Needs PostgreSQL and wrk (scripts/setup.sh installs them).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
-fn assert_removed(dir: &PathBuf, port: u16, pid: i32) {
+fn assert_removed(dir: &Path, port: u16, pid: i32) {
     assert!(!dir.exists(), "{} was left behind", dir.display());
     let left = processes_mentioning(&dir.display().to_string());
     assert!(left.is_empty(), "processes left: {left:?}");

@@ -138,13 +138,14 @@ mod tests {
 
     #[test]
     fn stop_process_ends_a_child_that_ignores_the_signal() {
-        let child = Command::new("sh")
-            .args(["-c", "trap '' INT; sleep 30"])
+        let mut child = Command::new("sh")
+            .args(["-c", "trap '' INT; exec sleep 30"])
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let pid = child.id() as i32;
         assert!(!stop_process(pid, libc::SIGINT, Duration::from_millis(200)));
         assert!(!alive(pid));
+        assert!(child.wait().is_err(), "stop_process reaps it");
     }
 }
