@@ -131,6 +131,10 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
     };
     assert!(row("fixed:2")["db_connections"].as_u64().unwrap() <= 2);
     assert!(row("tpr")["db_connections"].as_u64().unwrap() > 8);
+    // Tidepool pools report what they saw; the others have no such view.
+    assert!(row("auto")["pool"]["target_end"].as_u64().unwrap() >= 1);
+    assert!(row("auto")["pool"]["phi"].is_f64());
+    assert!(row("tokio")["pool"].is_null() && row("tpr")["pool"].is_null());
 }
 
 #[test]

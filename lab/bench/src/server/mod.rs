@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release -p tidepool-bench -- server                # table
 //! cargo run --release -p tidepool-bench -- server --json         # JSON
+//! cargo run --release -p tidepool-bench -- server --out s.json  # table, and JSON to a file
 //! cargo run --release -p tidepool-bench -- server --quick --json # CI smoke run
 //! ```
 //!
@@ -44,7 +45,7 @@ use contender::Contender;
 use db::{Database, DbOptions};
 use handlers::{Endpoint, Handlers};
 use load::Mix;
-use report::{Phase, Row, Run};
+use report::{Phase, PoolView, Row, Run};
 use service::Service;
 
 /// Options of `server`.
@@ -96,6 +97,9 @@ pub struct ServerArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON object to this file (created before the run).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
@@ -163,6 +167,13 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
     if !command_exists("wrk") {
         return Err("wrk not found: run scripts/setup.sh (Debian package `wrk`)".into());
     }
+    let mut out = match &args.out {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map_err(|e| format!("--out: cannot create {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     cleanup::on_sigint()?;
     let load_before = load_average();
 
@@ -236,11 +247,12 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         },
         phases,
     };
+    let json = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    if let Some(file) = &mut out {
+        writeln!(file, "{json}").map_err(|e| format!("--out: {e}"))?;
+    }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        println!("{json}");
     } else {
         println!(
             "server benchmark: {} s phases, {} repeats, load average {:?} → {:?}; \
@@ -306,6 +318,7 @@ fn run_group(
             procfs::own_cpu(),
             procfs::tree_cpu(db.pid()),
         );
+        let pool_before = service.pool().map(|p| p.stats());
         let peak = AtomicUsize::new(0);
         let done = AtomicBool::new(false);
         let load = std::thread::scope(|s| {
@@ -339,9 +352,53 @@ fn run_group(
             db_connections: service.db_connections() - before.1,
             service_cpu_s: (procfs::own_cpu().saturating_sub(before.2)).as_secs_f64(),
             db_cpu_s: (procfs::tree_cpu(db.pid()).saturating_sub(before.3)).as_secs_f64(),
+            pool: service
+                .pool()
+                .zip(pool_before)
+                .map(|(p, b)| pool_view(p, &b)),
         });
     }
     Ok(out)
+}
+
+/// What `pool` saw and decided since `before`.
+fn pool_view(pool: &tidepool::Pool, before: &tidepool::PoolStats) -> PoolView {
+    let now = pool.stats();
+    let window = now.since(before);
+    let busy = window.service.total().as_secs_f64();
+    let share = |d: Option<Duration>| d.filter(|_| busy > 0.0).map(|d| d.as_secs_f64() / busy);
+    let mut reasons: Vec<(String, usize)> = Vec::new();
+    let raises: Vec<_> = pool
+        .decisions()
+        .into_iter()
+        .filter(|d| d.at >= before.elapsed && d.new_target > d.old_target)
+        .collect();
+    for d in &raises {
+        // The reason's words, without the numbers that differ every time.
+        let key: String = d
+            .reason
+            .chars()
+            .take_while(|c| !c.is_ascii_digit())
+            .collect();
+        let key = format!(
+            "{:?}: {}",
+            d.trigger,
+            key.trim_end_matches([' ', '(', '=', ':'])
+        );
+        match reasons.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((key, 1)),
+        }
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+    PoolView {
+        target_end: now.target_size,
+        spawn_limit_end: now.spawn_limit,
+        phi: share(window.worker_cpu_time),
+        run_delay_share: share(window.worker_run_delay),
+        raises: raises.len(),
+        top_raise: reasons.first().map(|(k, n)| format!("{k} ({n})")),
+    }
 }
 
 /// One request to every endpoint; all must answer 200.

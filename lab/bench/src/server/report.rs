@@ -32,6 +32,26 @@ pub struct Run {
     pub service_cpu_s: f64,
     /// CPU seconds of the database's processes during the phase.
     pub db_cpu_s: f64,
+    /// What a tidepool pool saw and decided (absent for tpr and tokio).
+    pub pool: Option<PoolView>,
+}
+
+/// A tidepool pool's own view of a phase: why it sized itself as it did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PoolView {
+    /// Target size at the end of the phase.
+    pub target_end: usize,
+    /// Spawn limit at the end of the phase.
+    pub spawn_limit_end: usize,
+    /// The workers' CPU time over their busy (task) time: the compute share
+    /// the pool sees; the database's CPU is not in it.
+    pub phi: Option<f64>,
+    /// The workers' run delay over their busy time (waiting for a core).
+    pub run_delay_share: Option<f64>,
+    /// Decisions that raised the target during the phase.
+    pub raises: usize,
+    /// The most frequent reason among those raises, with its count.
+    pub top_raise: Option<String>,
 }
 
 /// A contender's result in a phase: medians over the repeats.
@@ -70,6 +90,8 @@ pub struct Row {
     pub ratio_to_oracle: Option<f64>,
     /// p99 ÷ the oracle's p99.
     pub p99_ratio_to_oracle: Option<f64>,
+    /// The pool's own view, from the first repeat (tidepool pools only).
+    pub pool: Option<PoolView>,
 }
 
 /// The best static size of a phase.
@@ -125,6 +147,7 @@ impl Row {
             db_cpu_s: m(|r| r.db_cpu_s),
             ratio_to_oracle: None,
             p99_ratio_to_oracle: None,
+            pool: runs.first().and_then(|r| r.pool.clone()),
         }
     }
 }

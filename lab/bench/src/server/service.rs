@@ -125,6 +125,14 @@ impl Service {
         self.dispatch.counts()
     }
 
+    /// The tidepool pool running the handlers, if it is one.
+    pub fn pool(&self) -> Option<&tidepool::Pool> {
+        match &*self.dispatch {
+            Dispatch::Executor(e) => e.pool(),
+            Dispatch::SpawnBlocking(_) => None,
+        }
+    }
+
     /// Database connections opened so far.
     pub fn db_connections(&self) -> u64 {
         self.handlers.opened()
