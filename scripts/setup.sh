@@ -22,6 +22,9 @@ apt_need valgrind valgrind   # the C API's programs run under memcheck (tidepool
 apt_need pkg-config pkgconf # the C API's pkg-config file is tested
 apt_need python3 python3     # scripts/msrv.py
 apt_need nats-server nats-server # the distributed pool's broker (tidepool-cluster tests and demos)
+# the server benchmark's database (tidepool-bench server): its programs are not on the PATH
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
+apt_need wrk wrk             # the server benchmark's load generator
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -19,6 +19,7 @@
 //! their own: [`pipeline`] (tidepool-pipeline against peer pipeline crates)
 //! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test);
 //! [`paired`] summarises a tidepool row against each peer, per repeat.
+//! [`server`] runs a real HTTP service over a real PostgreSQL under `wrk`.
 #![warn(missing_docs)]
 
 pub mod cmd_pipeline;
@@ -29,6 +30,7 @@ pub mod pipeline;
 pub mod report;
 pub mod roysden;
 pub mod scenario;
+pub mod server;
 pub mod subject;
 pub mod subjects;
 pub mod welch;

@@ -5,6 +5,7 @@
 //! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
 //! cargo run --release -p tidepool-bench -- snapshot            # cost of Pool::stats
 //! cargo run --release -p tidepool-bench -- soak --duration 600  # RSS over a long run
+//! cargo run --release -p tidepool-bench -- server --quick      # HTTP + PostgreSQL + wrk
 //! ```
 
 use std::time::{Duration, Instant};
@@ -40,6 +41,9 @@ enum Command {
     Roysden(tidepool_bench::cmd_pipeline::RoysdenArgs),
     /// Soak: a pool at a steady rate for a long time, RSS sampled (JSON).
     Soak(tidepool_bench::cmd_soak::SoakArgs),
+    /// A real HTTP service over a real PostgreSQL under wrk: tidepool's
+    /// policies against static sizes, thread-per-request and tokio.
+    Server(tidepool_bench::server::ServerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -333,5 +337,11 @@ fn main() {
         Command::Pipeline(args) => tidepool_bench::cmd_pipeline::pipeline(args),
         Command::Roysden(args) => tidepool_bench::cmd_pipeline::roysden(args),
         Command::Soak(args) => tidepool_bench::cmd_soak::soak(args),
+        Command::Server(args) => {
+            if let Err(e) = tidepool_bench::server::server(args) {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

@@ -1,0 +1,147 @@
+//! The contenders: what runs the service's handlers. A tidepool pool under a
+//! policy spec (`auto`, `watermark`, `hill-climb`, `fixed:K`, …),
+//! thread-per-request (`tpr`), or tokio's `spawn_blocking` (`tokio`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use tidepool::error::SubmitError;
+use tidepool::policy::PolicySpec;
+use tidepool::{Executor, ExecutorCounts, Job, Pool, ThreadPerRequest};
+
+use super::handlers::close_connection;
+
+use super::service::{Dispatch, ThreadGauge};
+
+/// One contender, by the name it has in reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Contender {
+    /// A tidepool pool (static for `fixed:K`), or thread-per-request for `tpr`.
+    Tidepool(PolicySpec),
+    /// tokio's default blocking pool, through `spawn_blocking`.
+    Tokio,
+}
+
+impl Contender {
+    /// The executor the service dispatches to; adaptive pools get
+    /// `1..=max_threads` workers.
+    pub fn dispatch(&self, max_threads: usize) -> Result<Dispatch, String> {
+        let spec = match self {
+            Contender::Tokio => {
+                return Ok(Dispatch::SpawnBlocking(Arc::new(ThreadGauge::default())))
+            }
+            Contender::Tidepool(PolicySpec::ThreadPerRequest) => {
+                return Ok(Dispatch::Executor(Arc::new(ClosingTpr(
+                    ThreadPerRequest::new(),
+                ))))
+            }
+            Contender::Tidepool(spec) => spec,
+        };
+        let builder = match spec {
+            PolicySpec::Fixed(n) => Pool::builder().threads(*n),
+            _ => Pool::builder()
+                .min_threads(1)
+                .max_threads(max_threads)
+                .policy_spec(&spec.to_string())
+                .map_err(|e| e.to_string())?,
+        };
+        let pool = builder
+            .name("server")
+            .on_thread_stop(close_connection)
+            .build()
+            .map_err(|e| format!("cannot build the pool for {self}: {e}"))?;
+        Ok(Dispatch::Executor(Arc::new(pool)))
+    }
+
+    /// Whether this is a static pool (a candidate for the oracle).
+    pub fn fixed_size(&self) -> Option<usize> {
+        match self {
+            Contender::Tidepool(PolicySpec::Fixed(n)) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+/// Thread-per-request whose threads close their database connection after
+/// their one job (see [`close_connection`]).
+struct ClosingTpr(ThreadPerRequest);
+
+impl Executor for ClosingTpr {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
+        struct Close;
+        impl Drop for Close {
+            fn drop(&mut self) {
+                close_connection(); // also when the job panics
+            }
+        }
+        self.0.execute_job(Box::new(move || {
+            let _close = Close;
+            job();
+        }))
+    }
+    fn counts(&self) -> ExecutorCounts {
+        self.0.counts()
+    }
+    fn wait_idle(&self) {
+        self.0.wait_idle()
+    }
+}
+
+impl fmt::Display for Contender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Contender::Tidepool(spec) => write!(f, "{spec}"),
+            Contender::Tokio => f.write_str("tokio"),
+        }
+    }
+}
+
+impl FromStr for Contender {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("tokio") {
+            return Ok(Contender::Tokio);
+        }
+        PolicySpec::parse(s)
+            .map(Contender::Tidepool)
+            .map_err(|e| format!("--contenders: {e}; or `tokio` (spawn_blocking)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_ones_name_the_option() {
+        for name in [
+            "auto",
+            "watermark:3..100",
+            "hill-climb",
+            "fixed:8",
+            "tpr",
+            "tokio",
+        ] {
+            assert_eq!(name.parse::<Contender>().unwrap().to_string(), name);
+        }
+        assert_eq!(
+            "fixed:8".parse::<Contender>().unwrap().fixed_size(),
+            Some(8)
+        );
+        let err = "fixed:0".parse::<Contender>().unwrap_err();
+        assert!(err.starts_with("--contenders:"), "{err}");
+    }
+
+    #[test]
+    fn every_kind_builds_an_executor() {
+        for name in ["auto", "watermark", "hill-climb", "fixed:2", "tpr", "tokio"] {
+            let d = name.parse::<Contender>().unwrap().dispatch(8).unwrap();
+            assert_eq!(d.counts().queued, 0, "{name}");
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The server benchmark's results: one record per contender, phase and
+//! repeat; medians over repeats with their spread; the oracle (the static
+//! size with the most requests/s in each phase); the table and the JSON.
+
+use serde::Serialize;
+use tidepool_workload::median;
+
+use crate::harness::spread;
+
+/// One contender in one phase of one repeat.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// Successful responses per second.
+    pub requests_per_sec: f64,
+    /// Latency percentiles, in milliseconds.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+    /// Connect, read and write errors and non-2xx responses.
+    pub errors: u64,
+    /// Requests without an answer within wrk's timeout.
+    pub timeouts: u64,
+    /// Handler threads created during the phase.
+    pub threads_created: u64,
+    /// Most handler threads alive at once during the phase (sampled every 5 ms).
+    pub peak_threads: usize,
+    /// Database connections opened during the phase.
+    pub db_connections: u64,
+    /// CPU seconds of the service's process during the phase.
+    pub service_cpu_s: f64,
+    /// CPU seconds of the database's processes during the phase.
+    pub db_cpu_s: f64,
+    /// What a tidepool pool saw and decided (absent for tpr and tokio).
+    pub pool: Option<PoolView>,
+}
+
+/// A tidepool pool's own view of a phase: why it sized itself as it did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PoolView {
+    /// Target size at the end of the phase.
+    pub target_end: usize,
+    /// Spawn limit at the end of the phase.
+    pub spawn_limit_end: usize,
+    /// The workers' CPU time over their busy (task) time: the compute share
+    /// the pool sees; the database's CPU is not in it.
+    pub phi: Option<f64>,
+    /// The workers' run delay over their busy time (waiting for a core).
+    pub run_delay_share: Option<f64>,
+    /// Decisions that raised the target during the phase.
+    pub raises: usize,
+    /// The most frequent reason among those raises, with its count.
+    pub top_raise: Option<String>,
+}
+
+/// A contender's result in a phase: medians over the repeats.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The contender (`auto`, `fixed:8`, `tpr`, `tokio`, …).
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// Successful responses per second (median).
+    pub requests_per_sec: f64,
+    /// Every repeat's requests/s, in repeat order.
+    pub requests_per_sec_runs: Vec<f64>,
+    /// (max − min) / median of the repeats' requests/s.
+    pub spread: Option<f64>,
+    /// Latency percentiles (medians), in milliseconds.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+    /// Errors (median).
+    pub errors: u64,
+    /// Timeouts (median).
+    pub timeouts: u64,
+    /// Handler threads created during the phase (median).
+    pub threads_created: u64,
+    /// Peak handler threads (median).
+    pub peak_threads: u64,
+    /// Database connections opened during the phase (median).
+    pub db_connections: u64,
+    /// Service CPU seconds (median).
+    pub service_cpu_s: f64,
+    /// Database CPU seconds (median).
+    pub db_cpu_s: f64,
+    /// requests/s ÷ the oracle's.
+    pub ratio_to_oracle: Option<f64>,
+    /// p99 ÷ the oracle's p99.
+    pub p99_ratio_to_oracle: Option<f64>,
+    /// The pool's own view, from the first repeat (tidepool pools only).
+    pub pool: Option<PoolView>,
+}
+
+/// The best static size of a phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct Oracle {
+    /// `fixed:K`.
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// Its requests/s.
+    pub requests_per_sec: f64,
+    /// Its p99, in milliseconds.
+    pub p99_ms: f64,
+}
+
+/// One phase's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// `mix-c64`, `change-external`, …
+    pub name: String,
+    /// wrk connections.
+    pub connections: usize,
+    /// The endpoint weights.
+    pub mix: String,
+    /// One row per contender.
+    pub results: Vec<Row>,
+    /// The best static size (absent without `fixed:K` contenders).
+    pub oracle: Option<Oracle>,
+}
+
+fn med(values: impl IntoIterator<Item = f64>) -> f64 {
+    median(values).unwrap_or(f64::NAN)
+}
+
+impl Row {
+    /// The medians of `runs` (one per repeat) of contender `name`.
+    pub fn of(name: &str, runs: &[Run]) -> Row {
+        let m = |f: fn(&Run) -> f64| med(runs.iter().map(f));
+        let rps: Vec<f64> = runs.iter().map(|r| r.requests_per_sec).collect();
+        Row {
+            name: name.to_string(),
+            requests_per_sec: m(|r| r.requests_per_sec),
+            spread: spread(&rps),
+            requests_per_sec_runs: rps,
+            p50_ms: m(|r| r.p50_ms),
+            p99_ms: m(|r| r.p99_ms),
+            p999_ms: m(|r| r.p999_ms),
+            errors: m(|r| r.errors as f64).round() as u64,
+            timeouts: m(|r| r.timeouts as f64).round() as u64,
+            threads_created: m(|r| r.threads_created as f64).round() as u64,
+            peak_threads: m(|r| r.peak_threads as f64).round() as u64,
+            db_connections: m(|r| r.db_connections as f64).round() as u64,
+            service_cpu_s: m(|r| r.service_cpu_s),
+            db_cpu_s: m(|r| r.db_cpu_s),
+            ratio_to_oracle: None,
+            p99_ratio_to_oracle: None,
+            pool: runs.first().and_then(|r| r.pool.clone()),
+        }
+    }
+}
+
+impl Phase {
+    /// A phase from its rows; `is_static(name)` tells the oracle's candidates.
+    pub fn new(
+        name: String,
+        connections: usize,
+        mix: String,
+        mut results: Vec<Row>,
+        is_static: impl Fn(&str) -> bool,
+    ) -> Phase {
+        let oracle = results
+            .iter()
+            .filter(|r| is_static(&r.name) && r.requests_per_sec.is_finite())
+            .max_by(|a, b| a.requests_per_sec.total_cmp(&b.requests_per_sec))
+            .map(|r| Oracle {
+                name: r.name.clone(),
+                requests_per_sec: r.requests_per_sec,
+                p99_ms: r.p99_ms,
+            });
+        if let Some(o) = &oracle {
+            for r in &mut results {
+                r.ratio_to_oracle =
+                    (o.requests_per_sec > 0.0).then(|| r.requests_per_sec / o.requests_per_sec);
+                r.p99_ratio_to_oracle = (o.p99_ms > 0.0).then(|| r.p99_ms / o.p99_ms);
+            }
+        }
+        Phase {
+            name,
+            connections,
+            mix,
+            results,
+            oracle,
+        }
+    }
+}
+
+/// The readable table.
+pub fn table(phases: &[Phase]) -> String {
+    let mut out = String::new();
+    for p in phases {
+        let oracle = p
+            .oracle
+            .as_ref()
+            .map_or("none".to_string(), |o| o.name.clone());
+        out.push_str(&format!(
+            "\n{} ({} connections, mix {}; oracle {oracle})\n",
+            p.name, p.connections, p.mix
+        ));
+        out.push_str(&format!(
+            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6}\n",
+            "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
+            "svcCPU", "dbCPU", "x rps", "x p99"
+        ));
+        let opt =
+            |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        for r in &p.results {
+            out.push_str(&format!(
+                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>6} {:>6}\n",
+                r.name,
+                r.requests_per_sec,
+                opt(r.spread, 2),
+                r.p50_ms,
+                r.p99_ms,
+                r.p999_ms,
+                r.errors,
+                r.timeouts,
+                r.threads_created,
+                r.peak_threads,
+                r.db_connections,
+                r.service_cpu_s,
+                r.db_cpu_s,
+                opt(r.ratio_to_oracle, 2),
+                opt(r.p99_ratio_to_oracle, 2),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rps: f64, p99: f64) -> Run {
+        Run {
+            requests_per_sec: rps,
+            p99_ms: p99,
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn the_oracle_is_the_fastest_static_size_and_ratios_follow() {
+        let rows = vec![
+            Row::of(
+                "auto",
+                &[run(90.0, 12.0), run(110.0, 10.0), run(100.0, 11.0)],
+            ),
+            Row::of("fixed:2", &[run(50.0, 5.0)]),
+            Row::of("fixed:8", &[run(120.0, 10.0)]),
+            Row::of("tokio", &[run(500.0, 1.0)]),
+        ];
+        let p = Phase::new("mix-c8".into(), 8, "lookup=1".into(), rows, |n| {
+            n.starts_with("fixed:")
+        });
+        let o = p.oracle.as_ref().unwrap();
+        assert_eq!(o.name, "fixed:8");
+        let auto = &p.results[0];
+        assert_eq!(auto.requests_per_sec, 100.0);
+        assert_eq!(auto.spread, Some(0.2));
+        assert!((auto.ratio_to_oracle.unwrap() - 100.0 / 120.0).abs() < 1e-9);
+        assert!((auto.p99_ratio_to_oracle.unwrap() - 1.1).abs() < 1e-9);
+        assert!(table(std::slice::from_ref(&p)).contains("oracle fixed:8"));
+    }
+
+    #[test]
+    fn without_static_sizes_there_is_no_oracle() {
+        let p = Phase::new(
+            "x".into(),
+            8,
+            "m".into(),
+            vec![Row::of("auto", &[run(1.0, 1.0)])],
+            |_| false,
+        );
+        assert!(p.oracle.is_none() && p.results[0].ratio_to_oracle.is_none());
+    }
+}

@@ -1,0 +1,188 @@
+//! The server benchmark end to end: `--quick` serves every endpoint with
+//! every contender and leaves no database behind, also when interrupted.
+//! Needs PostgreSQL and wrk (scripts/setup.sh installs them).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tidepool-bench"))
+}
+
+/// (dir, port, pid) from the `database ready: dir=… port=… pid=…` line.
+fn ready_line(line: &str) -> Option<(PathBuf, u16, i32)> {
+    let rest = line.strip_prefix("database ready: ")?;
+    let field = |k: &str| {
+        rest.split(' ')
+            .find_map(|kv| kv.strip_prefix(k))
+            .map(str::to_string)
+    };
+    Some((
+        PathBuf::from(field("dir=")?),
+        field("port=")?.parse().ok()?,
+        field("pid=")?.parse().ok()?,
+    ))
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.parse::<u32>().is_err() {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{name}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(format!("{name}: {cmd}"));
+        }
+    }
+    found
+}
+
+fn assert_removed(dir: &Path, port: u16, pid: i32) {
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    let left = processes_mentioning(&dir.display().to_string());
+    assert!(left.is_empty(), "processes left: {left:?}");
+    // SAFETY: signal 0 only checks that the process exists.
+    assert!(
+        unsafe { libc::kill(pid, 0) } != 0,
+        "postmaster {pid} still runs"
+    );
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "port {port} is still taken"
+    );
+}
+
+#[test]
+fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database() {
+    let out = bench()
+        .args(["server", "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let (dir, port, pid) = stderr
+        .lines()
+        .find_map(ready_line)
+        .unwrap_or_else(|| panic!("no `database ready` line: {stderr}"));
+    assert_removed(&dir, port, pid);
+
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["database"]["removed"], true);
+    assert_eq!(doc["database"]["dir"], dir.display().to_string());
+    let phases = doc["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["mix-c8", "change-lookup", "change-external", "change-write"]
+    );
+    for p in phases {
+        assert_eq!(p["connections"], 8);
+        let results = p["results"].as_array().unwrap();
+        let impls: Vec<&str> = results
+            .iter()
+            .map(|r| r["impl"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            impls,
+            [
+                "auto",
+                "watermark:3..100",
+                "hill-climb",
+                "tpr",
+                "tokio",
+                "fixed:2",
+                "fixed:8"
+            ],
+            "{}",
+            p["name"]
+        );
+        for r in results {
+            let what = format!("{} in {}", r["impl"], p["name"]);
+            assert!(r["requests_per_sec"].as_f64().unwrap() > 0.0, "{what}");
+            assert!(
+                r["p99_ms"].as_f64().unwrap() >= r["p50_ms"].as_f64().unwrap(),
+                "{what}"
+            );
+            assert_eq!(r["errors"], 0, "{what}");
+            assert!(
+                r["threads_created"].is_u64() && r["db_connections"].is_u64(),
+                "{what}"
+            );
+        }
+        let oracle = p["oracle"]["impl"].as_str().unwrap();
+        assert!(["fixed:2", "fixed:8"].contains(&oracle), "{oracle}");
+    }
+    // Thread-per-request opens a connection per request; a static pool at most one per worker.
+    let mix = &phases[0]["results"];
+    let row = |name: &str| {
+        mix.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["impl"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert!(row("fixed:2")["db_connections"].as_u64().unwrap() <= 2);
+    assert!(row("tpr")["db_connections"].as_u64().unwrap() > 8);
+    // Tidepool pools report what they saw; the others have no such view.
+    assert!(row("auto")["pool"]["target_end"].as_u64().unwrap() >= 1);
+    assert!(row("auto")["pool"]["phi"].is_f64());
+    assert!(row("tokio")["pool"].is_null() && row("tpr")["pool"].is_null());
+}
+
+#[test]
+fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
+    let mut child = bench()
+        .args(["server", "--quick", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut db = None;
+    // Wait until the load runs against the second contender: mid-run.
+    let mut contenders_started = 0;
+    while contenders_started < 2 {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the benchmark did not get going");
+        if let Some(found) = ready_line(&line) {
+            db = Some(found);
+        }
+        if line.starts_with("repeat ") {
+            contenders_started += 1;
+        }
+    }
+    let (dir, port, pid) = db.expect("no `database ready` line");
+    assert!(dir.exists());
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: we started this child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no exit after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_removed(&dir, port, pid);
+}
