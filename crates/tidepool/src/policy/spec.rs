@@ -112,7 +112,8 @@ impl PolicySpec {
     }
 
     /// The sizing policy, or `None` for `tpr`, which is not a pool policy but
-    /// an executor of its own ([`ThreadPerRequest`](crate::ThreadPerRequest)).
+    /// an executor of its own (a new thread per task; the laboratory's
+    /// `tidepool_workload::ThreadPerRequest`).
     pub fn build(&self) -> Option<Box<dyn SizingPolicy>> {
         Some(match *self {
             PolicySpec::Fixed(n) => Box::new(Fixed::new(n)),
