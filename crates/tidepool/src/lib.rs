@@ -62,6 +62,7 @@ mod control;
 pub mod error;
 mod events;
 pub mod export;
+mod limits;
 pub mod metrics;
 pub mod policy;
 mod pool;
@@ -71,7 +72,8 @@ pub mod sys;
 mod task;
 
 pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
-pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
+pub use metrics::{Latency, PoolStats, SizeSample};
+pub use policy::DecisionRecord;
 pub use pool::{
     Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS,
 };

@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Auto, Fixed, Frequency, HillClimb, HisDyn, SizingPolicy, Watermark, XuBode};
-use crate::pool::MAX_THREADS;
+use crate::limits::MAX_THREADS;
 
 /// Every accepted form, for error messages and help texts. Thread counts
 /// (`N`, `MIN`, `MAX`) are at most [`MAX_THREADS`](crate::MAX_THREADS).

@@ -20,8 +20,8 @@ pub use join::JoinHandle;
 pub use scope::Scope;
 
 use crate::error::{BuildError, Rejected, SubmitError};
-use crate::metrics::{DecisionRecord, PoolStats, SizeSample};
-use crate::policy::{Decision, SizingPolicy};
+use crate::metrics::{PoolStats, SizeSample};
+use crate::policy::{Decision, DecisionRecord, SizingPolicy};
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys as os;
 use crate::task::Body;
