@@ -7,15 +7,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy, Trigger};
 use tidepool::{JoinError, OnFull, Pool, QueueFlavor, SubmitError};
-
-/// Poll `cond` until it holds or 10 s pass (generous: CI machines are slow).
-fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+use tidepool_test_support::eventually;
 
 /// A gate that tasks wait on, to hold workers busy on purpose.
 #[derive(Clone, Default)]
