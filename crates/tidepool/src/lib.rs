@@ -30,7 +30,7 @@
 //! The pool's parts: the statistics ([`metrics`]) and how to get them out
 //! ([`export`]), the sizing policies ([`policy`]), and every operating-system
 //! call ([`sys`]).
-
+//!
 //! ## Optional features
 //!
 //! All off by default:
