@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use tidepool::policy::{Decision, Observation, SizingPolicy};
 use tidepool::Pool;
