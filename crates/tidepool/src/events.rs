@@ -3,7 +3,7 @@
 //! these happen at most as often as the pool changes size. Without the
 //! feature every function here is empty and inlined away.
 
-use crate::metrics::DecisionRecord;
+use crate::policy::DecisionRecord;
 
 /// A worker thread started.
 #[inline]

@@ -27,13 +27,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The pool's parts: the queue flavours ([`queue`]), the statistics
-//! ([`metrics`]) and how to get them out ([`export`]), the sizing policies
-//! ([`policy`]), the clock-free control rules that the pool and a simulator
-//! share ([`control`]), every operating-system call ([`sys`]), and the
-//! [`Executor`] trait that the thread-per-request baseline
-//! ([`ThreadPerRequest`]) shares with the pool, so that benchmarks measure
-//! both the same way.
+//! The pool's parts: the statistics ([`metrics`]) and how to get them out
+//! ([`export`]), the sizing policies ([`policy`]), and every operating-system
+//! call ([`sys`]).
 //!
 //! ## Optional features
 //!
@@ -44,7 +40,11 @@
 //! - `metrics`: `export::MetricsExporter`, the pool's gauges, counters and
 //!   histograms through the `metrics` facade (see the `prometheus` example);
 //! - `tracing`: an event for every policy decision, worker spawn and
-//!   retirement (target `tidepool`).
+//!   retirement (target `tidepool`);
+//! - `sim-hooks`: the `control` module, the clock-free rules by which the
+//!   pool applies decisions, wakes workers and grows on demand, public so
+//!   that a simulator (`tidepool-sim`) runs the very same rules in virtual
+//!   time. Not an application's API: it changes when the pool does.
 //!
 //! ## Platforms
 //!
@@ -55,26 +55,29 @@
 //! and [`sys::SUPPORT`] what this build has.
 #![warn(missing_docs)]
 
+#[cfg(feature = "sim-hooks")]
 pub mod control;
+#[cfg(not(feature = "sim-hooks"))]
+mod control;
 pub mod error;
 mod events;
-pub mod executor;
 pub mod export;
+mod limits;
 pub mod metrics;
 pub mod policy;
 mod pool;
-pub mod queue;
+mod queue;
 mod sync;
 pub mod sys;
 mod task;
 
 pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
-pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
-pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
+pub use metrics::{Latency, PoolStats, SizeSample};
+pub use policy::DecisionRecord;
 pub use pool::{
     Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS,
 };
-pub use queue::{QueueFlavor, TaskQueue};
+pub use queue::{QueueFlavor, UnknownFlavor};
 pub use task::Task;
 
 /// The README's example, compiled and run as a doctest.

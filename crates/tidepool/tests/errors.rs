@@ -15,7 +15,7 @@ fn error_types_are_send_sync_static() {
     travels::<BuildError>();
     travels::<SubmitError>();
     travels::<SpecError>();
-    travels::<tidepool::queue::UnknownFlavor>();
+    travels::<tidepool::UnknownFlavor>();
     travels::<tidepool::JoinError>();
     travels::<tidepool::Rejected<Box<dyn FnOnce() + Send>>>();
 }

@@ -6,16 +6,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy, Trigger};
-use tidepool::{Executor, JoinError, OnFull, Pool, QueueFlavor, SubmitError, ThreadPerRequest};
-
-/// Poll `cond` until it holds or 10 s pass (generous: CI machines are slow).
-fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+use tidepool::{JoinError, OnFull, Pool, QueueFlavor, SubmitError};
+use tidepool_test_support::eventually;
 
 /// A gate that tasks wait on, to hold workers busy on purpose.
 #[derive(Clone, Default)]
@@ -934,27 +926,6 @@ fn workers_carry_the_pool_name() {
     assert_eq!(name.as_deref(), Some("ingest-0"));
 }
 
-#[test]
-fn pool_and_tpr_are_executors() {
-    let executors: Vec<Box<dyn Executor>> = vec![
-        Box::new(Pool::new(2).unwrap()),
-        Box::new(ThreadPerRequest::new()),
-    ];
-    for ex in executors {
-        let n = Arc::new(AtomicUsize::new(0));
-        for _ in 0..20 {
-            let n = n.clone();
-            ex.execute_job(Box::new(move || {
-                n.fetch_add(1, Ordering::SeqCst);
-            }))
-            .unwrap();
-        }
-        ex.wait_idle();
-        assert_eq!(n.load(Ordering::SeqCst), 20, "{}", ex.name());
-        assert!(ex.counts().threads_created >= 2);
-    }
-}
-
 /// `Duration::MAX` means "no deadline": it used to panic with "overflow when
 /// adding duration to instant".
 #[test]
@@ -968,9 +939,7 @@ fn timeouts_of_duration_max_wait_without_a_deadline() {
     let g = gate.clone();
     let busy = pool.submit(move || g.wait()).unwrap();
     // Wait until the worker holds the gated task, then fill the queue.
-    eventually("the worker picks up the gated task", || {
-        pool.counts().queued == 0
-    });
+    eventually("the worker picks up the gated task", || pool.queued() == 0);
     let queued = pool.submit_timeout(|| 2, Duration::MAX).unwrap();
     let opener = {
         let gate = gate.clone();

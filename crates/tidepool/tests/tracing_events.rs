@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use tidepool::policy::{Decision, Observation, SizingPolicy};
 use tidepool::Pool;
+use tidepool_test_support::eventually;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -81,15 +81,6 @@ fn events(message: &str) -> Vec<Seen> {
         .collect()
 }
 
-/// Wait (for as long as a loaded machine needs) until `done`.
-fn eventually(done: impl Fn() -> bool) {
-    let end = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < end, "timed out");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn decisions_spawns_and_retirements_are_traced() {
     tracing::subscriber::set_global_default(Collect).unwrap();
@@ -101,7 +92,9 @@ fn decisions_spawns_and_retirements_are_traced() {
         .build()
         .unwrap();
     // A worker's event comes just after it counts in `size()`.
-    eventually(|| events("worker spawned").len() == 3);
+    eventually("three spawns traced", || {
+        events("worker spawned").len() == 3
+    });
     assert_eq!(pool.size(), 3);
 
     let decisions = events("policy decision");
@@ -121,7 +114,9 @@ fn decisions_spawns_and_retirements_are_traced() {
         .all(|e| e.level == tracing::Level::DEBUG && e.fields["pool"] == "traced"));
 
     pool.resize(1);
-    eventually(|| events("worker retired").len() == 2);
+    eventually("two retirements traced", || {
+        events("worker retired").len() == 2
+    });
     let retired = events("worker retired");
     assert!(
         retired.iter().all(|e| e.fields["cause"] == "shrink"),

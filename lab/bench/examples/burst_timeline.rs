@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use tidepool_bench::subject::{now_ns, Subject, Visit};
 use tidepool_bench::subjects::Impl;
+use tidepool_workload::median;
 
 static REMAINING: AtomicUsize = AtomicUsize::new(0);
 static FIRST_NS: AtomicU64 = AtomicU64::new(0);
@@ -103,12 +104,6 @@ impl Visit for Timeline {
     }
 }
 
-/// The median of `v` in microseconds.
-fn median_us(mut v: Vec<u64>) -> f64 {
-    v.sort_unstable();
-    v[v.len() / 2] as f64 / 1000.0
-}
-
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let which: Impl = args.next().as_deref().unwrap_or("tidepool").parse()?;
@@ -130,12 +125,16 @@ fn main() -> Result<(), String> {
     let share = |f: &dyn Fn(&Burst) -> bool| {
         100.0 * runs.iter().filter(|b| f(b)).count() as f64 / runs.len() as f64
     };
+    // The median over the bursts of a nanosecond figure, in microseconds.
+    let median_us = |f: &dyn Fn(&Burst) -> u64| {
+        median(runs.iter().map(|b| f(b) as f64)).unwrap_or(0.0) / 1000.0
+    };
     println!(
         "{which}: {bursts} bursts of {tasks}, {threads} threads; medians: submit {:.1} µs, gap {:.1} µs, drain {:.1} µs, whole burst {:.1} µs; first task on the submitter's CPU {:.0}%; two or more workers {:.0}%",
-        median_us(runs.iter().map(|b| b.submitted).collect()),
-        median_us(runs.iter().map(|b| b.first.saturating_sub(b.submitted)).collect()),
-        median_us(runs.iter().map(|b| b.last.saturating_sub(b.first)).collect()),
-        median_us(runs.iter().map(|b| b.last).collect()),
+        median_us(&|b| b.submitted),
+        median_us(&|b| b.first.saturating_sub(b.submitted)),
+        median_us(&|b| b.last.saturating_sub(b.first)),
+        median_us(&|b| b.last),
         share(&|b| b.first_on_submitters_cpu),
         share(&|b| b.workers > 1),
     );

@@ -11,11 +11,10 @@ use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
 use crate::harness::rotated;
 use crate::subject::{now_ns, task_done, Subject, LATCH};
 use tidepool::sys::process_cpu_time;
+use tidepool_workload::metrics::LatencyAccumulator;
 use tidepool_workload::BusyLoop;
 
 /// A scenario of the `dispatch` benchmark.
@@ -367,7 +366,7 @@ impl<S: Subject> Idle for S {
 /// One implementation's running totals in an idle scenario.
 struct IdleTotals {
     /// Submit-to-start latencies (`latency-idle`).
-    hist: Histogram<u64>,
+    hist: LatencyAccumulator,
     /// Summed round trips (`latency-idle`) or burst times (`burst-idle`).
     busy_ns: u64,
     /// Summed process CPU time of the bursts.
@@ -410,7 +409,7 @@ pub fn run_interleaved(
     let mut totals: Vec<IdleTotals> = subjects
         .iter()
         .map(|_| IdleTotals {
-            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram"),
+            hist: LatencyAccumulator::default(),
             busy_ns: 0,
             cpu_ns: 0,
         })
@@ -423,7 +422,7 @@ pub fn run_interleaved(
                 let t = &mut totals[j];
                 if latency {
                     let (start, round_trip) = subjects[j].lone_task();
-                    t.hist.saturating_record(start);
+                    t.hist.record(start);
                     t.busy_ns += round_trip;
                 } else {
                     let (busy, cpu) = subjects[j].burst(burst, p.zero_sized);
@@ -438,11 +437,13 @@ pub fn run_interleaved(
         .map(|t| {
             let secs = t.busy_ns.max(1) as f64 / 1e9;
             if latency {
+                let s = t.hist.summary();
+                let ns = |us: f64| Some((us * 1e3).round() as u64);
                 Sample {
                     // Lone-task round trips per second, pauses excluded.
                     tasks_per_sec: rounds as f64 / secs,
-                    p50_ns: Some(t.hist.value_at_quantile(0.50)),
-                    p99_ns: Some(t.hist.value_at_quantile(0.99)),
+                    p50_ns: ns(s.p50_us),
+                    p99_ns: ns(s.p99_us),
                     cpu_ns_per_task: None,
                 }
             } else {

@@ -744,6 +744,43 @@ fn sim_runs_a_closed_loop_as_a_closed_loop() {
 }
 
 #[test]
+fn sim_ideal_sets_every_cost_to_zero_and_each_cost_option_still_counts() {
+    // Tasks that compute and sleep, so that every cost shows: `--ideal`
+    // is the eight cost options at zero, and not the calibrated machine.
+    let workload = "poisson:rate=1500,n=300,service=exp:400us,free=50,seed=3";
+    let zeros = [
+        "--oversleep",
+        "0",
+        "--preempt",
+        "0",
+        "--slice",
+        "0",
+        "--driver-spin",
+        "0",
+        "--sleep-cpu",
+        "0",
+        "--handoff-cpu",
+        "0",
+    ];
+    let ideal = sim_one_worker_on_one_core(workload, &["--ideal"]);
+    let each = sim_one_worker_on_one_core(workload, &zeros);
+    assert_eq!(ideal["policies"], each["policies"]);
+    let calibrated = sim_one_worker_on_one_core(workload, &[]);
+    assert_ne!(ideal["policies"], calibrated["policies"]);
+    // One cost back on top of the ideal machine: the driver's spin shares
+    // the one core with a 950 µs task's last 50 µs (no slice to wait for).
+    let turnaround = |extra: &[&str]| {
+        let v = sim_one_worker_on_one_core("periodic:rate=1000,n=200,service=const:950us", extra);
+        v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
+    };
+    assert_eq!(turnaround(&["--ideal"]), 950.0);
+    let spun = turnaround(&["--ideal", "--driver-spin", "100"]);
+    assert!(spun > 990.0, "{spun}");
+    let bad = tidepool(&["sim", "--ideal", "--bench"]);
+    assert!(!bad.status.success());
+}
+
+#[test]
 fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
     // One core: without the slice's rule (`--slice 0`) a 950 µs task shares
     // its last 50 µs with the driver's spin before the next arrival (the

@@ -49,9 +49,11 @@ mod probe {
     use std::time::Instant;
 
     use tidepool::policy::PolicySpec;
-    use tidepool::{Executor, ExecutorCounts, Job, SubmitError};
+    use tidepool::SubmitError;
     use tidepool_workload::run::{build_pool, Bounds};
-    use tidepool_workload::{load_workload, replay_with, ReplayHooks, ReplayOptions};
+    use tidepool_workload::{
+        load_workload, replay_with, Executor, ExecutorCounts, Job, ReplayHooks, ReplayOptions,
+    };
 
     /// A thread's CPU time (from the clock: schedstat's own figure lags by
     /// up to a tick for a running thread), time runnable but not running,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tidepool_workload::median;
 
 /// Delays the model adds (pure delays: they hold no core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,10 +123,14 @@ impl Costs {
     /// second for 50 rounds.
     pub fn measure(rounds: usize) -> Costs {
         let rounds = rounds.max(1);
+        let median_of = |once: fn() -> Duration| {
+            let ns = median((0..rounds).map(|_| once().as_nanos() as f64));
+            Duration::from_nanos(ns.unwrap_or(0.0).round() as u64)
+        };
         Costs {
-            spawn: median((0..rounds).map(|_| spawn_once()).collect()),
-            wake: median((0..rounds).map(|_| wake_once()).collect()),
-            oversleep: median((0..rounds).map(|_| oversleep_once()).collect()),
+            spawn: median_of(spawn_once),
+            wake: median_of(wake_once),
+            oversleep: median_of(oversleep_once),
             preempt: preempt_mean(rounds),
             slice: base_slice().unwrap_or(Costs::CALIBRATED.slice),
             driver: Duration::ZERO,
@@ -139,11 +144,6 @@ impl Default for Costs {
     fn default() -> Self {
         Costs::CALIBRATED
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Spawn a thread and time until its first instruction.

@@ -1,11 +1,12 @@
 //! # tidepool-workload
 //!
 //! The laboratory half of tidepool: everything needed to drive an
-//! [`tidepool::Executor`] with a request stream and measure it the way the
+//! [`Executor`] with a request stream and measure it the way the
 //! papers do.
 //!
 //! | module | what |
 //! |---|---|
+//! | [`executor`] | the [`Executor`] interface a run drives, and the thread-per-request baseline |
 //! | [`trace`] | the trace model: [`Trace`], [`TaskSpec`] |
 //! | [`format`](mod@format) | the thesis's trace file format (Xu 2004, table 5-1): parse and write |
 //! | [`import`] | real traces: Standard Workload Format, Azure LLM inference CSV |
@@ -26,8 +27,7 @@
 //! | [`compare`] | policies against the oracle: ratios, geometric means, medians over repeats, the bar, the verdict |
 //!
 //! ```
-//! use tidepool::ThreadPerRequest;
-//! use tidepool_workload::{replay, GenSpec, ReplayOptions};
+//! use tidepool_workload::{replay, GenSpec, ReplayOptions, ThreadPerRequest};
 //!
 //! let trace = "poisson:rate=2000,service=exp:100us,n=50,free=50,seed=1"
 //!     .parse::<GenSpec>()
@@ -44,6 +44,7 @@ pub mod body;
 pub mod compare;
 pub mod dist;
 pub mod error;
+pub mod executor;
 pub mod format;
 pub mod generate;
 pub mod import;
@@ -65,6 +66,7 @@ pub use analysis::{analyze_sweep, SweepAnalysis, SweepPoint};
 pub use body::{BusyLoop, CalibrationReport, TaskBody};
 pub use dist::Dist;
 pub use error::{SpecError, TraceError};
+pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 pub use format::{parse_trace, read_trace_file, write_trace, write_trace_file};
 pub use generate::{GenSpec, TaskStream};
 pub use limits::Limits;

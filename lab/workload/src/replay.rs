@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tidepool::Executor;
-
 use tidepool::sys;
 
 use crate::body::{BusyLoop, TaskBody};
+use crate::executor::Executor;
 use crate::limits::{secs_saturating, MAX_TIME};
 use crate::metrics::{summarize, thread_metrics, TaskRecord, ThreadSample};
 use crate::pace::Lead;
@@ -128,8 +127,7 @@ fn ns_since(epoch: Instant) -> u64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tidepool::ThreadPerRequest;
-/// use tidepool_workload::{replay, GenSpec, ReplayOptions};
+/// use tidepool_workload::{replay, GenSpec, ReplayOptions, ThreadPerRequest};
 /// let trace = "periodic:rate=1000,n=20,service=const:100us".parse::<GenSpec>().unwrap().generate();
 /// let r = replay(&trace, &ThreadPerRequest::new(), &ReplayOptions::default());
 /// assert_eq!(r.completed, 20);

@@ -4,8 +4,9 @@
 //! benchmarks, so every caller builds the same executors.
 
 use tidepool::policy::PolicySpec;
-use tidepool::{BuildError, Pool, QueueFlavor, ThreadPerRequest};
+use tidepool::{BuildError, Pool, QueueFlavor};
 
+use crate::executor::ThreadPerRequest;
 use crate::replay::{replay_pool, replay_with, Progress, ReplayHooks, ReplayOptions};
 use crate::result::RunResult;
 use crate::trace::Trace;

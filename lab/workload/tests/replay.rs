@@ -5,9 +5,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tidepool::{Executor, ExecutorCounts, Job, SubmitError, ThreadPerRequest};
+use tidepool::SubmitError;
 use tidepool_workload::format::parse_trace_str;
-use tidepool_workload::{replay, replay_with, Progress, ReplayHooks, ReplayOptions, RunResult};
+use tidepool_workload::{
+    replay, replay_with, Executor, ExecutorCounts, Job, Progress, ReplayHooks, ReplayOptions,
+    RunResult, ThreadPerRequest,
+};
 
 /// Runs every job on the submitting thread, before `execute_job` returns.
 #[derive(Default)]

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use crate::policy::Decision;
 
-/// The most worker threads a pool may have (builder and decisions alike).
-pub const MAX_THREADS: usize = 32_768;
+pub use crate::limits::MAX_THREADS;
 
 /// The settings a [`Decision`] may change, besides the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -382,5 +381,57 @@ mod tests {
             3,
         );
         assert_eq!(t.target, 7);
+    }
+
+    #[test]
+    fn the_users_bounds_win_over_the_watermarks() {
+        use crate::policy::{Observation, SizingPolicy, Watermark};
+        // `watermark:3..100` in a pool the user bounded to 5..=50: the
+        // floor is the user's 5, growth stops at the user's 50, and the
+        // user's bounds stay as they were.
+        let obs = Observation {
+            min: 5,
+            max: 50,
+            ..Observation::default()
+        };
+        let d = Watermark::default().decide(&obs);
+        assert_eq!((d.target, d.min, d.max), (Some(5), Some(5), None));
+        let limits = Limits {
+            min: 5,
+            max: 50,
+            spawn_limit: None,
+            keep_alive: Duration::from_secs(1),
+            grow_on_demand: false,
+            worker_slice: None,
+        };
+        let applied = apply(&d, &limits, 1);
+        assert_eq!((applied.limits.min, applied.limits.max), (5, 50));
+        assert_eq!(applied.limits.on_demand_limit(), 50);
+        assert_eq!(applied.target, 5);
+        // Inside roomy user bounds the watermarks are the policy's.
+        let obs = Observation {
+            min: 1,
+            max: 500,
+            ..Observation::default()
+        };
+        let d = Watermark::default().decide(&obs);
+        let applied = apply(
+            &d,
+            &Limits {
+                max: 500,
+                min: 1,
+                ..limits
+            },
+            1,
+        );
+        assert_eq!((applied.limits.min, applied.limits.max), (3, 500));
+        assert_eq!(applied.limits.on_demand_limit(), 100);
+        // A user's max below the lower watermark caps the floor too.
+        let obs = Observation {
+            min: 1,
+            max: 2,
+            ..Observation::default()
+        };
+        assert_eq!(Watermark::default().decide(&obs).min, Some(2));
     }
 }

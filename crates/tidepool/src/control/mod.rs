@@ -18,9 +18,14 @@
 //! | `starve.rs` | [`wants_worker`]: whether a task that woke nobody tries to spawn a worker |
 //! | `wake.rs` | [`holds_wake_up`]: whether a submit skips its wake-up while a woken worker is on its way |
 //!
+//! This module is public only with the `sim-hooks` feature (which
+//! `tidepool-sim` enables); without it the pool alone calls these rules, so
+//! what only a simulator needs is allowed to go unused.
+//!
 //! A simulator drives them like the pool's controller does:
 //!
 //! ```
+//! # #[cfg(feature = "sim-hooks")] {
 //! use std::time::Duration;
 //! use tidepool::control::{apply, Events, Limits, Next, Scheduler, Sizes};
 //! use tidepool::policy::{Fixed, Observation, SizingPolicy, Trigger};
@@ -54,7 +59,9 @@
 //! let mut events = Events::default();
 //! assert!(scheduler.is_idle()); // `fixed` is never called again
 //! assert_eq!(scheduler.next(&mut events, Duration::from_secs(60)), Next::Wait);
+//! # }
 //! ```
+#![cfg_attr(not(feature = "sim-hooks"), allow(dead_code, unused_imports))]
 
 mod apply;
 mod observe;

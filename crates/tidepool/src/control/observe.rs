@@ -10,6 +10,7 @@ use crate::policy::{Observation, Trigger};
 /// [`PoolStats::since`]).
 ///
 /// ```
+/// # #[cfg(feature = "sim-hooks")] {
 /// use std::time::Duration;
 /// use tidepool::control::observation;
 /// use tidepool::policy::Trigger;
@@ -23,6 +24,7 @@ use crate::policy::{Observation, Trigger};
 /// let obs = observation(Trigger::Tick, &now, &window);
 /// assert_eq!((obs.now, obs.window, obs.live), (now.elapsed, window.elapsed, 4));
 /// assert_eq!(obs.mean_interarrival, Some(Duration::from_millis(100)));
+/// # }
 /// ```
 pub fn observation(trigger: Trigger, now: &PoolStats, window: &PoolStats) -> Observation {
     let w = window;

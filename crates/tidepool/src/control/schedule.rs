@@ -69,6 +69,7 @@ pub enum Next {
 /// and after every call report it with [`called`](Self::called).
 ///
 /// ```
+/// # #[cfg(feature = "sim-hooks")] {
 /// use std::time::Duration;
 /// use tidepool::control::{Events, Next, Scheduler};
 /// use tidepool::policy::{Schedule, Trigger};
@@ -84,6 +85,7 @@ pub enum Next {
 /// scheduler.called(call, ms(4), schedule);
 /// // Calls for events do not move the tick.
 /// assert_eq!(scheduler.next(&mut events, ms(5)), Next::At(ms(10)));
+/// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scheduler {

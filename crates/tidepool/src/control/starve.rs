@@ -13,12 +13,14 @@
 /// it does the loads its inline copy of this rule did, no more).
 ///
 /// ```
+/// # #[cfg(feature = "sim-hooks")] {
 /// use tidepool::control::wants_worker;
 /// assert!(wants_worker(0, || false, || 0, || 1)); // nobody alive
 /// assert!(!wants_worker(3, || false, || 0, || 5)); // growth off
 /// assert!(wants_worker(3, || true, || 0, || 1));
 /// assert!(!wants_worker(3, || true, || 2, || 2)); // two spinners take two tasks
 /// assert!(wants_worker(3, || true, || 2, || 3)); // a burst
+/// # }
 /// ```
 #[inline]
 pub fn wants_worker(

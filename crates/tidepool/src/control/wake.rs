@@ -16,11 +16,13 @@ pub const ARRIVAL_GRACE: Duration = Duration::from_micros(50);
 /// is on its way.
 ///
 /// ```
+/// # #[cfg(feature = "sim-hooks")] {
 /// use std::time::Duration;
 /// use tidepool::control::{holds_wake_up, ARRIVAL_GRACE};
 /// assert!(!holds_wake_up(0, || Duration::ZERO)); // nobody on the way
 /// assert!(holds_wake_up(1, || Duration::from_micros(5)));
 /// assert!(!holds_wake_up(1, || ARRIVAL_GRACE)); // too old to count on
+/// # }
 /// ```
 #[inline]
 pub fn holds_wake_up(arriving: usize, since_last_wake: impl FnOnce() -> Duration) -> bool {

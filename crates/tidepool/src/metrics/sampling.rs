@@ -28,10 +28,7 @@ use super::clock::Clock;
 /// on the 2-core VM of docs/benchmarks.md), a tenth of a 1 µs task. Below
 /// 4 µs sampling keeps that under ~3 %.
 const SHORT_NS: u64 = 4_000;
-/// Consecutive short timed tasks (on one worker) before switching to
-/// sampling. So a pool's first `SHORT_STREAK` tasks are all timed, whatever
-/// the sampling rate: the `auto` policy's "settled" rule counts on it.
-pub(crate) const SHORT_STREAK: u32 = 256;
+pub(crate) use crate::limits::SHORT_STREAK;
 /// Consecutive long timed tasks (on one worker) that break a short streak;
 /// fewer are outliers.
 pub(crate) const LONG_STREAK: u32 = 4;

@@ -1,8 +1,7 @@
-//! The pool-size trajectory and the sizing policy's decision log.
+//! The pool-size trajectory, and the bounded log that keeps it and the
+//! policy's decisions.
 
 use std::time::Duration;
-
-use crate::policy::{Observation, Trigger};
 
 /// The pool's size at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,25 +14,6 @@ pub struct SizeSample {
     pub live: usize,
     /// The target size.
     pub target: usize,
-}
-
-/// One call of the sizing policy that changed something.
-#[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub struct DecisionRecord {
-    /// Time since the pool started.
-    pub at: Duration,
-    /// Why the policy was called.
-    pub trigger: Trigger,
-    /// Target size before the decision.
-    pub old_target: usize,
-    /// Target size after the decision (after clamping).
-    pub new_target: usize,
-    /// The policy's reason.
-    pub reason: String,
-    /// What the policy saw.
-    pub observation: Observation,
 }
 
 /// The newest `capacity` entries of an endless log (the decision log, the
@@ -106,6 +86,7 @@ impl<T: Clone> Ring<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{DecisionRecord, Observation, Trigger};
 
     #[test]
     fn a_ring_keeps_the_newest_entries_and_counts_the_rest() {

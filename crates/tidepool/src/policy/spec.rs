@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Auto, Fixed, Frequency, HillClimb, HisDyn, SizingPolicy, Watermark, XuBode};
-use crate::pool::MAX_THREADS;
+use crate::limits::MAX_THREADS;
 
 /// Every accepted form, for error messages and help texts. Thread counts
 /// (`N`, `MIN`, `MAX`) are at most [`MAX_THREADS`](crate::MAX_THREADS).
@@ -112,7 +112,8 @@ impl PolicySpec {
     }
 
     /// The sizing policy, or `None` for `tpr`, which is not a pool policy but
-    /// an executor of its own ([`ThreadPerRequest`](crate::ThreadPerRequest)).
+    /// an executor of its own (a new thread per task; the laboratory's
+    /// `tidepool_workload::ThreadPerRequest`).
     pub fn build(&self) -> Option<Box<dyn SizingPolicy>> {
         Some(match *self {
             PolicySpec::Fixed(n) => Box::new(Fixed::new(n)),

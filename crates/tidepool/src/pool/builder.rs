@@ -208,7 +208,7 @@ impl fmt::Debug for Builder {
 }
 
 impl Builder {
-    /// The pool's name (default `tidepool`): reported by [`Executor::name`](crate::Executor::name)
+    /// The pool's name (default `tidepool`): reported by [`Pool::name`](crate::Pool::name)
     /// and, cut to fit Linux's 15-byte limit, the prefix of worker thread
     /// names (`{name}-{n}`, e.g. `tidepool-3`) unless [`thread_name`](Builder::thread_name) is set.
     pub fn name(mut self, name: impl Into<String>) -> Self {

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::shared::Shared;
 use super::{apply_target, snapshot};
 use crate::control::{self, Call, Next, Scheduler};
-use crate::metrics::{DecisionRecord, PoolStats};
+use crate::metrics::PoolStats;
+use crate::policy::DecisionRecord;
 use crate::policy::{Decision, Schedule, SizingPolicy, Trigger};
 use crate::sync::{lock, Arc};
 

@@ -20,9 +20,8 @@ pub use join::JoinHandle;
 pub use scope::Scope;
 
 use crate::error::{BuildError, Rejected, SubmitError};
-use crate::executor::{Executor, ExecutorCounts, Job};
-use crate::metrics::{DecisionRecord, PoolStats, SizeSample};
-use crate::policy::{Decision, SizingPolicy};
+use crate::metrics::{PoolStats, SizeSample};
+use crate::policy::{Decision, DecisionRecord, SizingPolicy};
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys as os;
 use crate::task::Body;
@@ -376,7 +375,7 @@ impl Pool {
     }
 
     /// Set the fewest workers (Java's `setCorePoolSize`), validated by the
-    /// same rules as a policy's decision ([`Limits`](crate::control::Limits));
+    /// same rules as a policy's decision (the pool's control rules);
     /// the target is re-clamped at once. `min` and `max` are the user's
     /// bounds: `auto` moves only its own spawn limit inside them
     /// ([`PoolStats::spawn_limit`](crate::PoolStats::spawn_limit)), though
@@ -741,28 +740,21 @@ impl Drop for Inner {
     }
 }
 
-impl Executor for Pool {
-    fn name(&self) -> String {
-        self.inner.shared.config.name.clone()
+impl Pool {
+    /// The name given to [`Builder::name`] (`tidepool` by default).
+    pub fn name(&self) -> &str {
+        &self.inner.shared.config.name
     }
 
-    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
-        self.execute(job).map_err(SubmitError::from)
+    /// Tasks waiting in the queue now: [`PoolStats::queue_len`] without the
+    /// cost of a whole snapshot.
+    pub fn queued(&self) -> usize {
+        self.inner.shared.queue.len()
     }
 
-    fn counts(&self) -> ExecutorCounts {
-        ExecutorCounts {
-            live_threads: self.inner.shared.live(),
-            threads_created: self.inner.shared.counters.created.load(Relaxed),
-            queued: self.inner.shared.queue.len(),
-        }
-    }
-
-    fn wait_idle(&self) {
-        Pool::wait_idle(self)
-    }
-
-    fn pool(&self) -> Option<&Pool> {
-        Some(self)
+    /// Worker threads created since the pool started:
+    /// [`PoolStats::threads_created`] without the cost of a whole snapshot.
+    pub fn threads_created(&self) -> u64 {
+        self.inner.shared.counters.created.load(Relaxed)
     }
 }

@@ -55,7 +55,7 @@ pub trait TaskQueue: Send + Sync + fmt::Debug {
     }
 }
 
-/// Which [`TaskQueue`] a pool uses.
+/// Which task queue a pool uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum QueueFlavor {
     /// A mutex around a deque; idle workers park at once (the papers' baseline).
@@ -84,7 +84,7 @@ impl QueueFlavor {
 
     /// Build a queue of this flavour holding at most `capacity` tasks
     /// (`None`: unbounded).
-    pub fn build(self, capacity: Option<usize>) -> Box<dyn TaskQueue> {
+    pub(crate) fn build(self, capacity: Option<usize>) -> Box<dyn TaskQueue> {
         match self {
             QueueFlavor::Mutex => Box::new(MutexQueue::new(capacity)),
             QueueFlavor::Spin => Box::new(SpinQueue::new(capacity)),

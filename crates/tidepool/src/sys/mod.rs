@@ -66,9 +66,12 @@ posix! {
 
 mod cores;
 mod cpu_time;
+mod direct_io;
 mod load;
+mod priority;
 mod sched_stat;
 mod slice;
+mod switches;
 mod thread_id;
 mod thread_name;
 mod timer_slack;
@@ -82,6 +85,17 @@ pub(crate) use slice::request_slice;
 pub use thread_id::thread_id;
 pub use thread_name::{thread_name, THREAD_NAME_MAX};
 pub use timer_slack::TimerSlack;
+
+// For the pipeline crate's stages and its disk benchmark: public so that it
+// makes no OS call of its own, hidden because an application needs none.
+#[doc(hidden)]
+pub use direct_io::{flush_and_evict, open_direct, DIRECT_ALIGN};
+#[doc(hidden)]
+pub use priority::{
+    drop_cap_sys_nice, nice, proc_thread_stat, sched_class, set_nice, set_sched_class, SchedClass,
+};
+#[doc(hidden)]
+pub use switches::voluntary_switches;
 
 /// Which of the operating system's numbers and knobs this build can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,7 +38,7 @@ The simulator runs the same policies through the same control rules as the pool
 (processor sharing), task bodies of compute and sleep slices as the replay runs them,
 thread start, wake-up and oversleep delays and the CPU of sleeps and hand-offs as
 measured on this machine (or given), and the replay driver's spin before each arrival
-(--driver-spin 0 leaves it out). Each workload is swept over --sizes on static pools
+(--driver-spin 0 leaves it out); --ideal sets every one of these costs to zero. Each workload is swept over --sizes on static pools
 (the oracle), then each policy runs; the tables and --out report are those of
 `tidepool compare`. Runs are deterministic: the
 same command prints the same numbers. Generator specs are streamed: ten million tasks
@@ -78,6 +78,11 @@ pub struct SimArgs {
     /// Lower bound of adaptive pools.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub min_threads: usize,
+    /// The textbook machine: every cost below zero (thread start, wake-up,
+    /// hand-off, oversleep, slice, preemption, the driver's spin, a sleep's
+    /// CPU); a cost option given as well still sets its own.
+    #[arg(long, conflicts_with_all = ["validate", "bench", "measure_costs"])]
+    pub ideal: bool,
     /// Thread start cost, µs (default: measured on the project's machine).
     #[arg(long, value_name = "US")]
     pub spawn_cost: Option<f64>,
@@ -261,7 +266,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The costs asked for: the calibrated defaults, overridden one by one.
+/// The costs asked for: the calibrated defaults (all zero with `--ideal`),
+/// overridden one by one.
 fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
     let us = |v: Option<f64>, name: &str, default: Duration| -> anyhow::Result<Duration> {
         match v {
@@ -274,15 +280,19 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
             ))),
         }
     };
-    let d = Costs::CALIBRATED;
+    let (d, driver) = if a.ideal {
+        (Costs::ZERO, Duration::ZERO)
+    } else {
+        // The replay's own spin: what the real runs pay per arrival.
+        (Costs::CALIBRATED, ReplayOptions::default().spin)
+    };
     Ok(Costs {
         spawn: us(a.spawn_cost, "spawn-cost", d.spawn)?,
         wake: us(a.wake_cost, "wake-cost", d.wake)?,
         oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
         preempt: us(a.preempt, "preempt", d.preempt)?,
         slice: us(a.slice, "slice", d.slice)?,
-        // The replay's own spin: what the real runs pay per arrival.
-        driver: us(a.driver_spin, "driver-spin", ReplayOptions::default().spin)?,
+        driver: us(a.driver_spin, "driver-spin", driver)?,
         sleep_cpu: us(a.sleep_cpu, "sleep-cpu", d.sleep_cpu)?,
         handoff_cpu: us(a.handoff_cpu, "handoff-cpu", d.handoff_cpu)?,
     })

@@ -253,7 +253,7 @@ impl Auto {
     /// short tasks later on (checked below at compile time) — so the rule
     /// does not assume a rate.
     ///
-    /// [`SHORT_STREAK`]: crate::metrics::sampling::SHORT_STREAK
+    /// [`SHORT_STREAK`]: crate::limits::SHORT_STREAK
     pub(super) fn settled(&self) -> bool {
         self.sampled_tasks >= FIRST_SAMPLE_TASKS || self.completions_seen >= 16 * FIRST_SAMPLE_TASKS
     }
@@ -282,4 +282,4 @@ impl Auto {
 }
 
 // `settled`'s fallback counts completions that are all timed (see there).
-const _: () = assert!(16 * FIRST_SAMPLE_TASKS <= crate::metrics::sampling::SHORT_STREAK as u64);
+const _: () = assert!(16 * FIRST_SAMPLE_TASKS <= crate::limits::SHORT_STREAK as u64);

@@ -1,18 +1,18 @@
 //! "Run this job": the one interface the replay driver and benchmarks need, so
-//! that a pool and the thread-per-request baseline are measured the same way.
+//! that a pool, the thread-per-request baseline and the peer pools are
+//! measured the same way.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::error::SubmitError;
+use tidepool::{Pool, SubmitError};
 
 /// A job handed to an [`Executor`].
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// Thread counts an executor reports, for the papers' "threads created" and
 /// "threads kept" metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct ExecutorCounts {
     /// Threads alive now.
@@ -46,9 +46,9 @@ pub trait Executor: Send + Sync {
     fn counts(&self) -> ExecutorCounts;
     /// Block until every accepted job has finished.
     fn wait_idle(&self);
-    /// The tidepool [`Pool`](crate::Pool) behind this executor, if it is one:
+    /// The tidepool [`Pool`] behind this executor, if it is one:
     /// gives access to its statistics, size series and decision log.
-    fn pool(&self) -> Option<&crate::Pool> {
+    fn pool(&self) -> Option<&Pool> {
         None
     }
 }
@@ -57,7 +57,7 @@ pub trait Executor: Send + Sync {
 /// baseline. Cheap to reason about, expensive to run.
 ///
 /// ```
-/// use tidepool::{Executor, ThreadPerRequest};
+/// use tidepool_workload::{Executor, ThreadPerRequest};
 /// let tpr = ThreadPerRequest::new();
 /// tpr.execute_job(Box::new(|| println!("on my own thread"))).unwrap();
 /// tpr.wait_idle();
@@ -132,6 +132,64 @@ impl Executor for ThreadPerRequest {
                 .done
                 .wait(running)
                 .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Executor for Pool {
+    fn name(&self) -> String {
+        Pool::name(self).to_string()
+    }
+
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
+        self.execute(job).map_err(SubmitError::from)
+    }
+
+    fn counts(&self) -> ExecutorCounts {
+        ExecutorCounts {
+            live_threads: self.size(),
+            threads_created: self.threads_created(),
+            queued: self.queued(),
+        }
+    }
+
+    fn wait_idle(&self) {
+        Pool::wait_idle(self)
+    }
+
+    fn pool(&self) -> Option<&Pool> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn pool_and_tpr_are_executors() {
+        let executors: Vec<Box<dyn Executor>> = vec![
+            Box::new(Pool::new(2).unwrap()),
+            Box::new(ThreadPerRequest::new()),
+        ];
+        for ex in executors {
+            let n = Arc::new(AtomicUsize::new(0));
+            for _ in 0..20 {
+                let n = n.clone();
+                ex.execute_job(Box::new(move || {
+                    n.fetch_add(1, Ordering::SeqCst);
+                }))
+                .unwrap();
+            }
+            ex.wait_idle();
+            assert_eq!(n.load(Ordering::SeqCst), 20, "{}", ex.name());
+            let counts = ex.counts();
+            assert!(counts.threads_created >= 2);
+            assert_eq!(counts.queued, 0);
+            assert_eq!(ex.pool().is_some(), ex.name() == "tidepool");
         }
     }
 }
