@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use tidepool::error::SubmitError;
 use tidepool::policy::PolicySpec;
-use tidepool::{Executor, ExecutorCounts, Job, Pool, ThreadPerRequest};
+use tidepool::Pool;
+use tidepool_workload::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 
 use super::handlers::close_connection;
 
