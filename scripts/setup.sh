@@ -22,6 +22,8 @@ apt_need valgrind valgrind   # the C API's programs run under memcheck (tidepool
 apt_need pkg-config pkgconf # the C API's pkg-config file is tested
 apt_need python3 python3     # scripts/msrv.py
 apt_need nats-server nats-server # the distributed pool's broker (tidepool-cluster tests and demos)
+apt_need chromium chromium       # the cluster dashboard's browser test
+apt_need redis-server redis-server # Celery's broker in the cluster-vs-Celery comparison
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

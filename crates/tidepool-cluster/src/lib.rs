@@ -10,23 +10,23 @@
 //! | [`tasks`] | tasks that travel (name + payload) and the built-in handlers |
 //! | [`node`] | a node: pulls what its pool can start, runs, records, acks |
 //! | [`client`] | submit a request and await its result; batches |
-//! | [`replay`](mod@replay) | replay a tidepool workload across the cluster, with the papers' metrics |
 //! | [`status`] | collect the nodes' status reports |
 //! | [`audit`] | count results, duplicates and dead letters in the streams |
 //! | [`chaos`] | the chaos scenario: kill a node, restart the broker, count |
 //! | [`server`] | start a private `nats-server` (tests, demos, `cluster up`) |
 //! | [`process`] | node processes and signals |
 //! | [`args`] | the node's command-line options (`tidepool-node`, `tidepool node`) |
+//! | [`duration`] | duration options: a unit required, a range checked |
 #![warn(missing_docs)]
 
 pub mod args;
 pub mod audit;
 pub mod chaos;
 pub mod client;
+pub mod duration;
 pub mod node;
 pub mod process;
 pub mod protocol;
-pub mod replay;
 pub mod server;
 pub mod status;
 mod suspect;

@@ -630,7 +630,21 @@ fn cluster_commands_reject_bad_options_with_usage_errors() {
     for (args, why) in [
         (vec!["node", "--nats", "http://127.0.0.1:4222"], "scheme"),
         (vec!["node", "--policy", "tpr"], "not a pool policy"),
-        (vec!["node", "--ack-wait", "10ms"], "1s..=3600s"),
+        (vec!["node", "--ack-wait", "10ms"], "1s..=1h"),
+        (vec!["node", "--drain-timeout", "30"], "`30` has no unit"),
+        (
+            vec!["node", "--max-task-time", "3600"],
+            "units: ns, us, ms, s",
+        ),
+        (vec!["node", "--max-task-time", "10ms"], "1s..=1day"),
+        (vec!["node", "--drain-timeout", "2h"], "0s..=1h"),
+        (vec!["cluster", "status", "--listen", "5"], "no unit"),
+        (vec!["cluster", "chaos", "--task", "2m"], "0s..=1m"),
+        (vec!["cluster", "chaos", "--ack-wait", "10"], "no unit"),
+        (
+            vec!["cluster", "replay", "-w", TINY, "--timeout", "soon"],
+            "not a duration",
+        ),
         (vec!["cluster", "chaos", "--nodes", "1"], "between 2 and 16"),
         (
             vec![

@@ -8,11 +8,11 @@ use clap::{Args, Subcommand};
 use tidepool::{policy::PolicySpec, QueueFlavor};
 use tidepool_cluster::args::{block_on, until, BrokerArgs};
 use tidepool_cluster::chaos::{self, ChaosOptions};
+use tidepool_cluster::duration;
 use tidepool_cluster::process::{LocalCluster, NodeCommand};
-use tidepool_cluster::replay::{replay, ClusterRun};
 use tidepool_cluster::{status, Client, NatsServer};
-use tidepool_workload::dist::parse_duration;
 
+use crate::cluster_replay::{replay, ClusterRun};
 use crate::error::{usage, Interrupted};
 use crate::source;
 use crate::table::{fmt_us, Table};
@@ -128,8 +128,8 @@ pub struct ReplayArgs {
     pub local: Option<usize>,
     #[command(flatten)]
     pub nodes: LocalNodeArgs,
-    /// Give up waiting for results this long after the last submission.
-    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    /// Give up waiting for results this long after the last submission (1s..=1d).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration::result_timeout)]
     pub timeout: Duration,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
@@ -147,8 +147,9 @@ pub struct StatusArgs {
         default_value = "nats://127.0.0.1:4222"
     )]
     pub url: String,
-    /// How long to listen for the nodes' reports (they report twice a second).
-    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    /// How long to listen for the nodes' reports (they report twice a
+    /// second; 100ms..=1m).
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration::listen)]
     pub listen: Duration,
     /// Print JSON.
     #[arg(long)]
@@ -164,14 +165,14 @@ pub struct ChaosArgs {
     /// Node processes (one is killed).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub nodes: usize,
-    /// How long each request sleeps.
-    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
+    /// How long each request sleeps (0s..=1m).
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = duration::task_length)]
     pub task: Duration,
     /// Pool limit of each node.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_threads: usize,
-    /// Ack wait: how soon the killed node's requests go to the others.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// Ack wait: how soon the killed node's requests go to the others (1s..=1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::ack_wait)]
     pub ack_wait: Duration,
     /// Keep node logs, journals and the broker store here.
     #[arg(long, value_name = "DIR")]
