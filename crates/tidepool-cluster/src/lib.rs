@@ -9,7 +9,9 @@
 //! | [`protocol`] | streams, subjects, headers, settings, connecting with retries |
 //! | [`tasks`] | tasks that travel (name + payload) and the built-in handlers |
 //! | [`node`] | a node: pulls what its pool can start, runs, records, acks |
-//! | [`client`] | submit a request and await its result; batches |
+//! | [`client`] | submit a request and await its result; batches; options |
+//! | [`limits`] | concurrency and rate limits per task name, and their lease protocol |
+//! | [`cancel`] | cancel a request; what a running handler sees |
 //! | [`status`] | collect the nodes' status reports |
 //! | [`audit`] | count results, duplicates and dead letters in the streams |
 //! | [`chaos`] | the chaos scenario: kill a node, restart the broker, count |
@@ -21,9 +23,11 @@
 
 pub mod args;
 pub mod audit;
+pub mod cancel;
 pub mod chaos;
 pub mod client;
 pub mod duration;
+pub mod limits;
 pub mod node;
 pub mod process;
 pub mod protocol;
@@ -32,7 +36,9 @@ pub mod status;
 mod suspect;
 pub mod tasks;
 
-pub use client::{Client, Pending, TaskResult};
+/// The NATS client this crate speaks through (its types are in this API).
+pub use async_nats;
+pub use client::{Client, Pending, SubmitOptions, TaskResult};
 pub use node::{Node, NodeConfig, NodeStatus};
-pub use protocol::Settings;
+pub use protocol::{Priority, Settings};
 pub use server::NatsServer;

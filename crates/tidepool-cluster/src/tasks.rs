@@ -3,7 +3,7 @@
 //!
 //! | name | payload | does |
 //! |---|---|---|
-//! | `sleep` | decimal microseconds | sleeps (an I/O-bound task) |
+//! | `sleep` | decimal microseconds | sleeps (an I/O-bound task); stops early when cancelled |
 //! | `echo` | anything | returns the payload |
 //! | `poison` | anything | always panics (to see the dead-letter path) |
 
@@ -31,8 +31,18 @@ fn sleep(payload: &[u8]) -> Outcome {
     if us > 3_600_000_000 {
         return Err(format!("sleep of {us} µs is over the 1 h limit"));
     }
-    std::thread::sleep(Duration::from_micros(us));
-    Ok(Vec::new())
+    // In slices, so that a cancelled request stops early.
+    let until = std::time::Instant::now() + Duration::from_micros(us);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(Vec::new());
+        }
+        if crate::cancel::cancelled() {
+            return Err("cancelled while sleeping".into());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+    }
 }
 
 fn poison(_: &[u8]) -> Outcome {

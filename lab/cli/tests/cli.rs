@@ -662,6 +662,46 @@ fn cluster_commands_reject_bad_options_with_usage_errors() {
 }
 
 #[test]
+fn cluster_limit_is_stored_in_the_broker_and_shown_by_status() {
+    let server = tidepool_cluster::NatsServer::start().unwrap();
+    let url = server.url();
+    let set = tidepool(&[
+        "cluster",
+        "limit",
+        "thumbnail",
+        "--nats",
+        &url,
+        "--concurrency",
+        "3",
+        "--rate",
+        "20/s",
+    ]);
+    let out = String::from_utf8_lossy(&set.stdout);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    assert!(out.contains("thumbnail: concurrency 3, rate 20/s"), "{out}");
+    let status = tidepool(&["cluster", "status", "--nats", &url, "--listen", "200ms"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("thumbnail: concurrency 3, rate 20/s"),
+        "{text}"
+    );
+    let json = tidepool(&[
+        "cluster", "status", "--nats", &url, "--listen", "200ms", "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["limits"]["thumbnail"]["concurrency"], 3);
+    let clear = tidepool(&["cluster", "limit", "thumbnail", "--nats", &url, "--clear"]);
+    assert!(clear.status.success());
+    let status = tidepool(&["cluster", "status", "--nats", &url, "--listen", "200ms"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("limits: none"), "{text}");
+}
+
+#[test]
 fn cluster_replay_runs_a_workload_on_local_nodes() {
     let out = tidepool(&[
         "cluster",
