@@ -21,6 +21,15 @@ fn policy(s: &str) -> Result<PolicySpec, String> {
     }
 }
 
+/// A `HOST:PORT` to listen on (an IP address; port 0 picks a free one).
+pub fn socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "`{s}` is not HOST:PORT with an IP address and a port 0..=65535 (e.g. 127.0.0.1:9187)"
+        )
+    })
+}
+
 fn queue(s: &str) -> Result<QueueFlavor, String> {
     s.parse::<QueueFlavor>().map_err(|e| e.to_string())
 }
@@ -102,6 +111,9 @@ pub struct NodeArgs {
     /// so that its request goes to another node after the ack wait (1s..=1d).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration::max_task_time)]
     pub max_task_time: Duration,
+    /// Serve the node's metrics at http://HOST:PORT/metrics (Prometheus text).
+    #[arg(long, value_name = "HOST:PORT", value_parser = socket_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl NodeArgs {
@@ -148,6 +160,7 @@ impl NodeArgs {
             journal: self.journal.clone(),
             drain_timeout: self.drain_timeout,
             max_task_time: self.max_task_time,
+            metrics_addr: self.metrics_addr,
         })
     }
 }

@@ -15,6 +15,7 @@
 //! | [`status`] | collect the nodes' status reports |
 //! | [`audit`] | count results, duplicates and dead letters in the streams |
 //! | [`chaos`] | the chaos scenario: kill a node, restart the broker, count |
+//! | [`http`] | a small GET-only HTTP server (`/metrics`, the dashboard) |
 //! | [`server`] | start a private `nats-server` (tests, demos, `cluster up`) |
 //! | [`process`] | node processes and signals |
 //! | [`args`] | the node's command-line options (`tidepool-node`, `tidepool node`) |
@@ -27,6 +28,7 @@ pub mod cancel;
 pub mod chaos;
 pub mod client;
 pub mod duration;
+pub mod http;
 pub mod limits;
 pub mod node;
 pub mod process;

@@ -47,6 +47,7 @@
 mod check;
 mod gate;
 mod lease;
+mod metrics;
 mod pull;
 mod record;
 mod start;
@@ -97,6 +98,8 @@ pub struct NodeConfig {
     /// Heartbeats for a request stop after this long, so a task that hangs
     /// gives its request back to the broker (redelivered after `ack_wait`).
     pub max_task_time: Duration,
+    /// Serve `/metrics` (Prometheus text) here.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Default for NodeConfig {
@@ -113,6 +116,7 @@ impl Default for NodeConfig {
             journal: None,
             drain_timeout: Duration::from_secs(30),
             max_task_time: Duration::from_secs(3600),
+            metrics_addr: None,
         }
     }
 }
@@ -362,6 +366,10 @@ impl Node {
             )),
             None => None,
         };
+        let metrics_listener = match c.metrics_addr {
+            Some(addr) => Some(crate::http::bind(addr, "--metrics-addr").await?),
+            None => None,
+        };
         let client = protocol::connect(&c.url, &c.name, None).await?;
         eprintln!("{}: connected to {}", c.name, c.url);
         let js = jetstream::new(client.clone());
@@ -439,6 +447,14 @@ impl Node {
                 }
             })
         };
+        if let Some(listener) = metrics_listener {
+            eprintln!(
+                "{}: serving http://{}/metrics",
+                c.name,
+                listener.local_addr()?
+            );
+            tokio::spawn(metrics::serve(state.clone(), listener));
+        }
         let background = [
             tokio::spawn(heartbeat(state.clone())),
             tokio::spawn(publish_status(state.clone(), client.clone())),
