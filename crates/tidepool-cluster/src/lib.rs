@@ -12,6 +12,7 @@
 //! | [`client`] | submit a request and await its result; batches; options |
 //! | [`limits`] | concurrency and rate limits per task name, and their lease protocol |
 //! | [`cancel`] | cancel a request; what a running handler sees |
+//! | [`dashboard`] | the live web page of `tidepool cluster dashboard` |
 //! | [`status`] | collect the nodes' status reports |
 //! | [`audit`] | count results, duplicates and dead letters in the streams |
 //! | [`chaos`] | the chaos scenario: kill a node, restart the broker, count |
@@ -27,6 +28,7 @@ pub mod audit;
 pub mod cancel;
 pub mod chaos;
 pub mod client;
+pub mod dashboard;
 pub mod duration;
 pub mod http;
 pub mod limits;

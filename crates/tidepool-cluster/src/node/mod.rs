@@ -165,6 +165,12 @@ pub struct NodeStatus {
     /// Counters per task name.
     #[serde(default)]
     pub per_task: std::collections::BTreeMap<String, TaskCounters>,
+    /// Run time of the pool's tasks since the node started, median, ms.
+    #[serde(default)]
+    pub service_p50_ms: f64,
+    /// Run time, 99th percentile, ms.
+    #[serde(default)]
+    pub service_p99_ms: f64,
     /// When this status was taken (Unix ns).
     pub at_unix_ns: u64,
 }
@@ -277,7 +283,16 @@ impl State {
     }
 
     fn status(&self) -> NodeStatus {
+        let stats = self.pool.stats();
+        let ms = |q: f64| {
+            stats
+                .service
+                .quantile(q)
+                .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
         NodeStatus {
+            service_p50_ms: ms(0.5),
+            service_p99_ms: ms(0.99),
             node: self.name.clone(),
             pid: std::process::id(),
             policy: self.policy.clone(),

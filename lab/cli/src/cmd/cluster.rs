@@ -59,6 +59,11 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  tidepool cluster limit thumbnail --concurrency 3\n  tidepool cluster limit mail --rate 20/s\n  tidepool cluster limit mail --concurrency 5 --rate 300/m\n  tidepool cluster limit mail --clear\n\nEvery node applies a change to the next request it starts (within milliseconds);\n`tidepool cluster status` shows the limits."
     )]
     Limit(LimitArgs),
+    /// Serve a live web page of the cluster: nodes, queues, throughput, limits.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster dashboard --nats nats://127.0.0.1:4222 --addr 127.0.0.1:8080\n\nOpen http://127.0.0.1:8080/ in a browser; the page updates every second.\nStop with Ctrl-C."
+    )]
+    Dashboard(DashboardArgs),
     /// Kill a node and restart the broker mid-run; count lost and duplicate results.
     #[command(
         after_help = "Examples:\n  tidepool cluster chaos --json\n  tidepool cluster chaos --requests 2000 --nodes 3 --task 20ms"
@@ -162,6 +167,22 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// `cluster dashboard`.
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Broker URL(s).
+    #[arg(
+        long = "nats",
+        value_name = "URL",
+        env = "TIDEPOOL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub url: String,
+    /// Where to serve the page (an IP address and a port).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080", value_parser = tidepool_cluster::args::socket_addr)]
+    pub addr: std::net::SocketAddr,
+}
+
 /// `cluster limit`.
 #[derive(Debug, Args)]
 pub struct LimitArgs {
@@ -220,6 +241,7 @@ pub fn run(a: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Replay(a) => replay_cmd(a),
         ClusterCommand::Status(a) => status_cmd(a),
         ClusterCommand::Limit(a) => limit_cmd(a),
+        ClusterCommand::Dashboard(a) => dashboard_cmd(a),
         ClusterCommand::Chaos(a) => chaos_cmd(a),
     }
 }
@@ -505,6 +527,21 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     print(&text);
+    Ok(())
+}
+
+fn dashboard_cmd(a: DashboardArgs) -> anyhow::Result<()> {
+    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
+    let _ = cancel::flag(); // Ctrl-C (or SIGTERM) stops the server
+    block_on(async {
+        let listener = tidepool_cluster::http::bind(a.addr, "--addr").await?;
+        eprintln!(
+            "dashboard of {} at http://{}/ (Ctrl-C stops)",
+            a.url,
+            listener.local_addr()?
+        );
+        tidepool_cluster::dashboard::serve(&a.url, listener, interrupted()).await
+    })??;
     Ok(())
 }
 
