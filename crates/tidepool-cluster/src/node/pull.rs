@@ -30,9 +30,9 @@ use crate::tasks::Handler;
 /// How long an idle node waits for a doorbell before it looks again.
 const IDLE_LOOK: Duration = Duration::from_millis(250);
 
-/// How long a fetch may wait at the broker (it does not wait when nothing
-/// is there; this bounds a lost one).
-const FETCH_EXPIRES: Duration = Duration::from_secs(1);
+/// How long a fetch may go unanswered before the node pulls again (the
+/// broker answers one at once, with what it has or with "no messages").
+const FETCH_LOST: Duration = Duration::from_secs(5);
 
 /// What starting a request needs.
 #[derive(Clone)]
@@ -84,13 +84,9 @@ pub(super) async fn pull(
             if got >= free {
                 break;
             }
-            // The expiry bounds a fetch whose request or answer was lost (a
-            // broker restart): the client gives up 5 s after it.
-            let fetch = consumer
-                .fetch()
-                .max_messages(free - got)
-                .expires(FETCH_EXPIRES)
-                .messages();
+            // No expiry: with one, a 2.9 server waits for the batch to fill
+            // instead of answering with what it has.
+            let fetch = consumer.fetch().max_messages(free - got).messages();
             let mut batch = match fetch.await {
                 Ok(b) => b,
                 Err(e) => {
@@ -99,7 +95,19 @@ pub(super) async fn pull(
                     break;
                 }
             };
-            while let Some(m) = batch.next().await {
+            loop {
+                // A fetch whose request or answer was lost (a broker
+                // restart) would never end: give up on it after a while.
+                let m = match tokio::time::timeout(FETCH_LOST, batch.next()).await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(_) => {
+                        eprintln!(
+                            "{name}: a fetch went unanswered for {FETCH_LOST:?}; pulling again"
+                        );
+                        break;
+                    }
+                };
                 match m {
                     Ok(message) => {
                         got += 1;
