@@ -25,6 +25,7 @@ apt_need nats-server nats-server # the distributed pool's broker (tidepool-clust
 # the server benchmark's database (tidepool-bench server): its programs are not on the PATH
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 apt_need wrk wrk             # the server benchmark's load generator
+apt_need chromium chromium       # the cluster dashboard's browser test
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

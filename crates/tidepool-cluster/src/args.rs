@@ -7,12 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use tidepool::{policy::PolicySpec, QueueFlavor};
 
+use crate::duration;
 use crate::node::{Node, NodeConfig, NodeStatus};
 use crate::protocol::Settings;
-
-fn duration(s: &str) -> Result<Duration, String> {
-    tidepool_workload::dist::parse_duration(s)
-}
 
 fn policy(s: &str) -> Result<PolicySpec, String> {
     match PolicySpec::parse(s) {
@@ -22,6 +19,15 @@ fn policy(s: &str) -> Result<PolicySpec, String> {
         Ok(p) => Ok(p),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A `HOST:PORT` to listen on (an IP address; port 0 picks a free one).
+pub fn socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "`{s}` is not HOST:PORT with an IP address and a port 0..=65535 (e.g. 127.0.0.1:9187)"
+        )
+    })
 }
 
 fn queue(s: &str) -> Result<QueueFlavor, String> {
@@ -40,9 +46,9 @@ pub struct BrokerArgs {
     )]
     pub url: String,
     /// How long a node may hold a request without an ack or a progress
-    /// heartbeat before it goes to another node (1s..3600s; used when the
+    /// heartbeat before it goes to another node (1s..=1h; used when the
     /// streams are created).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::ack_wait)]
     pub ack_wait: Duration,
     /// Deliveries of a request before it is dead-lettered (1..1000).
     #[arg(long, value_name = "N", default_value_t = 5)]
@@ -97,13 +103,17 @@ pub struct NodeArgs {
     /// that survives SIGKILL).
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
-    /// On SIGTERM, how long to let running tasks finish before releasing them.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    /// On SIGTERM, how long to let running tasks finish before releasing them
+    /// (0s..=1h).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::drain_timeout)]
     pub drain_timeout: Duration,
     /// Stop heartbeats for a task running longer than this (a hung handler),
-    /// so that its request goes to another node after the ack wait.
-    #[arg(long, value_name = "DURATION", default_value = "3600s", value_parser = duration)]
+    /// so that its request goes to another node after the ack wait (1s..=1d).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration::max_task_time)]
     pub max_task_time: Duration,
+    /// Serve the node's metrics at http://HOST:PORT/metrics (Prometheus text).
+    #[arg(long, value_name = "HOST:PORT", value_parser = socket_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl NodeArgs {
@@ -150,6 +160,7 @@ impl NodeArgs {
             journal: self.journal.clone(),
             drain_timeout: self.drain_timeout,
             max_task_time: self.max_task_time,
+            metrics_addr: self.metrics_addr,
         })
     }
 }
@@ -199,7 +210,8 @@ pub fn block_on<F: std::future::Future>(f: F) -> std::io::Result<F::Output> {
     Ok(runtime.block_on(f))
 }
 
-/// Run a node until SIGTERM or SIGINT (Ctrl-C), then stop gracefully.
-pub fn run_node(config: NodeConfig) -> anyhow::Result<NodeStatus> {
-    block_on(Node::new(config).run(stop_signal()))?
+/// Run a node (its handlers registered) until SIGTERM or SIGINT (Ctrl-C),
+/// then stop gracefully.
+pub fn run_node(node: Node) -> anyhow::Result<NodeStatus> {
+    block_on(node.run(stop_signal()))?
 }

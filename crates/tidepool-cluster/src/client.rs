@@ -44,6 +44,15 @@ pub struct TaskResult {
     pub received_ns: u64,
 }
 
+/// How a request is to run: its priority and the earliest time it may start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubmitOptions {
+    /// Among waiting requests, nodes start higher priorities first.
+    pub priority: Priority,
+    /// Not started before this instant (Unix ns).
+    pub not_before_ns: Option<u64>,
+}
+
 /// A submitted request: `.await` it for its result.
 #[derive(Debug)]
 pub struct Pending {
@@ -172,6 +181,7 @@ impl Client {
         &self,
         task: &str,
         payload: Bytes,
+        options: SubmitOptions,
     ) -> anyhow::Result<(String, String, PublishMessage)> {
         if !valid_task_name(task) {
             anyhow::bail!("task name `{task}` is not allowed: use 1 to 64 of A-Z a-z 0-9 - _");
@@ -180,11 +190,25 @@ impl Client {
         let mut headers = HeaderMap::new();
         headers.insert(H_REQUEST, request.as_str());
         headers.insert(H_CLIENT, self.id.as_str());
+        if options.priority != Priority::Normal {
+            headers.insert(H_PRIORITY, options.priority.as_str());
+        }
+        if let Some(t) = options.not_before_ns {
+            headers.insert(H_NOT_BEFORE, t.to_string().as_str());
+        }
         let publish = PublishMessage::build()
             .headers(headers)
             .payload(payload)
             .message_id(&request);
-        Ok((request, format!("{REQ_PREFIX}{task}"), publish))
+        Ok((request, options.priority.subject(task), publish))
+    }
+
+    /// Cancel a request by its id (any client's; see [`crate::cancel`]):
+    /// if it has not started, it never runs and its result is the error
+    /// `cancelled`; a running handler can see it with
+    /// [`cancelled`](crate::cancel::cancelled).
+    pub async fn cancel(&self, request: &str) -> anyhow::Result<()> {
+        crate::cancel::cancel(&self.js, request).await
     }
 
     /// Publish one request, retrying across a broker outage (up to
@@ -209,7 +233,18 @@ impl Client {
 
     /// Submit one request; resolves once the broker stored it.
     pub async fn submit(&self, task: &str, payload: impl Into<Bytes>) -> anyhow::Result<Pending> {
-        let (request, subject, publish) = self.request(task, payload.into())?;
+        self.submit_with(task, payload, SubmitOptions::default())
+            .await
+    }
+
+    /// Submit one request with a priority or a not-before time.
+    pub async fn submit_with(
+        &self,
+        task: &str,
+        payload: impl Into<Bytes>,
+        options: SubmitOptions,
+    ) -> anyhow::Result<Pending> {
+        let (request, subject, publish) = self.request(task, payload.into(), options)?;
         let rx = self.register(&request);
         let submitted_ns = unix_ns();
         self.publish_until_stored(&request, &subject, &publish)
@@ -233,7 +268,8 @@ impl Client {
         for chunk in payloads.chunks(256) {
             let mut acks = Vec::with_capacity(chunk.len());
             for p in chunk {
-                let (request, subject, publish) = self.request(task, p.clone())?;
+                let (request, subject, publish) =
+                    self.request(task, p.clone(), SubmitOptions::default())?;
                 let rx = self.register(&request);
                 let submitted_ns = unix_ns();
                 let ack = self

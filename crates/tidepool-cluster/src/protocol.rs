@@ -7,9 +7,20 @@
 //! | `TIDEPOOL_RESULTS` | `tidepool.res.<client>.<request>` | limits | one result per request (deduplicated by `Nats-Msg-Id`) |
 //! | `TIDEPOOL_DEAD` | `tidepool.dead.<task>` | limits | requests that failed `max_deliver` times, with the error |
 //!
-//! Nodes share one durable pull consumer, `nodes`, on the requests stream:
-//! explicit acks, `ack_wait`, `max_deliver`. Nodes publish their status on
-//! core NATS, `tidepool.status.<node>`, twice a second.
+//! A request's priority is the last token of its subject:
+//! `tidepool.req.<task>` is `normal`, `tidepool.req.<task>.high` and
+//! `tidepool.req.<task>.low` the others. Nodes share one durable pull
+//! consumer per priority on the requests stream (`nodes-high`, `nodes`,
+//! `nodes-low`): explicit acks, `ack_wait`, `max_deliver`. The stream
+//! republishes each request's headers on `tidepool.bell.<task>[.<priority>]`
+//! (core NATS), which wakes idle nodes. Nodes publish their status on core
+//! NATS, `tidepool.status.<node>`, twice a second.
+//!
+//! | key-value bucket | key | value |
+//! |---|---|---|
+//! | `TIDEPOOL_LIMITS` | task name | JSON limit ([`crate::limits::Limit`]) |
+//! | `TIDEPOOL_LEASES` | task name | JSON lease table of a limited task ([`crate::limits`]) |
+//! | `TIDEPOOL_CANCEL` | request id | anything: the request is cancelled |
 
 use std::time::Duration;
 
@@ -21,8 +32,16 @@ pub const REQUESTS: &str = "TIDEPOOL_REQUESTS";
 pub const RESULTS: &str = "TIDEPOOL_RESULTS";
 /// The dead-letter stream.
 pub const DEAD: &str = "TIDEPOOL_DEAD";
-/// The nodes' shared durable consumer.
+/// The nodes' shared durable consumer of `normal` requests.
 pub const CONSUMER: &str = "nodes";
+/// The limits bucket.
+pub const LIMITS: &str = "TIDEPOOL_LIMITS";
+/// The leases bucket (concurrency and rate state of limited tasks).
+pub const LEASES: &str = "TIDEPOOL_LEASES";
+/// The cancellation bucket.
+pub const CANCEL: &str = "TIDEPOOL_CANCEL";
+/// Doorbells: each request's headers, republished by the stream.
+pub const BELL_PREFIX: &str = "tidepool.bell.";
 /// Requests: `tidepool.req.<task>`.
 pub const REQ_PREFIX: &str = "tidepool.req.";
 /// Results: `tidepool.res.<client>.<request>`.
@@ -48,6 +67,82 @@ pub const H_STARTED: &str = "Tidepool-Started-Ns";
 pub const H_FINISHED: &str = "Tidepool-Finished-Ns";
 /// Header: the task name (dead letters).
 pub const H_TASK: &str = "Tidepool-Task";
+/// Header: the request's priority, `high`, `normal` or `low` (requests; it
+/// must agree with the subject, which is what nodes order by).
+pub const H_PRIORITY: &str = "Tidepool-Priority";
+/// Header: do not start before this instant (requests; Unix ns).
+pub const H_NOT_BEFORE: &str = "Tidepool-Not-Before";
+/// The error of a cancelled request's result.
+pub const CANCELLED: &str = "cancelled";
+
+/// A request's priority: among waiting requests, nodes start `High` first,
+/// then `Normal`, then `Low`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    /// Started before any other waiting request.
+    High,
+    /// The default.
+    #[default]
+    Normal,
+    /// Started only when no high or normal request waits.
+    Low,
+}
+
+impl Priority {
+    /// All, highest first (the order nodes pull in).
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+    /// The header value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+
+    /// The subject of a request for `task` with this priority.
+    pub fn subject(self, task: &str) -> String {
+        match self {
+            Priority::Normal => format!("{REQ_PREFIX}{task}"),
+            p => format!("{REQ_PREFIX}{task}.{}", p.as_str()),
+        }
+    }
+
+    /// The nodes' consumer of this priority, and its filter subject.
+    pub fn consumer(self) -> (&'static str, String) {
+        match self {
+            Priority::High => ("nodes-high", format!("{REQ_PREFIX}*.high")),
+            Priority::Normal => (CONSUMER, format!("{REQ_PREFIX}*")),
+            Priority::Low => ("nodes-low", format!("{REQ_PREFIX}*.low")),
+        }
+    }
+
+    /// Task and priority of a request subject (`None`: not a request subject).
+    pub fn of_subject(subject: &str) -> Option<(&str, Priority)> {
+        let rest = subject.strip_prefix(REQ_PREFIX)?;
+        Some(match rest.split_once('.') {
+            None => (rest, Priority::Normal),
+            Some((task, "high")) => (task, Priority::High),
+            Some((task, "low")) => (task, Priority::Low),
+            Some(_) => return None,
+        })
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "high" => Ok(Priority::High),
+            "normal" => Ok(Priority::Normal),
+            "low" => Ok(Priority::Low),
+            other => Err(format!(
+                "priority `{other}` is not one of high, normal, low"
+            )),
+        }
+    }
+}
 
 /// The knobs every participant must agree on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,12 +214,16 @@ pub fn valid_task_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Create the three streams and the nodes' consumer if they are missing.
-/// Existing ones are used as they are (the first participant's settings win).
+/// The nodes' consumers, highest priority first.
+pub type Consumers = [consumer::PullConsumer; 3];
+
+/// Create the three streams, the nodes' consumers and the key-value buckets
+/// if they are missing. Existing ones are used as they are (the first
+/// participant's settings win).
 pub async fn ensure_streams(
     js: &jetstream::Context,
     settings: &Settings,
-) -> anyhow::Result<consumer::PullConsumer> {
+) -> anyhow::Result<Consumers> {
     let requests = js
         .get_or_create_stream(stream::Config {
             name: REQUESTS.into(),
@@ -133,6 +232,11 @@ pub async fn ensure_streams(
             storage: stream::StorageType::File,
             duplicate_window: settings.duplicate_window,
             num_replicas: settings.replicas,
+            republish: Some(stream::Republish {
+                source: format!("{REQ_PREFIX}>"),
+                destination: format!("{BELL_PREFIX}>"),
+                headers_only: true,
+            }),
             ..Default::default()
         })
         .await
@@ -150,21 +254,55 @@ pub async fn ensure_streams(
         .await
         .map_err(|e| anyhow::anyhow!("cannot create stream {name}: {e}"))?;
     }
-    requests
-        .get_or_create_consumer(
-            CONSUMER,
-            consumer::pull::Config {
-                durable_name: Some(CONSUMER.into()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: settings.ack_wait,
-                max_deliver: settings.max_deliver as i64,
-                max_ack_pending: 100_000,
-                max_waiting: 4096,
-                ..Default::default()
-            },
-        )
+    for (bucket, max_age) in [
+        (LIMITS, Duration::ZERO),
+        (LEASES, Duration::ZERO),
+        (CANCEL, settings.duplicate_window),
+    ] {
+        // The bucket's stream as the key-value convention lays it out
+        // (`create_key_value` first asks for the account's info, which this
+        // client cannot read from a 2.9 server).
+        js.get_or_create_stream(stream::Config {
+            name: format!("KV_{bucket}"),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            storage: stream::StorageType::File,
+            num_replicas: settings.replicas,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        })
         .await
-        .map_err(|e| anyhow::anyhow!("cannot create consumer {CONSUMER}: {e}"))
+        .map_err(|e| anyhow::anyhow!("cannot create key-value bucket {bucket}: {e}"))?;
+    }
+    let mut consumers = Vec::with_capacity(3);
+    for p in Priority::ALL {
+        let (name, filter) = p.consumer();
+        consumers.push(
+            requests
+                .get_or_create_consumer(
+                    name,
+                    consumer::pull::Config {
+                        durable_name: Some(name.into()),
+                        filter_subject: filter,
+                        ack_policy: consumer::AckPolicy::Explicit,
+                        ack_wait: settings.ack_wait,
+                        max_deliver: settings.max_deliver as i64,
+                        max_ack_pending: 100_000,
+                        max_waiting: 4096,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create consumer {name}: {e}"))?,
+        );
+    }
+    Ok(consumers
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one consumer per priority")))
 }
 
 /// Check a broker URL before connecting: `nats://HOST:PORT` (or `HOST:PORT`,
@@ -314,6 +452,20 @@ mod tests {
             ..Settings::default()
         };
         assert!(bad.validate().unwrap_err().contains("1..=5"));
+    }
+
+    #[test]
+    fn priorities_and_subjects() {
+        for p in Priority::ALL {
+            let subject = p.subject("sleep");
+            assert_eq!(Priority::of_subject(&subject), Some(("sleep", p)));
+            assert_eq!(p.as_str().parse::<Priority>(), Ok(p));
+        }
+        assert_eq!(Priority::of_subject("tidepool.req.a.b"), None);
+        assert!("urgent"
+            .parse::<Priority>()
+            .unwrap_err()
+            .contains("high, normal, low"));
     }
 
     #[test]

@@ -3,16 +3,12 @@
 //!
 //! | name | payload | does |
 //! |---|---|---|
-//! | `trace` | JSON `{"cpu_us":N,"blocked_us":N}` | a trace task's body: calibrated compute, then sleep ([`TaskBody`]) |
-//! | `sleep` | decimal microseconds | sleeps (an I/O-bound task) |
+//! | `sleep` | decimal microseconds | sleeps (an I/O-bound task); stops early when cancelled |
 //! | `echo` | anything | returns the payload |
 //! | `poison` | anything | always panics (to see the dead-letter path) |
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-use tidepool_workload::{BusyLoop, TaskBody, TaskSpec};
 
 /// What a handler returns: the result's payload, or an error message.
 pub type Outcome = Result<Vec<u8>, String>;
@@ -21,44 +17,9 @@ pub type Outcome = Result<Vec<u8>, String>;
 /// a failed delivery).
 pub type Handler = Arc<dyn Fn(&[u8]) -> Outcome + Send + Sync>;
 
-/// The payload of a `trace` task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TracePayload {
-    /// Compute, µs.
-    pub cpu_us: u64,
-    /// Blocked (sleep), µs.
-    pub blocked_us: u64,
-}
-
-impl TracePayload {
-    /// The payload for one task of a trace.
-    pub fn of(task: &TaskSpec) -> TracePayload {
-        TracePayload {
-            cpu_us: task.cpu.as_micros() as u64,
-            blocked_us: task.blocked.as_micros() as u64,
-        }
-    }
-
-    /// Encode as JSON bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("two integers always serialise")
-    }
-}
-
 /// The payload of a `sleep` task of `d`.
 pub fn sleep_payload(d: Duration) -> Vec<u8> {
     d.as_micros().to_string().into_bytes()
-}
-
-fn trace(payload: &[u8]) -> Outcome {
-    let p: TracePayload = serde_json::from_slice(payload)
-        .map_err(|e| format!("trace payload is not {{\"cpu_us\":N,\"blocked_us\":N}}: {e}"))?;
-    TaskBody::new(
-        Duration::from_micros(p.cpu_us),
-        Duration::from_micros(p.blocked_us),
-    )
-    .run(&BusyLoop::global());
-    Ok(Vec::new())
 }
 
 fn sleep(payload: &[u8]) -> Outcome {
@@ -70,8 +31,18 @@ fn sleep(payload: &[u8]) -> Outcome {
     if us > 3_600_000_000 {
         return Err(format!("sleep of {us} µs is over the 1 h limit"));
     }
-    std::thread::sleep(Duration::from_micros(us));
-    Ok(Vec::new())
+    // In slices, so that a cancelled request stops early.
+    let until = std::time::Instant::now() + Duration::from_micros(us);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(Vec::new());
+        }
+        if crate::cancel::cancelled() {
+            return Err("cancelled while sleeping".into());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(10)));
+    }
 }
 
 fn poison(_: &[u8]) -> Outcome {
@@ -81,8 +52,7 @@ fn poison(_: &[u8]) -> Outcome {
 /// The built-in handlers by name.
 pub fn builtins() -> Vec<(&'static str, Handler)> {
     vec![
-        ("trace", Arc::new(trace) as Handler),
-        ("sleep", Arc::new(sleep)),
+        ("sleep", Arc::new(sleep) as Handler),
         ("echo", Arc::new(|p: &[u8]| Ok(p.to_vec()))),
         ("poison", Arc::new(poison)),
     ]
@@ -94,19 +64,13 @@ mod tests {
 
     #[test]
     fn payloads_round_trip_and_bad_ones_are_errors() {
-        let t = TracePayload {
-            cpu_us: 10,
-            blocked_us: 20,
-        };
-        assert_eq!(trace(&t.encode()), Ok(Vec::new()));
-        assert!(trace(b"{}").unwrap_err().contains("cpu_us"));
         assert_eq!(
             sleep(&sleep_payload(Duration::from_micros(5))),
             Ok(Vec::new())
         );
         assert!(sleep(b"five").unwrap_err().contains("microseconds"));
         assert!(sleep(b"99999999999").unwrap_err().contains("1 h"));
-        let echo = &builtins()[2].1;
+        let echo = &builtins()[1].1;
         assert_eq!(echo(b"hi"), Ok(b"hi".to_vec()));
     }
 }

@@ -9,6 +9,7 @@ use clap::Parser;
 
 mod bar;
 mod cancel;
+mod cluster_replay;
 mod cmd;
 mod comparison;
 mod error;

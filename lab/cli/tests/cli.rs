@@ -658,7 +658,21 @@ fn cluster_commands_reject_bad_options_with_usage_errors() {
     for (args, why) in [
         (vec!["node", "--nats", "http://127.0.0.1:4222"], "scheme"),
         (vec!["node", "--policy", "tpr"], "not a pool policy"),
-        (vec!["node", "--ack-wait", "10ms"], "1s..=3600s"),
+        (vec!["node", "--ack-wait", "10ms"], "1s..=1h"),
+        (vec!["node", "--drain-timeout", "30"], "`30` has no unit"),
+        (
+            vec!["node", "--max-task-time", "3600"],
+            "units: ns, us, ms, s",
+        ),
+        (vec!["node", "--max-task-time", "10ms"], "1s..=1day"),
+        (vec!["node", "--drain-timeout", "2h"], "0s..=1h"),
+        (vec!["cluster", "status", "--listen", "5"], "no unit"),
+        (vec!["cluster", "chaos", "--task", "2m"], "0s..=1m"),
+        (vec!["cluster", "chaos", "--ack-wait", "10"], "no unit"),
+        (
+            vec!["cluster", "replay", "-w", TINY, "--timeout", "soon"],
+            "not a duration",
+        ),
         (vec!["cluster", "chaos", "--nodes", "1"], "between 2 and 16"),
         (
             vec![
@@ -673,6 +687,46 @@ fn cluster_commands_reject_bad_options_with_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn cluster_limit_is_stored_in_the_broker_and_shown_by_status() {
+    let server = tidepool_cluster::NatsServer::start().unwrap();
+    let url = server.url();
+    let set = tidepool(&[
+        "cluster",
+        "limit",
+        "thumbnail",
+        "--nats",
+        &url,
+        "--concurrency",
+        "3",
+        "--rate",
+        "20/s",
+    ]);
+    let out = String::from_utf8_lossy(&set.stdout);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    assert!(out.contains("thumbnail: concurrency 3, rate 20/s"), "{out}");
+    let status = tidepool(&["cluster", "status", "--nats", &url, "--listen", "200ms"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("thumbnail: concurrency 3, rate 20/s"),
+        "{text}"
+    );
+    let json = tidepool(&[
+        "cluster", "status", "--nats", &url, "--listen", "200ms", "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["limits"]["thumbnail"]["concurrency"], 3);
+    let clear = tidepool(&["cluster", "limit", "thumbnail", "--nats", &url, "--clear"]);
+    assert!(clear.status.success());
+    let status = tidepool(&["cluster", "status", "--nats", &url, "--listen", "200ms"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("limits: none"), "{text}");
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tidepool_cluster::args::{run_node, NodeArgs};
+use tidepool_cluster::Node;
 
 /// One node of a tidepool cluster: a self-sizing pool that takes requests
 /// from NATS JetStream.
@@ -24,7 +25,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run_node(config) {
+    match run_node(Node::new(config)) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

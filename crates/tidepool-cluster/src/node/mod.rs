@@ -3,8 +3,10 @@
 //! ## The protocol
 //!
 //! 1. **Pull what can start now.** The puller asks the nodes' shared pull
-//!    consumer for `free = max(target, live) + slack − running` requests,
-//!    where `running` counts requests handed to the pool and not finished.
+//!    consumers, highest priority first (`pull.rs`), for `free = max(target,
+//!    live) + slack − running` requests, where `running` counts requests
+//!    held and not finished (also those waiting at the gate, `gate.rs`, for
+//!    their not-before time or a lease of their task's limit).
 //!    The pool's sizing policy sets `target`, so the policy is the node's
 //!    back-pressure: a slow or small node pulls little, and nothing waits in
 //!    a node's queue that another node could run. `slack` (default 1) lets
@@ -43,6 +45,10 @@
 //!    that other nodes take it at once.
 
 mod check;
+mod gate;
+mod lease;
+mod metrics;
+mod pull;
 mod record;
 mod start;
 mod upkeep;
@@ -54,17 +60,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, AckKind};
-use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tidepool::{policy::PolicySpec, Pool, QueueFlavor};
 use tokio::sync::{mpsc, Notify};
 
+use crate::cancel::Cancellations;
 use crate::protocol::{self, *};
-use crate::suspect::Suspicion;
 use crate::tasks::{builtins, Handler, Outcome};
-use check::{already_handled, bound_suspicion};
+use lease::Limiter;
 use record::{dead_letter_advisories, record};
-use start::start;
 use upkeep::{heartbeat, publish_status};
 
 /// How a node runs.
@@ -94,6 +98,8 @@ pub struct NodeConfig {
     /// Heartbeats for a request stop after this long, so a task that hangs
     /// gives its request back to the broker (redelivered after `ack_wait`).
     pub max_task_time: Duration,
+    /// Serve `/metrics` (Prometheus text) here.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl Default for NodeConfig {
@@ -110,6 +116,7 @@ impl Default for NodeConfig {
             journal: None,
             drain_timeout: Duration::from_secs(30),
             max_task_time: Duration::from_secs(3600),
+            metrics_addr: None,
         }
     }
 }
@@ -144,8 +151,26 @@ pub struct NodeStatus {
     /// Redeliveries acked without running because their result was already
     /// recorded (the first run's ack was lost, or its node died after recording).
     pub already_recorded: u64,
+    /// Requests recorded as cancelled.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Deliveries put back until their not-before time.
+    #[serde(default)]
+    pub delayed: u64,
     /// Draining for a graceful stop.
     pub draining: bool,
+    /// The limits per task name this node enforces.
+    #[serde(default)]
+    pub limits: std::collections::BTreeMap<String, crate::limits::Limit>,
+    /// Counters per task name.
+    #[serde(default)]
+    pub per_task: std::collections::BTreeMap<String, TaskCounters>,
+    /// Run time of the pool's tasks since the node started, median, ms.
+    #[serde(default)]
+    pub service_p50_ms: f64,
+    /// Run time, 99th percentile, ms.
+    #[serde(default)]
+    pub service_p99_ms: f64,
     /// When this status was taken (Unix ns).
     pub at_unix_ns: u64,
 }
@@ -173,6 +198,9 @@ struct Done {
     outcome: Outcome,
     started_ns: u64,
     finished_ns: u64,
+    /// Record this outcome as it is, even an error: no retry (a cancelled
+    /// request, or one that can never run).
+    last: bool,
 }
 
 /// A request the node holds until it is acked or released.
@@ -183,6 +211,8 @@ struct Held {
     client: String,
     task: String,
     delivered: i64,
+    /// It holds a lease of its task's concurrency limit.
+    lease: AtomicBool,
 }
 
 /// The node's shared state between the puller, the workers, the recorder,
@@ -206,7 +236,32 @@ struct State {
     dead_lettered: AtomicU64,
     duplicates: AtomicU64,
     already_recorded: AtomicU64,
+    cancelled: AtomicU64,
+    delayed: AtomicU64,
     draining: AtomicBool,
+    limiter: Arc<Limiter>,
+    cancels: Arc<Cancellations>,
+    /// Counters per task name.
+    per_task: Mutex<std::collections::BTreeMap<String, TaskCounters>>,
+}
+
+/// A node's counters for one task name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCounters {
+    /// Deliveries pulled.
+    pub pulled: u64,
+    /// Requests whose result was recorded and which were acked.
+    pub acked: u64,
+    /// Deliveries that were not first deliveries.
+    pub redelivered: u64,
+    /// Requests moved to the dead-letter stream.
+    pub dead_lettered: u64,
+    /// Requests recorded as cancelled.
+    pub cancelled: u64,
+    /// Deliveries put back because their not-before time was ahead.
+    pub delayed: u64,
+    /// Heartbeats withheld because the task ran past `max_task_time`.
+    pub expired: u64,
 }
 
 impl State {
@@ -216,12 +271,28 @@ impl State {
         (size + self.slack).saturating_sub(self.running.load(Relaxed))
     }
 
+    /// Count something for `task`.
+    fn count(&self, task: &str, f: impl FnOnce(&mut TaskCounters)) {
+        if let Ok(mut m) = self.per_task.lock() {
+            f(m.entry(task.to_string()).or_default());
+        }
+    }
+
     fn held_len(&self) -> usize {
         self.held.lock().map_or(0, |h| h.len())
     }
 
     fn status(&self) -> NodeStatus {
+        let stats = self.pool.stats();
+        let ms = |q: f64| {
+            stats
+                .service
+                .quantile(q)
+                .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
         NodeStatus {
+            service_p50_ms: ms(0.5),
+            service_p99_ms: ms(0.99),
             node: self.name.clone(),
             pid: std::process::id(),
             policy: self.policy.clone(),
@@ -235,7 +306,11 @@ impl State {
             dead_lettered: self.dead_lettered.load(Relaxed),
             duplicate_results_dropped: self.duplicates.load(Relaxed),
             already_recorded: self.already_recorded.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            delayed: self.delayed.load(Relaxed),
             draining: self.draining.load(Relaxed),
+            limits: self.limiter.all().into_iter().collect(),
+            per_task: self.per_task.lock().map(|m| m.clone()).unwrap_or_default(),
             at_unix_ns: unix_ns(),
         }
     }
@@ -306,14 +381,18 @@ impl Node {
             )),
             None => None,
         };
+        let metrics_listener = match c.metrics_addr {
+            Some(addr) => Some(crate::http::bind(addr, "--metrics-addr").await?),
+            None => None,
+        };
         let client = protocol::connect(&c.url, &c.name, None).await?;
         eprintln!("{}: connected to {}", c.name, c.url);
         let js = jetstream::new(client.clone());
-        let mut consumer =
+        let mut consumers =
             protocol::retry(Duration::from_secs(60), || ensure_streams(&js, &c.settings)).await?;
         // The consumer's settings are the cluster's (the first participant
         // created it): heartbeats and the last-delivery check follow them.
-        let settings = match consumer.info().await {
+        let settings = match consumers[1].info().await {
             Ok(info) => Settings {
                 ack_wait: info.config.ack_wait,
                 max_deliver: info.config.max_deliver.clamp(1, i64::from(u32::MAX)) as u32,
@@ -330,6 +409,21 @@ impl Node {
         let results = protocol::retry(Duration::from_secs(60), || js.get_stream(RESULTS))
             .await
             .map_err(|e| anyhow::anyhow!("cannot open stream {RESULTS}: {e}"))?;
+        let bucket = |name: &'static str| {
+            let js = js.clone();
+            async move {
+                protocol::retry(Duration::from_secs(60), || js.get_key_value(name))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot open bucket {name}: {e}"))
+            }
+        };
+        let limiter = Arc::new(Limiter::new(
+            &c.name,
+            bucket(LIMITS).await?,
+            bucket(LEASES).await?,
+            settings.ack_wait,
+        ));
+        let cancels = Arc::new(Cancellations::new(settings.duplicate_window));
         let state = Arc::new(State {
             name: c.name.clone(),
             policy: c.policy.to_string(),
@@ -349,7 +443,12 @@ impl Node {
             dead_lettered: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             already_recorded: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            delayed: AtomicU64::new(0),
             draining: AtomicBool::new(false),
+            limiter: limiter.clone(),
+            cancels: cancels.clone(),
+            per_task: Mutex::new(Default::default()),
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
 
@@ -363,77 +462,31 @@ impl Node {
                 }
             })
         };
+        if let Some(listener) = metrics_listener {
+            eprintln!(
+                "{}: serving http://{}/metrics",
+                c.name,
+                listener.local_addr()?
+            );
+            tokio::spawn(metrics::serve(state.clone(), listener));
+        }
         let background = [
             tokio::spawn(heartbeat(state.clone())),
             tokio::spawn(publish_status(state.clone(), client.clone())),
             tokio::spawn(dead_letter_advisories(state.clone(), client.clone())),
+            tokio::spawn(limiter.watch()),
+            tokio::spawn(cancels.watch(bucket(CANCEL).await?)),
         ];
 
         // The puller, until shutdown.
         let handlers = Arc::new(self.handlers);
-        let connection = client.statistics();
-        let mut suspicion = Suspicion::new(connection.connects.load(Relaxed));
-        tokio::pin!(shutdown);
-        let mut backoff = Duration::from_millis(50);
-        'pull: loop {
-            let free = state.free();
-            if free == 0 {
-                tokio::select! {
-                    _ = &mut shutdown => break 'pull,
-                    _ = state.finished.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                }
-                continue;
-            }
-            let batch = consumer
-                .batch()
-                .max_messages(free)
-                .expires(PULL_EXPIRES)
-                .messages();
-            let mut batch = tokio::select! {
-                _ = &mut shutdown => break 'pull,
-                b = batch => match b {
-                    Ok(b) => b,
-                    Err(e) => {
-                        eprintln!("{}: cannot pull requests: {e}; retrying in {backoff:?}", c.name);
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
-                        continue;
-                    }
-                },
-            };
-            loop {
-                tokio::select! {
-                    // A stop takes precedence over starting what arrives.
-                    biased;
-                    _ = &mut shutdown => {
-                        state.draining.store(true, Relaxed);
-                        // Whatever this pull still delivers is released at once.
-                        release_rest(&c.name, &mut batch).await;
-                        break 'pull;
-                    }
-                    m = batch.next() => match m {
-                        None => break,
-                        Some(Ok(message)) => {
-                            backoff = Duration::from_millis(50);
-                            let connects = connection.connects.load(Relaxed);
-                            bound_suspicion(&state, &mut suspicion, connects).await;
-                            if !already_handled(&state, &suspicion, connects, &message).await {
-                                start(&state, &handlers, &journal, &done_tx, message);
-                            }
-                        }
-                        Some(Err(e)) => {
-                            if !is_benign_pull_end(&*e) {
-                                eprintln!("{}: pull interrupted: {e}", c.name);
-                                tokio::time::sleep(backoff).await;
-                                backoff = (backoff * 2).min(Duration::from_secs(2));
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+        let starter = pull::Starter {
+            state: state.clone(),
+            handlers,
+            journal,
+            done_tx,
+        };
+        pull::pull(&starter, &client, &mut consumers, shutdown).await;
 
         // Graceful stop: let running tasks finish and record, then release.
         state.draining.store(true, Relaxed);
@@ -477,34 +530,10 @@ impl Node {
     }
 }
 
-/// A batch that ends by timeout or because the server has nothing is normal.
-fn is_benign_pull_end(e: &dyn std::fmt::Display) -> bool {
-    let text = e.to_string().to_lowercase();
-    text.contains("timeout") || text.contains("timed out") || text.contains("no messages")
-}
-
-/// How long one pull request waits at the broker for requests.
-const PULL_EXPIRES: Duration = Duration::from_millis(500);
-
-/// What a stopping node does with a request its last pull still delivers:
-/// release it to be delivered again after this delay. Not at once: a nak
-/// without delay is redelivered at once to a waiting pull, and the one
-/// waiting is this node's own (it lives until `PULL_EXPIRES`), which would
-/// nak it again, and so on until the request used up its deliveries and was
+/// What a stopping node does with a request it cannot start: release it to
+/// be delivered again after this delay. Not at once: a nak without delay is
+/// redelivered at once to a waiting pull, which may be this node's own, and
+/// could go round until the request used up its deliveries and was
 /// dead-lettered without ever running (seen in the chaos test: a request
 /// redelivered as the nodes stopped went through deliveries 2 to 5 in 2 ms).
-/// After the delay this pull has expired, so another node gets it.
-const RELEASE_DELAY: Duration = Duration::from_millis(2 * PULL_EXPIRES.as_millis() as u64);
-
-/// Release everything a pull still delivers after shutdown began.
-async fn release_rest(name: &str, batch: &mut async_nats::jetstream::consumer::pull::Batch) {
-    let until = tokio::time::Instant::now() + PULL_EXPIRES + Duration::from_millis(100);
-    let mut released = 0;
-    while let Ok(Some(Ok(m))) = tokio::time::timeout_at(until, batch.next()).await {
-        let _ = m.ack_with(AckKind::Nak(Some(RELEASE_DELAY))).await;
-        released += 1;
-    }
-    if released > 0 {
-        eprintln!("{name}: released {released} requests delivered as it stopped");
-    }
-}
+const RELEASE_DELAY: Duration = Duration::from_secs(1);

@@ -70,10 +70,22 @@ pub(super) async fn record(state: Arc<State>, done: Done) {
     else {
         return; // released at shutdown
     };
+    if held.lease.load(Relaxed) {
+        state.limiter.release(&held.task, &held.request).await;
+    }
     let times = (done.started_ns, done.finished_ns);
     let result = match &done.outcome {
         Ok(_) => {
             state.completed.fetch_add(1, Relaxed);
+            record_result(&state, &held, &done.outcome, times).await
+        }
+        Err(e) if done.last => {
+            if e == CANCELLED {
+                state.cancelled.fetch_add(1, Relaxed);
+                state.count(&held.task, |c| c.cancelled += 1);
+            } else {
+                eprintln!("{}: request {}: {e}", state.name, held.request);
+            }
             record_result(&state, &held, &done.outcome, times).await
         }
         Err(e) if held.delivered >= state.settings.max_deliver as i64 => {
@@ -95,6 +107,7 @@ pub(super) async fn record(state: Arc<State>, done: Done) {
             {
                 Ok(()) => {
                     state.dead_lettered.fetch_add(1, Relaxed);
+                    state.count(&held.task, |c| c.dead_lettered += 1);
                     record_result(&state, &held, &Err(error), times).await
                 }
                 Err(e) => Err(e),
@@ -145,7 +158,9 @@ async fn record_result(
     }
     protocol::retry(RECORD_PATIENCE, || held.message.double_ack())
         .await
-        .map_err(|e| anyhow::anyhow!("result recorded but not acked: {e}"))
+        .map_err(|e| anyhow::anyhow!("result recorded but not acked: {e}"))?;
+    state.count(&held.task, |c| c.acked += 1);
+    Ok(())
 }
 
 /// Put a request on the dead-letter stream with its error.
@@ -188,7 +203,7 @@ pub(super) async fn dead_letter_advisories(state: Arc<State>, client: async_nats
         stream_seq: u64,
         deliveries: i64,
     }
-    let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{REQUESTS}.{CONSUMER}");
+    let subject = format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{REQUESTS}.*");
     let Ok(mut sub) = client
         .queue_subscribe(subject, "tidepool-dead".into())
         .await
@@ -208,11 +223,8 @@ pub(super) async fn dead_letter_advisories(state: Arc<State>, client: async_nats
         let get = |n: &str| raw.headers.get(n).map(|v| v.as_str().to_string());
         let request = get(H_REQUEST).unwrap_or_else(|| format!("seq{}", adv.stream_seq));
         let client_id = get(H_CLIENT).unwrap_or_else(|| "_".into());
-        let task = raw
-            .subject
-            .as_str()
-            .strip_prefix(REQ_PREFIX)
-            .unwrap_or("_")
+        let task = Priority::of_subject(raw.subject.as_str())
+            .map_or("_", |(t, _)| t)
             .to_string();
         if result_recorded(&state.results, &client_id, &request).await {
             // It was done: its result is recorded and only the ack was lost
@@ -245,6 +257,7 @@ pub(super) async fn dead_letter_advisories(state: Arc<State>, client: async_nats
         .is_ok()
         {
             state.dead_lettered.fetch_add(1, Relaxed);
+            state.count(&task, |c| c.dead_lettered += 1);
             let _ = publish_result(
                 &state.js,
                 &state.name,

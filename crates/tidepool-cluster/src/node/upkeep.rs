@@ -1,6 +1,9 @@
-//! The node's upkeep while it runs: heartbeats for what it holds (step 3)
+//! The node's upkeep while it runs: heartbeats and lease renewals for what
+//! it holds (step 3)
 //! and its status for `tidepool cluster status`.
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,15 +20,25 @@ pub(super) async fn heartbeat(state: Arc<State>) {
         let held: Vec<Arc<Held>> = state
             .held
             .lock()
-            .map(|h| {
-                h.values()
-                    .filter(|h| h.since.elapsed() < state.max_task_time)
-                    .cloned()
-                    .collect()
-            })
+            .map(|h| h.values().cloned().collect())
             .unwrap_or_default();
+        let mut leases: HashMap<String, Vec<String>> = HashMap::new();
         for h in held {
+            if h.since.elapsed() >= state.max_task_time {
+                // A hung handler: no heartbeat, no lease renewal.
+                state.count(&h.task, |c| c.expired += 1);
+                continue;
+            }
             let _ = h.message.ack_with(AckKind::Progress).await;
+            if h.lease.load(Relaxed) {
+                leases
+                    .entry(h.task.clone())
+                    .or_default()
+                    .push(h.request.clone());
+            }
+        }
+        if !leases.is_empty() {
+            state.limiter.renew(leases).await;
         }
     }
 }

@@ -1,5 +1,5 @@
-//! `tidepool cluster up|replay|status|chaos`: a distributed pool on NATS
-//! JetStream (see docs/cluster.md).
+//! `tidepool cluster up|replay|status|limit|chaos`: a distributed pool on
+//! NATS JetStream (see docs/cluster.md).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,11 +8,11 @@ use clap::{Args, Subcommand};
 use tidepool::{policy::PolicySpec, QueueFlavor};
 use tidepool_cluster::args::{block_on, until, BrokerArgs};
 use tidepool_cluster::chaos::{self, ChaosOptions};
+use tidepool_cluster::duration;
 use tidepool_cluster::process::{LocalCluster, NodeCommand};
-use tidepool_cluster::replay::{replay, ClusterRun};
 use tidepool_cluster::{status, Client, NatsServer};
-use tidepool_workload::dist::parse_duration;
 
+use crate::cluster_replay::{replay, ClusterRun};
 use crate::error::{usage, Interrupted};
 use crate::source;
 use crate::table::{fmt_us, Table};
@@ -24,6 +24,7 @@ Examples:
   tidepool cluster replay --nats nats://127.0.0.1:4222 -w io
   tidepool cluster replay --local 3 -w 'poisson:rate=2000,service=exp:20ms,free=100,n=5000'
   tidepool cluster status --nats nats://127.0.0.1:4222
+  tidepool cluster limit thumbnail --concurrency 3 --rate 20/s
   tidepool cluster chaos --json";
 
 /// Options of `tidepool cluster`.
@@ -53,6 +54,16 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  tidepool cluster status --nats nats://127.0.0.1:4222\n  tidepool cluster status --json"
     )]
     Status(StatusArgs),
+    /// Set, change or clear a cluster-wide limit of one task name.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster limit thumbnail --concurrency 3\n  tidepool cluster limit mail --rate 20/s\n  tidepool cluster limit mail --concurrency 5 --rate 300/m\n  tidepool cluster limit mail --clear\n\nEvery node applies a change to the next request it starts (within milliseconds);\n`tidepool cluster status` shows the limits."
+    )]
+    Limit(LimitArgs),
+    /// Serve a live web page of the cluster: nodes, queues, throughput, limits.
+    #[command(
+        after_help = "Examples:\n  tidepool cluster dashboard --nats nats://127.0.0.1:4222 --addr 127.0.0.1:8080\n\nOpen http://127.0.0.1:8080/ in a browser; the page updates every second.\nStop with Ctrl-C."
+    )]
+    Dashboard(DashboardArgs),
     /// Kill a node and restart the broker mid-run; count lost and duplicate results.
     #[command(
         after_help = "Examples:\n  tidepool cluster chaos --json\n  tidepool cluster chaos --requests 2000 --nodes 3 --task 20ms"
@@ -128,8 +139,8 @@ pub struct ReplayArgs {
     pub local: Option<usize>,
     #[command(flatten)]
     pub nodes: LocalNodeArgs,
-    /// Give up waiting for results this long after the last submission.
-    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    /// Give up waiting for results this long after the last submission (1s..=1d).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration::result_timeout)]
     pub timeout: Duration,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
@@ -147,12 +158,54 @@ pub struct StatusArgs {
         default_value = "nats://127.0.0.1:4222"
     )]
     pub url: String,
-    /// How long to listen for the nodes' reports (they report twice a second).
-    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    /// How long to listen for the nodes' reports (they report twice a
+    /// second; 100ms..=1m).
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration::listen)]
     pub listen: Duration,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `cluster dashboard`.
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Broker URL(s).
+    #[arg(
+        long = "nats",
+        value_name = "URL",
+        env = "TIDEPOOL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub url: String,
+    /// Where to serve the page (an IP address and a port).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080", value_parser = tidepool_cluster::args::socket_addr)]
+    pub addr: std::net::SocketAddr,
+}
+
+/// `cluster limit`.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Broker URL(s).
+    #[arg(
+        long = "nats",
+        value_name = "URL",
+        env = "TIDEPOOL_NATS",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub url: String,
+    /// The task name.
+    #[arg(value_name = "TASK")]
+    pub task: String,
+    /// At most N of this task running at once, cluster-wide (1..=100000).
+    #[arg(long, value_name = "N", conflicts_with = "clear")]
+    pub concurrency: Option<u32>,
+    /// At most R started per second, cluster-wide: N/s, N/m, N/h or N/d.
+    #[arg(long, value_name = "R/s", value_parser = tidepool_cluster::limits::parse_rate, conflicts_with = "clear")]
+    pub rate: Option<f64>,
+    /// Remove the task's limit.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 /// `cluster chaos`.
@@ -164,14 +217,14 @@ pub struct ChaosArgs {
     /// Node processes (one is killed).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub nodes: usize,
-    /// How long each request sleeps.
-    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
+    /// How long each request sleeps (0s..=1m).
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = duration::task_length)]
     pub task: Duration,
     /// Pool limit of each node.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_threads: usize,
-    /// Ack wait: how soon the killed node's requests go to the others.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// Ack wait: how soon the killed node's requests go to the others (1s..=1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::ack_wait)]
     pub ack_wait: Duration,
     /// Keep node logs, journals and the broker store here.
     #[arg(long, value_name = "DIR")]
@@ -187,6 +240,8 @@ pub fn run(a: ClusterArgs) -> anyhow::Result<()> {
         ClusterCommand::Up(a) => up(a),
         ClusterCommand::Replay(a) => replay_cmd(a),
         ClusterCommand::Status(a) => status_cmd(a),
+        ClusterCommand::Limit(a) => limit_cmd(a),
+        ClusterCommand::Dashboard(a) => dashboard_cmd(a),
         ClusterCommand::Chaos(a) => chaos_cmd(a),
     }
 }
@@ -409,26 +464,27 @@ fn render(r: &ClusterRun) -> String {
 
 fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
     tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
-    let nodes = block_on(async {
+    let (nodes, limits) = block_on(async {
         let client = tidepool_cluster::protocol::connect(
             &a.url,
             "tidepool-status",
             Some(Duration::from_secs(10)),
         )
         .await?;
-        status::collect(&client, a.listen).await
+        let js = tidepool_cluster::async_nats::jetstream::new(client.clone());
+        // No bucket yet (nothing ever connected): no limits.
+        let limits = tidepool_cluster::limits::all(&js).await.unwrap_or_default();
+        anyhow::Ok((status::collect(&client, a.listen).await?, limits))
     })??;
     if a.json {
         let list: Vec<_> = nodes.values().collect();
-        print(&format!("{}\n", serde_json::to_string(&list)?));
+        let out = serde_json::json!({ "nodes": list, "limits": limits });
+        print(&format!("{out}\n"));
         return Ok(());
     }
+    let mut text = String::new();
     if nodes.is_empty() {
-        print(&format!(
-            "no node reported within {:?} on {}\n",
-            a.listen, a.url
-        ));
-        return Ok(());
+        text += &format!("no node reported within {:?} on {}\n", a.listen, a.url);
     }
     let mut t = Table::new(vec![
         "node",
@@ -440,6 +496,8 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
         "failures",
         "redelivered",
         "dead",
+        "cancelled",
+        "delayed",
     ]);
     for s in nodes.values() {
         t.row(vec![
@@ -452,9 +510,73 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
             s.failures.to_string(),
             s.redelivered.to_string(),
             s.dead_lettered.to_string(),
+            s.cancelled.to_string(),
+            s.delayed.to_string(),
         ]);
     }
-    print(&t.render());
+    if !nodes.is_empty() {
+        text += &t.render();
+    }
+    text += "\nlimits:";
+    if limits.is_empty() {
+        text += " none\n";
+    } else {
+        text += "\n";
+        for (task, l) in &limits {
+            text += &format!("  {task}: {}\n", l.describe());
+        }
+    }
+    print(&text);
+    Ok(())
+}
+
+fn dashboard_cmd(a: DashboardArgs) -> anyhow::Result<()> {
+    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
+    let _ = cancel::flag(); // Ctrl-C (or SIGTERM) stops the server
+    block_on(async {
+        let listener = tidepool_cluster::http::bind(a.addr, "--addr").await?;
+        eprintln!(
+            "dashboard of {} at http://{}/ (Ctrl-C stops)",
+            a.url,
+            listener.local_addr()?
+        );
+        tidepool_cluster::dashboard::serve(&a.url, listener, interrupted()).await
+    })??;
+    Ok(())
+}
+
+fn limit_cmd(a: LimitArgs) -> anyhow::Result<()> {
+    use tidepool_cluster::limits::{self, Limit};
+    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
+    if !tidepool_cluster::protocol::valid_task_name(&a.task) {
+        return Err(usage(format!(
+            "TASK `{}` is not a task name: use 1 to 64 of A-Z a-z 0-9 - _",
+            a.task
+        )));
+    }
+    let limit = if a.clear {
+        None
+    } else {
+        let l = Limit {
+            concurrency: a.concurrency,
+            rate_per_s: a.rate,
+        };
+        l.validate().map_err(usage)?;
+        Some(l)
+    };
+    block_on(async {
+        let client = Client::connect(
+            &a.url,
+            &tidepool_cluster::Settings::default(),
+            Duration::from_secs(10),
+        )
+        .await?;
+        limits::set(client.jetstream(), &a.task, limit).await
+    })??;
+    match limit {
+        Some(l) => print(&format!("{}: {}\n", a.task, l.describe())),
+        None => print(&format!("{}: no limit\n", a.task)),
+    }
     Ok(())
 }
 

@@ -2,6 +2,9 @@
 
 use clap::Args;
 use tidepool_cluster::args::{run_node, NodeArgs};
+use tidepool_cluster::Node;
+
+use crate::cluster_replay::with_trace;
 
 use crate::error::usage;
 
@@ -25,6 +28,7 @@ pub struct NodeCmdArgs {
 /// Run the node until SIGTERM or Ctrl-C.
 pub fn run(a: NodeCmdArgs) -> anyhow::Result<()> {
     let config = a.node.config().map_err(usage)?;
-    run_node(config)?;
+    // The laboratory's node also runs `trace` tasks (`cluster replay`).
+    run_node(with_trace(Node::new(config)))?;
     Ok(())
 }

@@ -12,14 +12,56 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tidepool_cluster::protocol::unix_ns;
+use tidepool_cluster::status::Recorder;
+use tidepool_cluster::tasks::Outcome;
+use tidepool_cluster::{Client, Node};
 use tidepool_workload::metrics::{summarize, LatencySummary, TaskMetrics, TaskRecord};
-use tidepool_workload::Trace;
+use tidepool_workload::{BusyLoop, TaskBody, TaskSpec, Trace};
 
-use crate::client::Client;
-use crate::protocol::unix_ns;
-use crate::status::Recorder;
-use crate::tasks::TracePayload;
+/// The payload of a `trace` task: JSON `{"cpu_us":N,"blocked_us":N}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracePayload {
+    /// Compute, µs.
+    pub cpu_us: u64,
+    /// Blocked (sleep), µs.
+    pub blocked_us: u64,
+}
+
+impl TracePayload {
+    /// The payload for one task of a trace.
+    pub fn of(task: &TaskSpec) -> TracePayload {
+        TracePayload {
+            cpu_us: task.cpu.as_micros() as u64,
+            blocked_us: task.blocked.as_micros() as u64,
+        }
+    }
+
+    /// Encode as JSON bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("two integers always serialise")
+    }
+}
+
+/// The `trace` handler: a trace task's body (calibrated compute, then sleep).
+pub fn trace(payload: &[u8]) -> Outcome {
+    let p: TracePayload = serde_json::from_slice(payload)
+        .map_err(|e| format!("trace payload is not {{\"cpu_us\":N,\"blocked_us\":N}}: {e}"))?;
+    TaskBody::new(
+        Duration::from_micros(p.cpu_us),
+        Duration::from_micros(p.blocked_us),
+    )
+    .run(&BusyLoop::global());
+    Ok(Vec::new())
+}
+
+/// Give `node` the laboratory's `trace` handler.
+pub fn with_trace(mut node: Node) -> Node {
+    node.register("trace", trace)
+        .expect("`trace` is a valid task name");
+    node
+}
 
 /// The result of a cluster replay.
 #[derive(Debug, Clone, Serialize)]
@@ -127,4 +169,19 @@ pub async fn replay(
         pool_sizes,
         broker_cpu_us_per_request: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_payloads_round_trip_and_bad_ones_are_errors() {
+        let t = TracePayload {
+            cpu_us: 10,
+            blocked_us: 20,
+        };
+        assert_eq!(trace(&t.encode()), Ok(Vec::new()));
+        assert!(trace(b"{}").unwrap_err().contains("cpu_us"));
+    }
 }
