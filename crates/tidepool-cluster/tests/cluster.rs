@@ -42,7 +42,7 @@ async fn requests_run_on_nodes_and_results_come_back() {
     let results = client.wait_all(pending, LONG).await.unwrap();
     assert_eq!(results.len(), 200);
     assert!(results.iter().all(|r| r.output.is_ok()));
-    let a = audit(client.jetstream(), client.id()).await.unwrap();
+    let a = audit_once_acked(&client).await;
     assert_eq!(a.distinct_results, 201);
     assert_eq!(a.duplicate_results, 0);
     assert_eq!(a.requests_queued, 0, "every request acked");
@@ -73,7 +73,7 @@ async fn a_poison_task_is_dead_lettered_and_does_not_block_the_others() {
     assert!(err.contains("dead-lettered after 3 deliveries"), "{err}");
     assert!(err.contains("poison task: always panics"), "{err}");
     assert_eq!(r.delivered, 3);
-    let a = audit(client.jetstream(), client.id()).await.unwrap();
+    let a = audit_once_acked(&client).await;
     assert_eq!(a.dead_lettered, 1);
     assert_eq!(a.distinct_results, 51);
     assert_eq!(a.requests_queued, 0);

@@ -67,3 +67,20 @@ pub async fn client(server: &NatsServer, s: &Settings) -> Client {
         .await
         .expect("client connects")
 }
+
+/// The audit once every request has been acked. A node acks a request only
+/// after the broker confirmed its result, so a client can see every result a
+/// moment before the last acks reach the broker (on a loaded machine, a few
+/// seconds): wait for the request stream to drain rather than read it once.
+pub async fn audit_once_acked(client: &Client) -> tidepool_cluster::audit::Audit {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = tidepool_cluster::audit::audit(client.jetstream(), client.id())
+            .await
+            .unwrap();
+        if a.requests_queued == 0 || Instant::now() >= deadline {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
