@@ -158,11 +158,11 @@ fn ordered_replicas_keep_the_input_order_and_unordered_ones_lose_nothing() {
 fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
     let tids = Arc::new(Mutex::new(std::collections::BTreeMap::<
         String,
-        std::collections::BTreeSet<i32>,
+        std::collections::BTreeSet<u64>,
     >::new()));
     let rec = |name: &'static str,
                t: &Arc<
-        Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<i32>>>,
+        Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<u64>>>,
     >| {
         let t = t.clone();
         move |_: &mut Counted, _: &Context| -> R {
@@ -170,7 +170,7 @@ fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
                 .unwrap()
                 .entry(name.into())
                 .or_default()
-                .insert(tidepool_pipeline::sys::thread_id());
+                .insert(tidepool_pipeline::sys::thread_id().expect("a thread id on Linux"));
             Ok(())
         }
     };
@@ -200,7 +200,7 @@ fn then_puts_stages_on_one_thread_and_stage_on_its_own() {
 /// stage sees the last-buffer notice once.
 #[test]
 fn then_each_runs_a_stage_on_each_replica_thread() {
-    type Seen = Arc<Mutex<std::collections::BTreeMap<u64, i32>>>;
+    type Seen = Arc<Mutex<std::collections::BTreeMap<u64, u64>>>;
     let (sorted, written): (Seen, Seen) = Default::default();
     let (made, notices, out) = (
         Arc::new(AtomicUsize::new(0)),
@@ -223,10 +223,10 @@ fn then_each_runs_a_stage_on_each_replica_thread() {
             move |b: &mut Counted, cx: &Context| -> R {
                 n.see(cx);
                 b.value = spin(cx.round(), b.value);
-                let old = s
-                    .lock()
-                    .unwrap()
-                    .insert(b.round, tidepool_pipeline::sys::thread_id());
+                let old = s.lock().unwrap().insert(
+                    b.round,
+                    tidepool_pipeline::sys::thread_id().expect("a thread id on Linux"),
+                );
                 assert!(old.is_none(), "round {} sorted twice", b.round);
                 Ok(())
             }
@@ -236,9 +236,10 @@ fn then_each_runs_a_stage_on_each_replica_thread() {
             let (w, n) = (w1.clone(), n2.clone());
             move |b: &mut Counted, cx: &Context| -> R {
                 n.see(cx);
-                w.lock()
-                    .unwrap()
-                    .insert(b.round, tidepool_pipeline::sys::thread_id());
+                w.lock().unwrap().insert(
+                    b.round,
+                    tidepool_pipeline::sys::thread_id().expect("a thread id on Linux"),
+                );
                 Ok(())
             }
         })
@@ -464,7 +465,7 @@ fn two_pipelines_share_a_stage() {
         n.see(cx);
         sv.lock().unwrap().push((
             cx.pipeline().to_string(),
-            tidepool_pipeline::sys::thread_id(),
+            tidepool_pipeline::sys::thread_id().expect("a thread id on Linux"),
         ));
         b.value += 1000;
         Ok(())
@@ -491,7 +492,7 @@ fn two_pipelines_share_a_stage() {
     assert_eq!(*sums[1].lock().unwrap(), (0..50).sum::<u64>() + 50 * 1000);
     let served_now = served.lock().unwrap().clone();
     assert_eq!(served_now.len(), 150);
-    let tids: std::collections::BTreeSet<i32> = served_now.iter().map(|s| s.1).collect();
+    let tids: std::collections::BTreeSet<u64> = served_now.iter().map(|s| s.1).collect();
     assert_eq!(tids.len(), 1, "one thread serves both pipelines");
     let mut lasts: Vec<String> = notices
         .0

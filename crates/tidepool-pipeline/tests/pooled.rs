@@ -154,7 +154,7 @@ fn replicas_run_at_most_their_count_at_once_and_keep_the_order_if_asked() {
 #[test]
 fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
     for workers in WORKERS {
-        type Seen = Arc<Mutex<BTreeMap<u64, (usize, i32)>>>;
+        type Seen = Arc<Mutex<BTreeMap<u64, (usize, u64)>>>;
         let (sorted, written): (Seen, Seen) = Default::default();
         let made = Arc::new(AtomicUsize::new(0));
         let (s1, w1, m1) = (sorted.clone(), written.clone(), made.clone());
@@ -166,7 +166,7 @@ fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
             .replicated("sort", 3, move || {
                 let s = s1.clone();
                 move |b: &mut Counted, cx: &Context| -> R {
-                    let t = tidepool_pipeline::sys::thread_id();
+                    let t = tidepool_pipeline::sys::thread_id().expect("a thread id on Linux");
                     assert!(s
                         .lock()
                         .unwrap()
@@ -179,7 +179,7 @@ fn then_each_keeps_a_round_on_one_replica_and_one_worker() {
                 m1.fetch_add(1, Ordering::SeqCst);
                 let w = w1.clone();
                 move |b: &mut Counted, cx: &Context| -> R {
-                    let t = tidepool_pipeline::sys::thread_id();
+                    let t = tidepool_pipeline::sys::thread_id().expect("a thread id on Linux");
                     w.lock().unwrap().insert(b.round, (cx.replica(), t));
                     Ok(())
                 }

@@ -110,13 +110,13 @@ pub fn refused(builder: Builder<Counted>) -> String {
 }
 
 /// Logs each stage instance's `init` and `cleanup`, with the thread they ran on.
-struct Lifecycle(&'static str, Arc<Mutex<Vec<(String, i32)>>>);
+struct Lifecycle(&'static str, Arc<Mutex<Vec<(String, u64)>>>);
 
 impl Lifecycle {
     fn log(&self, what: &str) {
         self.1.lock().unwrap().push((
             format!("{what} {}", self.0),
-            tidepool_pipeline::sys::thread_id(),
+            tidepool_pipeline::sys::thread_id().expect("a thread id on Linux"),
         ));
     }
 }
@@ -137,7 +137,7 @@ impl Stage<Counted> for Lifecycle {
 
 /// Run read → a → b (2 replicas), 10 rounds, configured by `mode`; the
 /// stages' `init`/`cleanup` log: ("init a", thread id), ...
-pub fn lifecycle(mode: impl FnOnce(Builder<Counted>) -> Builder<Counted>) -> Vec<(String, i32)> {
+pub fn lifecycle(mode: impl FnOnce(Builder<Counted>) -> Builder<Counted>) -> Vec<(String, u64)> {
     let log = Arc::new(Mutex::new(Vec::new()));
     let b = Pipeline::builder("lifecycle")
         .buffers(2, Buffers::default().maker())
