@@ -189,3 +189,32 @@ fn watermark_keeps_its_low_mark() {
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(pool.size(), 3, "never below the low watermark");
 }
+
+/// Sets only the spawn limit: on its first call, and on every tick after.
+struct SpawnLimitOnly(usize);
+
+impl tidepool::policy::SizingPolicy for SpawnLimitOnly {
+    fn name(&self) -> &str {
+        "spawn-limit-only"
+    }
+
+    fn decide(&mut self, _: &tidepool::policy::Observation) -> tidepool::policy::Decision {
+        tidepool::policy::Decision::hold()
+            .with_spawn_limit(self.0)
+            .with_reason("spawn limit only")
+    }
+}
+
+#[test]
+fn a_decision_that_sets_only_the_spawn_limit_is_applied() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(8)
+        .policy(SpawnLimitOnly(3))
+        .build()
+        .unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.spawn_limit, 3, "the decision was dropped");
+    assert_eq!(stats.max_threads, 8, "the user's bound stays");
+    assert_eq!(pool.decisions().len(), 1, "the decision is logged");
+}
