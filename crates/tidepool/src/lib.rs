@@ -72,7 +72,8 @@ pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 pub use metrics::{DecisionRecord, Latency, PoolStats, SizeSample};
 pub use pool::{
-    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS,
+    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, DEFAULT_MAX_THREADS,
+    DEFAULT_MIN_THREADS, MAX_HISTORY_LEN, MAX_THREADS,
 };
 pub use queue::{QueueFlavor, TaskQueue};
 pub use task::Task;

@@ -128,9 +128,24 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
         .iter()
         .filter(|d| d.new_target > cores)
         .map(|d| {
+            let o = &d.observation;
             format!(
-                "{:?} {:?} -> {}: {}",
-                d.at, d.trigger, d.new_target, d.reason
+                "{:?} {:?} -> {}: {} (window {:?}, busy {:?}, cpu {:?}, run delay {:?}, \
+                 sampled {:?}/{:?} of {} tasks, live {}, busy workers {}, created {})",
+                d.at,
+                d.trigger,
+                d.new_target,
+                d.reason,
+                o.window,
+                o.busy_time,
+                o.cpu_time,
+                o.run_delay,
+                o.sampled_task_cpu,
+                o.sampled_task_time,
+                o.sampled_tasks,
+                o.live,
+                o.busy,
+                o.threads_created
             )
         })
         .collect();

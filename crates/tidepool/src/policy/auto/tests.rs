@@ -401,6 +401,32 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
 }
 
 #[test]
+fn contended_windows_count_only_once_pooled() {
+    // CPU-bound workers on an oversubscribed machine, a few ms into a run:
+    // the kernel has credited little of their wait for a core yet, so the
+    // thread totals read as blocking (cpu 0.3 ms, run delay 0.1 ms over
+    // 4 workers busy through 6 ms). Such windows are pooled: alone they
+    // neither lower φ nor lift the spawn limit...
+    let mut p = Auto::new();
+    start(&mut p);
+    let mut obs = starved(20, CORES, 20);
+    obs.trigger = Trigger::AtMax;
+    obs.window = Duration::from_millis(6);
+    obs.cpu_time = Some(Duration::from_micros(330));
+    obs.run_delay = Some(Duration::from_micros(110));
+    for _ in 0..3 {
+        p.decide(&obs);
+    }
+    assert_eq!(p.cpu_fraction(), 1.0);
+    assert_eq!(p.limit(), CORES);
+    // ...until they span `CONTENDED_SPAN`, when waits missing at one
+    // window's end have been credited in the next.
+    obs.window = CONTENDED_SPAN;
+    p.decide(&obs);
+    assert!(p.cpu_fraction() < 0.5, "{}", p.cpu_fraction());
+}
+
+#[test]
 fn starvation_jumps_to_the_demand_once_phi_is_known() {
     // 2000 tasks/s of 5 ms (10 erlangs), 10% compute, a few ms into a
     // run: the spawn call goes straight to the Erlang-C size.
