@@ -163,20 +163,20 @@ const SHIFT_TASKS: u64 = 4;
 /// φ back to 1. Two ticks of a real change span 50 ms.
 const SHIFT_SPAN: Duration = Duration::from_millis(40);
 /// Share of a window's wanted CPU time (CPU time plus run delay) spent
-/// waiting for a core from which the window counts as contended...
+/// waiting for a core from which its thread totals are no evidence of
+/// blocking. On an oversubscribed machine a worker waiting for a core has
+/// no run delay credited yet (the kernel adds it when the worker gets a
+/// core back), and a stalled process gets neither CPU time nor run delay:
+/// either reads as blocking. Measured in `tests/policies.rs`
+/// (`auto_stays_near…`, 10 failures in 260 runs at load 15–38 on 2
+/// cores): first windows of 1 ms CPU-bound tasks read φ = 0.01–0.6 from
+/// thread totals whose run delay was a quarter to ten times their CPU time,
+/// or which had neither, and the pool spawned up to 52 workers before
+/// per-task samples (whose waits are all credited: a task's end is read
+/// on a core) took φ back to 1. Blocking work on a quiet machine waits for
+/// a core a few percent of its CPU time (wake-ups) and still learns early;
+/// on a contended one it waits for its first finished tasks.
 const CONTENDED_DELAY_SHARE: f64 = 0.1;
-/// ...and the time contended windows are pooled over before their thread
-/// totals count. On an oversubscribed machine a worker waiting for a core
-/// has no run delay credited yet (the kernel adds it when the worker gets
-/// a core back), so a short window reads its wait as blocking; pooled, a
-/// wait missing at one window's end is credited in the next. Measured in
-/// `tests/policies.rs` (`auto_stays_near…`, 9 failures in 169 runs at load
-/// 15–38 on 2 cores): first windows of 1 ms CPU-bound tasks, 0.5–20 ms
-/// long, read φ = 0.2–0.6 with run delay a quarter to ten times the CPU
-/// time, and the pool spawned up to 19 workers before per-task samples
-/// took φ back to 1. Blocking work on a quiet machine waits for a core a
-/// few percent of its CPU time (wake-ups) and is not held back.
-const CONTENDED_SPAN: Duration = Duration::from_millis(100);
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// A sustained backlog may take the pool to this many workers per core even
@@ -242,9 +242,6 @@ pub struct Auto {
     sampled: bool,
     /// Sampled task time not yet enough to use.
     pending_sample: PendingSample,
-    /// Thread totals of contended windows, pooled until they span
-    /// [`CONTENDED_SPAN`] (see `Auto::learn_phi`).
-    pending_contended: PendingSample,
     /// Samples that disagree with φ on one side (`true`: higher), pooled
     /// until they are enough to read as a change of the task mix.
     shift: Option<(bool, PendingSample)>,
@@ -298,7 +295,6 @@ impl Auto {
             prior: PRIOR_BUSY.as_secs_f64(),
             sampled: false,
             pending_sample: PendingSample::default(),
-            pending_contended: PendingSample::default(),
             shift: None,
             sampled_tasks: 0,
             completions_seen: 0,

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::super::Observation;
 use super::{
-    cores_busy_workers, utilization, Auto, CONTENDED_DELAY_SHARE, CONTENDED_SPAN,
-    CORES_BUSY_PROBABILITY, CPU_SATURATED, DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE,
-    FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU, MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME,
-    SEARCH_MAX, SHIFT_FACTOR, SHIFT_SPAN, SHIFT_TASKS, SHORT_SLICE_BELOW,
-    SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    cores_busy_workers, utilization, Auto, CONTENDED_DELAY_SHARE, CORES_BUSY_PROBABILITY,
+    CPU_SATURATED, DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS,
+    MIN_BUSY_FOR_CPU, MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX,
+    SHIFT_FACTOR, SHIFT_SPAN, SHIFT_TASKS, SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW,
+    SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -170,10 +170,10 @@ impl Auto {
             let delay = delay.as_secs_f64();
             let wanted = busy - delay;
             if wanted >= MIN_BUSY_FOR_CPU.as_secs_f64() {
-                let Some((cpu, wanted, secs)) = self.pool_contended(cpu, delay, wanted, obs.window)
-                else {
+                if delay >= CONTENDED_DELAY_SHARE * (cpu + delay) {
+                    // No evidence (`CONTENDED_DELAY_SHARE`).
                     return;
-                };
+                }
                 let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
                 self.compute_sum = self.compute_sum * fade + cpu.min(wanted);
                 self.wanted_sum = self.wanted_sum * fade + wanted;
@@ -195,38 +195,6 @@ impl Auto {
             self.cpu_fraction.update(phi, obs.window);
             self.measured = true;
         }
-    }
-
-    /// Thread totals of a window to use now — `(cpu, wanted, seconds)` —,
-    /// or `None` while contended ones are being pooled: a window whose run
-    /// delay is [`CONTENDED_DELAY_SHARE`] of its wanted CPU time or more
-    /// starts a pool that every window joins until it spans
-    /// [`CONTENDED_SPAN`] (waits not yet credited at one window's end are
-    /// in the next).
-    fn pool_contended(
-        &mut self,
-        cpu: f64,
-        delay: f64,
-        wanted: f64,
-        window: Duration,
-    ) -> Option<(f64, f64, f64)> {
-        let contended = delay >= CONTENDED_DELAY_SHARE * (cpu + delay);
-        let acc = &mut self.pending_contended;
-        if !contended && acc.span.is_zero() {
-            return Some((cpu, wanted, window.as_secs_f64()));
-        }
-        acc.cpu += Duration::from_secs_f64(cpu);
-        acc.time += Duration::from_secs_f64(wanted);
-        acc.span += window;
-        if acc.span < CONTENDED_SPAN {
-            return None;
-        }
-        let acc = std::mem::take(acc);
-        Some((
-            acc.cpu.as_secs_f64(),
-            acc.time.as_secs_f64(),
-            acc.span.as_secs_f64(),
-        ))
     }
 
     /// A change of the task mix: consecutive samples whose compute share
