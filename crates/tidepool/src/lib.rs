@@ -67,6 +67,7 @@ pub mod queue;
 mod sync;
 pub mod sys;
 mod task;
+mod task_options;
 
 pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use executor::{Executor, ExecutorCounts, Job, ThreadPerRequest};
@@ -77,6 +78,7 @@ pub use pool::{
 };
 pub use queue::{QueueFlavor, TaskQueue};
 pub use task::Task;
+pub use task_options::{CancelToken, Priority, TaskOptions};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

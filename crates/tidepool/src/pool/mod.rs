@@ -10,6 +10,7 @@ mod scope;
 mod shared;
 pub(crate) mod sleep;
 mod spawn;
+mod with_options;
 mod worker;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -730,6 +731,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         threads_created: c.created.load(Relaxed),
         threads_retired: c.retired.load(Relaxed),
         spawn_failures: c.spawn_failed.load(Relaxed),
+        expired: shared.outcomes.expired.load(Relaxed),
+        cancelled: shared.outcomes.cancelled.load(Relaxed),
         decisions_dropped: lock(&shared.decisions).dropped(),
         cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),

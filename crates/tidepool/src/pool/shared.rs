@@ -183,6 +183,8 @@ pub(crate) struct Shared {
     /// it to itself.
     pub(crate) worker_slice_ns: AtomicU64,
     pub(crate) counters: Counters,
+    /// Tasks dropped unrun by their options (shared with those tasks).
+    pub(crate) outcomes: std::sync::Arc<super::with_options::Outcomes>,
     pub(crate) records: Option<Records>,
     /// Which submissions get timestamps (with statistics on).
     pub(crate) sampler: Sampler,
@@ -219,6 +221,7 @@ impl Shared {
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             user_keep_alive: AtomicBool::new(config.keep_alive_set),
             counters: Counters::default(),
+            outcomes: Default::default(),
             records: config.statistics.then(Records::default),
             sampler: Sampler::default(),
             room: Room::default(),

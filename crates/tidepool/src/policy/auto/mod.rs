@@ -597,7 +597,7 @@ impl Auto {
             spawn_limit: Some(limit),
             worker_slice: slice,
             reason: format!(
-                "auto: {why} (phi {:.2}, ceiling {ceiling})",
+                "auto: {why} (phi {:.2}, ceiling {ceiling}, spawn limit {limit})",
                 self.cpu_fraction.value
             )
             .into(),
