@@ -48,20 +48,21 @@ fn main() {
     let far = TaskOptions::new().deadline(Instant::now() + Duration::from_secs(3600));
     burst(&pool, tasks, None); // warm up
     let (mut plain_ratio, mut deadline_ratio) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternate which arm goes first, so drift hits both alike.
-        let (s, w, d) = if round % 2 == 0 {
+    // Two pairs a round (submit vs default options, submit vs a deadline),
+    // each in alternating order, so drift and warm-up hit both arms alike.
+    let pair = |options: &TaskOptions, first: bool| {
+        if first {
             let s = burst(&pool, tasks, None);
-            let w = burst(&pool, tasks, Some(&default));
-            let d = burst(&pool, tasks, Some(&far));
-            (s, w, d)
+            (s, burst(&pool, tasks, Some(options)))
         } else {
-            let d = burst(&pool, tasks, Some(&far));
-            let w = burst(&pool, tasks, Some(&default));
-            let s = burst(&pool, tasks, None);
-            (s, w, d)
-        };
+            let w = burst(&pool, tasks, Some(options));
+            (burst(&pool, tasks, None), w)
+        }
+    };
+    for round in 0..rounds {
+        let (s, w) = pair(&default, round % 2 == 0);
         plain_ratio.push(w.as_secs_f64() / s.as_secs_f64());
+        let (s, d) = pair(&far, round % 2 == 1);
         deadline_ratio.push(d.as_secs_f64() / s.as_secs_f64());
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

@@ -18,7 +18,10 @@
 //!    CPU-bound work (φ ≈ 1) gets exactly `cores`, and an oversubscribed
 //!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
 //!    loop. Without run-delay data φ may only fall on windows with at most
-//!    `cores` busy workers.
+//!    `cores` busy workers; with it, thread totals of a window whose run
+//!    delay is a tenth of its wanted CPU time or more are no evidence (a
+//!    wait for a core is credited only once the core is back), so on an
+//!    oversubscribed machine φ waits for the per-task samples.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
