@@ -5,7 +5,7 @@
 //! queue itself, and whether an idle worker spins a little before it parks.
 
 mod deque;
-mod lanes;
+pub(crate) mod lanes;
 mod lock_free;
 mod locked;
 mod seg;
