@@ -1,6 +1,6 @@
 //! `loom` model tests of the protocols where a lost update would hang or
 //! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
-//! resize/retire protocol, the at-max signal to the controller, and
+//! resize/retire protocol, the at-max signal to the controller,
 //! `JoinHandle::cancel` racing the run, and a push into a priority lane.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool-rs --lib --release loom`.
 
