@@ -66,6 +66,11 @@ pub enum JoinError {
     /// dropped by `shutdown_now` or with its queue.
     #[error("the task was cancelled before it ran")]
     Cancelled,
+    /// The task never ran: its deadline
+    /// ([`TaskOptions::deadline`](crate::TaskOptions::deadline)) passed
+    /// while it was queued.
+    #[error("the task's deadline passed before it started")]
+    Expired,
 }
 
 impl JoinError {
@@ -73,7 +78,7 @@ impl JoinError {
     pub fn panic_message(&self) -> Option<&str> {
         match self {
             JoinError::Panicked(p) => Some(p.message()),
-            JoinError::Cancelled => None,
+            JoinError::Cancelled | JoinError::Expired => None,
         }
     }
 
@@ -82,9 +87,16 @@ impl JoinError {
         matches!(self, JoinError::Panicked(_))
     }
 
-    /// True if the task never ran.
+    /// True if the task never ran because it was cancelled (by its
+    /// handle, its [`CancelToken`](crate::CancelToken), `shutdown_now`, or
+    /// with its queue).
     pub fn is_cancelled(&self) -> bool {
         matches!(self, JoinError::Cancelled)
+    }
+
+    /// True if the task never ran because its deadline passed first.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, JoinError::Expired)
     }
 
     /// The panic payload, to resume the panic with `std::panic::resume_unwind`.
@@ -102,7 +114,7 @@ impl JoinError {
     pub fn into_panic(self) -> Option<Box<dyn std::any::Any + Send + 'static>> {
         match self {
             JoinError::Panicked(p) => Some(p.into_payload()),
-            JoinError::Cancelled => None,
+            JoinError::Cancelled | JoinError::Expired => None,
         }
     }
 }

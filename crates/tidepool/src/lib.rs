@@ -70,15 +70,18 @@ mod queue;
 mod sync;
 pub mod sys;
 mod task;
+mod task_options;
 
 pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use metrics::{Latency, PoolStats, SizeSample};
 pub use policy::DecisionRecord;
 pub use pool::{
-    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS,
+    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, DEFAULT_MAX_THREADS,
+    DEFAULT_MIN_THREADS, MAX_HISTORY_LEN, MAX_THREADS,
 };
 pub use queue::{QueueFlavor, UnknownFlavor};
 pub use task::Task;
+pub use task_options::{CancelToken, Priority, TaskOptions};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

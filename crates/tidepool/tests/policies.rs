@@ -126,11 +126,26 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
     let growth: Vec<_> = pool
         .decisions()
         .iter()
-        .filter(|d| d.new_target > cores)
+        .take(40)
         .map(|d| {
+            let o = &d.observation;
             format!(
-                "{:?} {:?} -> {}: {}",
-                d.at, d.trigger, d.new_target, d.reason
+                "{:?} {:?} -> {}: {} (window {:?}, busy {:?}, cpu {:?}, run delay {:?}, \
+                 sampled {:?}/{:?} of {} tasks, live {}, busy workers {}, created {})",
+                d.at,
+                d.trigger,
+                d.new_target,
+                d.reason,
+                o.window,
+                o.busy_time,
+                o.cpu_time,
+                o.run_delay,
+                o.sampled_task_cpu,
+                o.sampled_task_time,
+                o.sampled_tasks,
+                o.live,
+                o.busy,
+                o.threads_created
             )
         })
         .collect();
@@ -188,4 +203,33 @@ fn watermark_keeps_its_low_mark() {
     assert!(shrinks_to(&pool, 3, Duration::from_secs(10)));
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(pool.size(), 3, "never below the low watermark");
+}
+
+/// Sets only the spawn limit: on its first call, and on every tick after.
+struct SpawnLimitOnly(usize);
+
+impl tidepool::policy::SizingPolicy for SpawnLimitOnly {
+    fn name(&self) -> &str {
+        "spawn-limit-only"
+    }
+
+    fn decide(&mut self, _: &tidepool::policy::Observation) -> tidepool::policy::Decision {
+        tidepool::policy::Decision::hold()
+            .with_spawn_limit(self.0)
+            .with_reason("spawn limit only")
+    }
+}
+
+#[test]
+fn a_decision_that_sets_only_the_spawn_limit_is_applied() {
+    let pool = Pool::builder()
+        .min_threads(1)
+        .max_threads(8)
+        .policy(SpawnLimitOnly(3))
+        .build()
+        .unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.spawn_limit, 3, "the decision was dropped");
+    assert_eq!(stats.max_threads, 8, "the user's bound stays");
+    assert_eq!(pool.decisions().len(), 1, "the decision is logged");
 }

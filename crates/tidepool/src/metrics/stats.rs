@@ -52,6 +52,10 @@ pub struct PoolStats {
     pub rejected: u64,
     /// Tasks that panicked.
     pub panicked: u64,
+    /// Tasks dropped unrun because their deadline passed while queued.
+    pub expired: u64,
+    /// Tasks dropped unrun because their cancel token was cancelled.
+    pub cancelled: u64,
     /// Worker threads created.
     pub threads_created: u64,
     /// Worker threads that retired.
@@ -145,6 +149,8 @@ impl PoolStats {
             completed: self.completed.saturating_sub(earlier.completed),
             rejected: self.rejected.saturating_sub(earlier.rejected),
             panicked: self.panicked.saturating_sub(earlier.panicked),
+            expired: self.expired.saturating_sub(earlier.expired),
+            cancelled: self.cancelled.saturating_sub(earlier.cancelled),
             threads_created: self.threads_created.saturating_sub(earlier.threads_created),
             threads_retired: self.threads_retired.saturating_sub(earlier.threads_retired),
             spawn_failures: self.spawn_failures.saturating_sub(earlier.spawn_failures),

@@ -297,6 +297,13 @@ impl Decision {
         self
     }
 
+    /// Also set the spawn limit (where on-demand growth stops, inside the
+    /// user's `min..=max`).
+    pub fn with_spawn_limit(mut self, n: usize) -> Self {
+        self.spawn_limit = Some(n);
+        self
+    }
+
     /// Also set the keep-alive.
     pub fn with_keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = Some(d);
@@ -326,6 +333,7 @@ impl Decision {
         self.target.is_none()
             && self.min.is_none()
             && self.max.is_none()
+            && self.spawn_limit.is_none()
             && self.keep_alive.is_none()
             && self.grow_on_demand.is_none()
             && self.worker_slice.is_none()

@@ -7,7 +7,6 @@ use super::Pool;
 use crate::error::BuildError;
 use crate::policy::{Auto, Fixed, SizingPolicy};
 use crate::queue::QueueFlavor;
-use crate::sys as os;
 
 pub use crate::control::MAX_THREADS;
 
@@ -18,6 +17,18 @@ pub const MAX_HISTORY_LEN: usize = 1 << 20;
 
 /// The longest keep-alive: the pool keeps it in nanoseconds in a `u64`.
 const MAX_KEEP_ALIVE: Duration = Duration::from_nanos(u64::MAX);
+
+/// The fewest workers of a default (self-sizing) pool: one stays warm, so a
+/// lone task into a quiet pool does not wait for a thread to start
+/// (`docs/policies.md`, "Defaults").
+pub const DEFAULT_MIN_THREADS: usize = 1;
+/// The most workers of a default (self-sizing) pool: tokio's blocking-pool
+/// cap. `auto` keeps CPU-bound work at the core count; the cap only bounds
+/// how far blocking work may take it (`docs/policies.md`, "Defaults").
+pub const DEFAULT_MAX_THREADS: usize = 512;
+/// Keep-alive of idle workers above `min` when neither the user nor the
+/// policy chose one.
+const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// What `submit` does when the queue is full. `#[non_exhaustive]`: more of
 /// Java's policies (discard-oldest, …) may come.
@@ -113,6 +124,10 @@ pub(crate) struct Config {
     pub(crate) on_full: OnFull,
     pub(crate) flavor: QueueFlavor,
     pub(crate) keep_alive: Duration,
+    /// The user chose the keep-alive: a policy's preference does not apply.
+    pub(crate) keep_alive_set: bool,
+    /// The user chose the initial size: a policy's first target does not apply.
+    pub(crate) initial_set: bool,
     pub(crate) statistics: bool,
     pub(crate) size_series: bool,
     pub(crate) worker_slice: Option<Duration>,
@@ -122,11 +137,16 @@ pub(crate) struct Config {
 
 /// Configures and builds a [`Pool`].
 ///
-/// Defaults: as many threads as logical CPUs (`min = max = initial`), an
-/// unbounded lock-free queue, submitters block when a bounded queue is full,
-/// 10 s keep-alive, statistics on. The sizing policy defaults to [`Auto`]
-/// when the pool has room to move (`min < max`) and to [`Fixed`] when it has
-/// not (no controller thread then). The decision log and the size series
+/// Defaults: a self-sizing pool — [`Auto`] between [`DEFAULT_MIN_THREADS`]
+/// and [`DEFAULT_MAX_THREADS`] workers, starting at one per logical CPU —,
+/// an unbounded lock-free queue, submitters block when a bounded queue is
+/// full, statistics on. [`threads(n)`](Builder::threads) makes a static
+/// pool of `n` (as [`Pool::new`] and [`Pool::fixed`] do). The sizing policy
+/// defaults to [`Auto`] when the pool has room to move (`min < max`) and to
+/// [`Fixed`] when it has not (no controller thread then); a policy named
+/// explicitly must have room to move, or `build` says so. The keep-alive
+/// and the initial size are the user's when set; otherwise the policy's
+/// (`auto`: 2 s and one worker per CPU), or 10 s and `min`. The decision log and the size series
 /// keep the newest [`DEFAULT_HISTORY_LEN`] entries ([`history_len`](Builder::history_len)),
 /// so a pool that runs for days holds constant memory.
 ///
@@ -154,8 +174,8 @@ pub struct Builder {
     capacity: Option<usize>,
     on_full: OnFull,
     flavor: QueueFlavor,
-    keep_alive: Duration,
-    statistics: bool,
+    keep_alive: Option<Duration>,
+    statistics: Option<bool>,
     size_series: bool,
     worker_slice: Option<Duration>,
     threads: Threads,
@@ -173,8 +193,8 @@ impl Default for Builder {
             capacity: None,
             on_full: OnFull::Block,
             flavor: QueueFlavor::default(),
-            keep_alive: Duration::from_secs(10),
-            statistics: true,
+            keep_alive: None,
+            statistics: None,
             size_series: false,
             worker_slice: None,
             threads: Threads::default(),
@@ -224,20 +244,23 @@ impl Builder {
         self
     }
 
-    /// Fewest workers; the pool never retires below it (default: CPUs, capped by max).
+    /// Fewest workers; the pool never retires below it (default
+    /// [`DEFAULT_MIN_THREADS`], capped by max).
     pub fn min_threads(mut self, n: usize) -> Self {
         self.min = Some(n);
         self
     }
 
-    /// Most workers (default: the larger of CPUs, min and initial).
+    /// Most workers (default: the larger of [`DEFAULT_MAX_THREADS`], min
+    /// and initial).
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max = Some(n);
         self
     }
 
-    /// Workers started by `build` (default: min). Those above min retire one by
-    /// one as their keep-alive runs out while idle.
+    /// Workers started by `build` (default: the policy's first target, or
+    /// min). Those above min retire one by one as their keep-alive runs out
+    /// while idle. Set, it wins over the policy's first target.
     pub fn initial_threads(mut self, n: usize) -> Self {
         self.initial = Some(n);
         self
@@ -262,9 +285,10 @@ impl Builder {
     }
 
     /// How long a worker may stay idle before it retires, while the pool is
-    /// above `min` (default 10 s; at most 2^64 − 1 ns, about 584 years).
+    /// above `min` (default: the policy's, else 10 s; at most 2^64 − 1 ns,
+    /// about 584 years). Set, it wins over the policy's for the pool's life.
     pub fn keep_alive(mut self, keep_alive: Duration) -> Self {
-        self.keep_alive = keep_alive;
+        self.keep_alive = Some(keep_alive);
         self
     }
 
@@ -293,9 +317,10 @@ impl Builder {
     }
 
     /// Collect per-task statistics (default on). Off, the hot path takes no
-    /// timestamps. A sizing policy other than [`Fixed`] turns them on.
+    /// timestamps; every policy but [`Fixed`] needs them, so turning them
+    /// off under another is a [`BuildError`] naming both.
     pub fn statistics(mut self, on: bool) -> Self {
-        self.statistics = on;
+        self.statistics = Some(on);
         self
     }
 
@@ -382,6 +407,8 @@ impl Builder {
     }
 
     /// The sizing policy (default: [`Auto`] if `min < max`, else [`Fixed`]).
+    /// A policy other than [`Fixed`] needs room to move: with `min == max`
+    /// `build` fails rather than widen the range behind the user's back.
     pub fn policy(self, policy: impl SizingPolicy + 'static) -> Self {
         self.policy_boxed(Box::new(policy))
     }
@@ -395,13 +422,37 @@ impl Builder {
     /// Validate the settings and start the pool.
     pub fn build(self) -> Result<Pool, BuildError> {
         let chosen = self.policy;
+        let statistics = self.statistics;
         let mut config = validate(Builder {
             policy: None,
             ..self
         })?;
+        let named = chosen.is_some();
         let policy = chosen.unwrap_or_else(|| default_policy(&config));
-        // A policy that adapts needs its observations.
-        config.statistics |= policy.name() != "fixed";
+        let adaptive = policy.name() != "fixed";
+        if adaptive && named && config.min == config.max {
+            return Err(BuildError::new(
+                "policy",
+                policy.name(),
+                format!(
+                    "needs room to move, but min_threads = max_threads = {}: \
+                     set a wider min_threads..max_threads, or use threads(n) alone for a static pool",
+                    config.min
+                ),
+            ));
+        }
+        if adaptive && statistics == Some(false) {
+            return Err(BuildError::new(
+                "statistics",
+                false,
+                format!(
+                    "policy `{}` sizes the pool from the statistics: leave them on, \
+                     or use threads(n) for a static pool",
+                    policy.name()
+                ),
+            ));
+        }
+        config.statistics = statistics.unwrap_or(true);
         Pool::start(config, policy)
     }
 }
@@ -428,10 +479,9 @@ fn default_policy(config: &Config) -> Box<dyn SizingPolicy> {
 }
 
 fn validate(b: Builder) -> Result<Config, BuildError> {
-    let cores = os::cores();
     let range = format!("must be between 1 and {MAX_THREADS}");
     let max = b.max.unwrap_or_else(|| {
-        cores
+        DEFAULT_MAX_THREADS
             .max(b.min.unwrap_or(0))
             .max(b.initial.unwrap_or(0))
             .min(MAX_THREADS)
@@ -439,7 +489,7 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
     if max == 0 || max > MAX_THREADS {
         return Err(BuildError::new("max_threads", max, range));
     }
-    let min = b.min.unwrap_or_else(|| cores.min(max));
+    let min = b.min.unwrap_or_else(|| DEFAULT_MIN_THREADS.min(max));
     if min > max {
         return Err(BuildError::new(
             "min_threads",
@@ -462,10 +512,11 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
             "must be at least 1 (leave it unset for an unbounded queue)",
         ));
     }
-    if b.keep_alive.is_zero() || b.keep_alive > MAX_KEEP_ALIVE {
+    let keep_alive = b.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE);
+    if keep_alive.is_zero() || keep_alive > MAX_KEEP_ALIVE {
         return Err(BuildError::new(
             "keep_alive",
-            format!("{:?}", b.keep_alive),
+            format!("{keep_alive:?}"),
             "must be longer than zero and at most 2^64 - 1 ns (about 584 years)",
         ));
     }
@@ -503,8 +554,10 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         capacity: b.capacity,
         on_full: b.on_full,
         flavor: b.flavor,
-        keep_alive: b.keep_alive,
-        statistics: b.statistics,
+        keep_alive,
+        keep_alive_set: b.keep_alive.is_some(),
+        initial_set: b.initial.is_some(),
+        statistics: b.statistics.unwrap_or(true),
         size_series: b.size_series,
         worker_slice: b.worker_slice,
         threads: b.threads,
@@ -521,19 +574,35 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_a_static_pool_of_cpus() {
+    fn defaults_are_a_self_sizing_pool() {
         let c = check(Builder::default()).unwrap();
-        let cores = os::cores();
-        assert_eq!((c.min, c.max, c.initial), (cores, cores, cores));
+        assert_eq!((c.min, c.max), (DEFAULT_MIN_THREADS, DEFAULT_MAX_THREADS));
+        assert_eq!(default_policy(&c).name(), "auto");
         assert_eq!(c.capacity, None);
         assert!(c.statistics);
+        assert!(!c.keep_alive_set && !c.initial_set);
     }
 
     #[test]
-    fn max_alone_keeps_min_at_cpus() {
+    fn one_bound_alone_keeps_the_other_default() {
         let c = check(Builder::default().max_threads(1000)).unwrap();
-        assert_eq!(c.max, 1000);
-        assert_eq!(c.min, os::cores().min(1000));
+        assert_eq!((c.min, c.max), (DEFAULT_MIN_THREADS, 1000));
+        let c = check(Builder::default().min_threads(600)).unwrap();
+        assert_eq!((c.min, c.max), (600, 600));
+        let c = check(Builder::default().min_threads(4)).unwrap();
+        assert_eq!((c.min, c.max), (4, DEFAULT_MAX_THREADS));
+    }
+
+    #[test]
+    fn a_set_keep_alive_and_initial_size_are_marked_as_the_users() {
+        let c = check(
+            Builder::default()
+                .keep_alive(Duration::from_secs(3))
+                .initial_threads(2),
+        )
+        .unwrap();
+        assert!(c.keep_alive_set && c.initial_set);
+        assert_eq!((c.keep_alive, c.initial), (Duration::from_secs(3), 2));
     }
 
     #[test]

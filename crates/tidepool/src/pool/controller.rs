@@ -102,7 +102,8 @@ impl Controller {
         let now = snapshot(&self.shared);
         let obs = control::observation(trigger, &now, &now.since(&self.previous));
         self.previous = now;
-        let decision = self.policy.decide(&obs);
+        let mut decision = self.policy.decide(&obs);
+        users_settings_win(&self.shared, &mut decision, trigger);
         if decision.is_hold() {
             return;
         }
@@ -118,6 +119,18 @@ impl Controller {
         };
         crate::events::decided(&self.shared.config.name, &record);
         lock(&self.shared.decisions).push(record);
+    }
+}
+
+/// A policy's preferences apply only where the user set nothing: its
+/// keep-alive never over one the user chose, its first target never over
+/// the user's initial size.
+fn users_settings_win(shared: &Shared, d: &mut Decision, trigger: Trigger) {
+    if shared.user_keep_alive.load(Relaxed) {
+        d.keep_alive = None;
+    }
+    if trigger == Trigger::Start && shared.config.initial_set {
+        d.target = None;
     }
 }
 

@@ -97,6 +97,42 @@ impl<T> Completer<T> {
     }
 }
 
+impl<T> Completer<T> {
+    /// Drop the task unrun: its handle reports `why`, unless its fate was
+    /// already decided (cancelled through the handle or a token).
+    pub(crate) fn refuse(mut self, why: JoinError) {
+        if let Some(slot) = self.slot.take() {
+            if !slot.claimed.swap(true, AcqRel) {
+                slot.complete(Err(why));
+            }
+        }
+    }
+
+    /// What a [`CancelToken`](crate::CancelToken) completes when cancelled.
+    pub(crate) fn on_cancel(&self) -> Option<Box<dyn crate::task_options::OnCancel>>
+    where
+        T: Send + 'static,
+    {
+        let slot = self.slot.clone()?;
+        Some(Box::new(CancelSlot(slot)))
+    }
+}
+
+/// A handle's slot as a cancel token sees it.
+struct CancelSlot<T>(Arc<Slot<T>>);
+
+impl<T: Send> crate::task_options::OnCancel for CancelSlot<T> {
+    fn cancel(&self) {
+        if !self.0.claimed.swap(true, AcqRel) {
+            self.0.complete(Err(JoinError::Cancelled));
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        !matches!(&*lock(&self.0.state), State::Pending(_))
+    }
+}
+
 impl<T> Drop for Completer<T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {

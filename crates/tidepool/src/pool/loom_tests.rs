@@ -1,7 +1,7 @@
 //! `loom` model tests of the protocols where a lost update would hang or
 //! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
-//! resize/retire protocol, the at-max signal to the controller, and
-//! `JoinHandle::cancel` racing the run.
+//! resize/retire protocol, the at-max signal to the controller,
+//! `JoinHandle::cancel` racing the run, and a push into a priority lane.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool-rs --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
@@ -621,5 +621,37 @@ fn loom_widening_strands_no_task() {
         got.sort_unstable();
         assert_eq!(got, [0, 1]);
         assert_eq!(q.width.narrow(), None, "the second push widened it");
+    });
+}
+
+/// A `High` task pushed into its lane while the only worker is about to
+/// park: the submitter's fence (`notify_work_after(false)`, as
+/// `Pool::submit_with` does) and the lane's `SeqCst` count mean the worker
+/// either sees the task or is woken for it (`queue::lanes`).
+#[test]
+fn loom_a_lane_push_loses_no_wakeup() {
+    use crate::queue::lanes::Lanes;
+    use crate::task::Task;
+    use crate::task_options::Priority;
+    model(|| {
+        let sleepers = Arc::new(Sleepers::default());
+        let lanes = Arc::new(Lanes::default());
+        let worker = {
+            let (sleepers, lanes) = (sleepers.clone(), lanes.clone());
+            thread::spawn(move || {
+                let me = Arc::new(Parker::default());
+                loop {
+                    if let Some(task) = lanes.pop_high() {
+                        task.run();
+                        return;
+                    }
+                    let has_work = || lanes.len() > 0;
+                    sleepers.park(&me, None, has_work);
+                }
+            })
+        };
+        lanes.push(Task::new(|| false), Priority::High);
+        sleepers.notify_work_after(false);
+        worker.join().unwrap();
     });
 }

@@ -10,12 +10,16 @@ mod scope;
 mod shared;
 pub(crate) mod sleep;
 mod spawn;
+mod with_options;
 mod worker;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-pub use builder::{Builder, OnFull, DEFAULT_HISTORY_LEN, MAX_HISTORY_LEN, MAX_THREADS};
+pub use builder::{
+    Builder, OnFull, DEFAULT_HISTORY_LEN, DEFAULT_MAX_THREADS, DEFAULT_MIN_THREADS,
+    MAX_HISTORY_LEN, MAX_THREADS,
+};
 pub use join::JoinHandle;
 pub use scope::Scope;
 
@@ -99,9 +103,29 @@ impl Pool {
         Builder::default()
     }
 
-    /// A static pool of `threads` workers with default settings.
+    /// A static pool of `threads` workers with default settings (as
+    /// [`Pool::fixed`]; [`Pool::auto`] is the self-sizing one).
     pub fn new(threads: usize) -> Result<Pool, BuildError> {
+        Pool::fixed(threads)
+    }
+
+    /// A static pool of exactly `threads` workers: `Pool::builder().threads(threads)`.
+    pub fn fixed(threads: usize) -> Result<Pool, BuildError> {
         Pool::builder().threads(threads).build()
+    }
+
+    /// The default pool, as `Pool::builder().build()`: it sizes itself
+    /// ([`policy::Auto`](crate::policy::Auto)) between
+    /// [`DEFAULT_MIN_THREADS`] and [`DEFAULT_MAX_THREADS`] workers.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::auto()?;
+    /// assert_eq!(pool.submit(|| 6 * 7)?.join()?, 42);
+    /// assert_eq!(pool.stats().max_threads, tidepool::DEFAULT_MAX_THREADS);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn auto() -> Result<Pool, BuildError> {
+        Pool::builder().build()
     }
 
     pub(crate) fn start(config: Config, policy: Box<dyn SizingPolicy>) -> Result<Pool, BuildError> {
@@ -423,6 +447,8 @@ impl Pool {
     /// Set how long an idle worker above `min` waits before it retires
     /// (Java's `setKeepAliveTime`); longer than zero.
     pub fn set_keep_alive(&self, keep_alive: Duration) -> Result<(), BuildError> {
+        // The user's choice from now on, whatever the policy prefers.
+        self.inner.shared.user_keep_alive.store(true, Relaxed);
         self.set_limits(
             Decision {
                 keep_alive: Some(keep_alive),
@@ -704,6 +730,8 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         threads_created: c.created.load(Relaxed),
         threads_retired: c.retired.load(Relaxed),
         spawn_failures: c.spawn_failed.load(Relaxed),
+        expired: shared.outcomes.expired.load(Relaxed),
+        cancelled: shared.outcomes.cancelled.load(Relaxed),
         decisions_dropped: lock(&shared.decisions).dropped(),
         cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),

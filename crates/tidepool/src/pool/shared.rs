@@ -176,11 +176,16 @@ pub(crate) struct Shared {
     pub(crate) closed: AtomicBool,
     pub(crate) grow_on_demand: AtomicBool,
     pub(crate) keep_alive_ns: AtomicU64,
+    /// The user chose the keep-alive (builder or `Pool::set_keep_alive`):
+    /// the policy's keep-alive no longer applies.
+    pub(crate) user_keep_alive: AtomicBool,
     /// The scheduler slice the builder or the policy asked for, in ns (0:
     /// the system default; [`NO_SLICE`]: never asked). Each worker applies
     /// it to itself.
     pub(crate) worker_slice_ns: AtomicU64,
     pub(crate) counters: Counters,
+    /// Tasks dropped unrun by their options (shared with those tasks).
+    pub(crate) outcomes: std::sync::Arc<super::with_options::Outcomes>,
     pub(crate) records: Option<Records>,
     /// Which submissions get timestamps (with statistics on).
     pub(crate) sampler: Sampler,
@@ -215,7 +220,9 @@ impl Shared {
             grow_on_demand: AtomicBool::new(false),
             worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, slice_ns)),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
+            user_keep_alive: AtomicBool::new(config.keep_alive_set),
             counters: Counters::default(),
+            outcomes: Default::default(),
             records: config.statistics.then(Records::default),
             sampler: Sampler::default(),
             room: Room::default(),

@@ -5,6 +5,7 @@
 //! queue itself, and whether an idle worker spins a little before it parks.
 
 mod deque;
+pub(crate) mod lanes;
 mod lock_free;
 mod locked;
 mod seg;
@@ -17,6 +18,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::task::Task;
+use crate::task_options::Priority;
 
 pub(crate) use lock_free::set_home;
 pub use lock_free::LockFreeQueue;
@@ -106,14 +108,24 @@ impl QueueFlavor {
     }
 }
 
-/// The queue a pool holds: the default flavour by value, so its `push` and
-/// `pop` inline into the submit path and the worker loop (a task then moves
-/// once into a slot and once out, not through a virtual call's return
-/// slot and extra stack copies); the other flavours behind the trait.
+/// The queue a pool holds: the flavour's queue for `Normal` tasks, and the
+/// priority lanes beside it (`lanes`), which cost one relaxed load per pop
+/// until a task of another priority comes.
+#[derive(Debug)]
+pub(crate) struct PoolQueue {
+    main: MainQueue,
+    lanes: lanes::Lanes,
+    capacity: Option<usize>,
+}
+
+/// The default flavour by value, so its `push` and `pop` inline into the
+/// submit path and the worker loop (a task then moves once into a slot and
+/// once out, not through a virtual call's return slot and extra stack
+/// copies); the other flavours behind the trait.
 // One per pool: its size does not matter, the missing indirection does.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub(crate) enum PoolQueue {
+enum MainQueue {
     /// The default flavour.
     LockFree(LockFreeQueue),
     /// Any other flavour.
@@ -123,51 +135,86 @@ pub(crate) enum PoolQueue {
 impl PoolQueue {
     /// The queue of `flavor` holding at most `capacity` tasks.
     pub(crate) fn new(flavor: QueueFlavor, capacity: Option<usize>) -> Self {
-        match flavor {
-            QueueFlavor::LockFree => PoolQueue::LockFree(LockFreeQueue::new(capacity)),
-            other => PoolQueue::Dyn(other.build(capacity)),
+        let main = match flavor {
+            QueueFlavor::LockFree => MainQueue::LockFree(LockFreeQueue::new(capacity)),
+            other => MainQueue::Dyn(other.build(capacity)),
+        };
+        PoolQueue {
+            main,
+            lanes: lanes::Lanes::default(),
+            capacity,
         }
     }
 
     /// The queue as the trait sees it.
     #[inline]
     fn get(&self) -> &dyn TaskQueue {
-        match self {
-            PoolQueue::LockFree(q) => q,
-            PoolQueue::Dyn(q) => &**q,
+        match &self.main {
+            MainQueue::LockFree(q) => q,
+            MainQueue::Dyn(q) => &**q,
         }
     }
 
-    /// [`TaskQueue::push`].
+    /// [`TaskQueue::push`] of a `Normal` task.
     #[inline]
     pub(crate) fn push(&self, task: Task) -> Result<(), Task> {
-        match self {
-            PoolQueue::LockFree(q) => q.push(task),
-            PoolQueue::Dyn(q) => q.push(task),
+        match &self.main {
+            MainQueue::LockFree(q) => q.push(task),
+            MainQueue::Dyn(q) => q.push(task),
         }
     }
 
-    /// [`TaskQueue::pop`].
+    /// Push a task of any priority; gives it back if a bounded queue is
+    /// full (the lanes count toward the capacity).
+    pub(crate) fn push_with(&self, task: Task, priority: Priority) -> Result<(), Task> {
+        if priority == Priority::Normal {
+            return self.push(task);
+        }
+        if self.capacity.is_some_and(|c| self.len() >= c) {
+            return Err(task);
+        }
+        self.lanes.push(task, priority);
+        Ok(())
+    }
+
+    /// The next task: `High` lane, queue, `Low` lane.
     #[inline]
     pub(crate) fn pop(&self) -> Option<Task> {
-        match self {
-            PoolQueue::LockFree(q) => q.pop(),
-            PoolQueue::Dyn(q) => q.pop(),
+        if self.lanes.in_use() {
+            return self.pop_by_priority();
+        }
+        self.pop_main()
+    }
+
+    #[inline]
+    fn pop_main(&self) -> Option<Task> {
+        match &self.main {
+            MainQueue::LockFree(q) => q.pop(),
+            MainQueue::Dyn(q) => q.pop(),
         }
     }
 
-    /// [`TaskQueue::is_empty`].
+    #[cold]
+    fn pop_by_priority(&self) -> Option<Task> {
+        self.lanes
+            .pop_high()
+            .or_else(|| self.pop_main())
+            .or_else(|| self.lanes.pop_low())
+    }
+
+    /// [`TaskQueue::is_empty`], lanes included.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        match self {
-            PoolQueue::LockFree(q) => q.is_empty(),
-            PoolQueue::Dyn(q) => q.is_empty(),
-        }
+        let main = match &self.main {
+            MainQueue::LockFree(q) => q.is_empty(),
+            MainQueue::Dyn(q) => q.is_empty(),
+        };
+        main && self.lanes.len() == 0
     }
 
-    /// [`TaskQueue::len`].
+    /// [`TaskQueue::len`], lanes included.
     pub(crate) fn len(&self) -> usize {
-        self.get().len()
+        self.get().len() + self.lanes.len()
     }
 
     /// [`TaskQueue::spin_before_park`].

@@ -18,7 +18,10 @@
 //!    CPU-bound work (φ ≈ 1) gets exactly `cores`, and an oversubscribed
 //!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
 //!    loop. Without run-delay data φ may only fall on windows with at most
-//!    `cores` busy workers.
+//!    `cores` busy workers; with it, thread totals of a window whose run
+//!    delay is a tenth of its wanted CPU time or more are no evidence (a
+//!    wait for a core is credited only once the core is back), so on an
+//!    oversubscribed machine φ waits for the per-task samples.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
 //!    Erlang-C wait probability is at most 1% (so the 99th percentile task
@@ -162,6 +165,21 @@ const SHIFT_TASKS: u64 = 4;
 /// and the pool spawned 38 workers on 2 cores before the next samples took
 /// φ back to 1. Two ticks of a real change span 50 ms.
 const SHIFT_SPAN: Duration = Duration::from_millis(40);
+/// Share of a window's wanted CPU time (CPU time plus run delay) spent
+/// waiting for a core from which its thread totals are no evidence of
+/// blocking. On an oversubscribed machine a worker waiting for a core has
+/// no run delay credited yet (the kernel adds it when the worker gets a
+/// core back), and a stalled process gets neither CPU time nor run delay:
+/// either reads as blocking. Measured in `tests/policies.rs`
+/// (`auto_stays_near…`, 10 failures in 260 runs at load 15–38 on 2
+/// cores): first windows of 1 ms CPU-bound tasks read φ = 0.01–0.6 from
+/// thread totals whose run delay was a quarter to ten times their CPU time,
+/// or which had neither, and the pool spawned up to 52 workers before
+/// per-task samples (whose waits are all credited: a task's end is read
+/// on a core) took φ back to 1. Blocking work on a quiet machine waits for
+/// a core a few percent of its CPU time (wake-ups) and still learns early;
+/// on a contended one it waits for its first finished tasks.
+const CONTENDED_DELAY_SHARE: f64 = 0.1;
 /// Busy time needed in a window before φ is trusted.
 const MIN_BUSY_FOR_CPU: Duration = Duration::from_millis(2);
 /// A sustained backlog may take the pool to this many workers per core even
@@ -582,7 +600,7 @@ impl Auto {
             spawn_limit: Some(limit),
             worker_slice: slice,
             reason: format!(
-                "auto: {why} (phi {:.2}, ceiling {ceiling})",
+                "auto: {why} (phi {:.2}, ceiling {ceiling}, spawn limit {limit})",
                 self.cpu_fraction.value
             )
             .into(),

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use super::super::Observation;
 use super::{
-    cores_busy_workers, utilization, Auto, CORES_BUSY_PROBABILITY, CPU_SATURATED,
-    DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS, MIN_BUSY_FOR_CPU,
-    MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX, SHIFT_FACTOR, SHIFT_SPAN,
-    SHIFT_TASKS, SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW, SMOOTHING, STEAL_DEAD_BAND,
+    cores_busy_workers, utilization, Auto, CONTENDED_DELAY_SHARE, CORES_BUSY_PROBABILITY,
+    CPU_SATURATED, DEFAULT_SLICE_ABOVE, DEFAULT_SLICE_CONTENTION_ABOVE, FIRST_SAMPLE_TASKS,
+    MIN_BUSY_FOR_CPU, MIN_CPU_FRACTION, MIN_THREAD_WINDOW, SAMPLED_TASK_TIME, SEARCH_MAX,
+    SHIFT_FACTOR, SHIFT_SPAN, SHIFT_TASKS, SHORT_SLICE_BELOW, SHORT_SLICE_CONTENTION_BELOW,
+    SMOOTHING, STEAL_DEAD_BAND,
 };
 
 /// An exponentially weighted mean, weighted by elapsed time.
@@ -166,8 +167,13 @@ impl Auto {
             // constant: windows with little task time, where that part
             // weighs most, count least (a first spawn a few milliseconds
             // into a run is soon outweighed by full ticks).
-            let wanted = busy - delay.as_secs_f64();
+            let delay = delay.as_secs_f64();
+            let wanted = busy - delay;
             if wanted >= MIN_BUSY_FOR_CPU.as_secs_f64() {
+                if delay >= CONTENDED_DELAY_SHARE * (cpu + delay) {
+                    // No evidence (`CONTENDED_DELAY_SHARE`).
+                    return;
+                }
                 let fade = (-secs / SMOOTHING.as_secs_f64()).exp();
                 self.compute_sum = self.compute_sum * fade + cpu.min(wanted);
                 self.wanted_sum = self.wanted_sum * fade + wanted;

@@ -163,12 +163,23 @@ fn run_delay_does_not_read_as_blocking_or_as_compute() {
     // processes: each also waits 10 ms for a core. Busy time is 20 ms a
     // task; phi must still come out at 1/10 (the tasks' own compute
     // share), not 1/20 (CPU time over busy time) nor 11/20 (the
-    // fraction of time wanting a CPU).
+    // fraction of time wanting a CPU). On such a machine the thread
+    // totals are no evidence (`CONTENDED_DELAY_SHARE`): the per-task
+    // sample, which the pool takes without the time preempted, is.
     let mut p = Auto::new();
     start(&mut p);
     for at in 1..=20 {
         let mut obs = busy_tick(at, 12, 0.05, 0, 60);
         obs.run_delay = Some(obs.busy_time / 2);
+        p.decide(&obs);
+    }
+    assert_eq!(p.cpu_fraction(), 1.0, "contended thread totals");
+    for at in 21..=40 {
+        let mut obs = busy_tick(at, 12, 0.05, 0, 60);
+        obs.run_delay = Some(obs.busy_time / 2);
+        obs.sampled_task_cpu = obs.cpu_time.unwrap();
+        obs.sampled_task_time = obs.busy_time / 2;
+        obs.sampled_tasks = 60;
         p.decide(&obs);
     }
     assert!(
@@ -398,6 +409,34 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     p.decide(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
     assert_eq!(p.limit(), CORES + 2, "the spawned workers are kept");
+}
+
+#[test]
+fn contended_or_stalled_thread_totals_are_no_evidence_of_blocking() {
+    // CPU-bound workers on an oversubscribed machine, a few ms into a run:
+    // the kernel has credited little of their wait for a core yet (cpu
+    // 0.3 ms, run delay 0.1 ms over 4 workers busy through 6 ms); or the
+    // process was stalled (neither). Neither lowers φ nor lifts the
+    // spawn limit, however long it lasts.
+    let mut p = Auto::new();
+    start(&mut p);
+    let mut obs = starved(20, CORES, 20);
+    obs.trigger = Trigger::AtMax;
+    obs.window = Duration::from_millis(6);
+    for (cpu, delay) in [(330, 110), (0, 0)] {
+        obs.cpu_time = Some(Duration::from_micros(cpu));
+        obs.run_delay = Some(Duration::from_micros(delay));
+        for _ in 0..50 {
+            p.decide(&obs);
+        }
+        assert_eq!(p.cpu_fraction(), 1.0);
+        assert_eq!(p.limit(), CORES);
+    }
+    // The same window uncontended is blocking work.
+    obs.run_delay = Some(Duration::ZERO);
+    obs.cpu_time = Some(Duration::from_micros(330));
+    p.decide(&obs);
+    assert!(p.cpu_fraction() < 0.5, "{}", p.cpu_fraction());
 }
 
 #[test]

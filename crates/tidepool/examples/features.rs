@@ -1,0 +1,82 @@
+//! The pool as a user reaches for it: the self-sizing default, priorities,
+//! deadlines and cancellation.
+//!
+//! ```text
+//! cargo run -p tidepool-rs --example features
+//! ```
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidepool::{CancelToken, Pool, Priority, TaskOptions};
+
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The default pool sizes itself: 64 tasks that each sleep 50 ms take
+    // far less than 64 × 50 ms / cores.
+    let pool = Pool::builder().build()?;
+    let started = Instant::now();
+    let sleepers: Vec<_> = (0..64)
+        .map(|_| pool.submit(|| std::thread::sleep(Duration::from_millis(50))))
+        .collect::<Result<_, _>>()?;
+    for h in sleepers {
+        h.join()?;
+    }
+    println!(
+        "64 sleeps of 50 ms in {:?} on up to {} workers",
+        started.elapsed(),
+        pool.stats().threads_created
+    );
+
+    // A static pool is one call. Hold its only worker so tasks queue up.
+    let one = Pool::fixed(1)?;
+    let (release, gate) = mpsc::channel::<()>();
+    let busy = one.submit(move || gate.recv().unwrap_or(()))?;
+
+    // Priorities: queued High tasks start before Normal ones, Normal
+    // before Low.
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for p in [Priority::Low, Priority::Normal, Priority::High] {
+        let order = order.clone();
+        handles.push(one.submit_with(TaskOptions::new().priority(p), move || {
+            order.lock().unwrap().push(p)
+        })?);
+    }
+
+    // A deadline: not started by then, the task never runs.
+    let late = one.submit_with(
+        TaskOptions::new().deadline(Instant::now() + Duration::from_millis(10)),
+        || unreachable!("started after its deadline"),
+    )?;
+
+    // A cancel token shared by a group of tasks.
+    let token = CancelToken::new();
+    let group: Vec<_> = (0..5)
+        .map(|i| one.submit_with(TaskOptions::new().cancel_token(token.clone()), move || i))
+        .collect::<Result<_, _>>()?;
+    token.cancel();
+    for h in group {
+        assert!(h.join().unwrap_err().is_cancelled());
+    }
+
+    std::thread::sleep(Duration::from_millis(20));
+    release.send(())?;
+    busy.join()?;
+    for h in handles {
+        h.join()?;
+    }
+    assert!(late.join().unwrap_err().is_expired());
+    assert_eq!(
+        *order.lock().unwrap(),
+        [Priority::High, Priority::Normal, Priority::Low]
+    );
+    one.wait_idle();
+    let stats = one.stats();
+    println!(
+        "priorities ran in order; {} expired, {} cancelled",
+        stats.expired, stats.cancelled
+    );
+    assert_eq!((stats.expired, stats.cancelled), (1, 5));
+    Ok(())
+}
