@@ -21,7 +21,7 @@ use std::time::Instant;
 /// Which queued tasks start first: every queued `High` task before any
 /// `Normal` one, every `Normal` before any `Low`; tasks of one priority
 /// keep the pool's order. Strict: a `Low` task waits as long as higher
-/// ones keep coming (`docs/policies.md`, "Priorities").
+/// ones keep coming (`docs/policies.md`, "Per-task options: priorities, deadlines, cancellation").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Priority {
     /// Starts before every queued `Normal` and `Low` task.
