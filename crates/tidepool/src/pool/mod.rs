@@ -278,8 +278,9 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (handle, completer) = join::pair();
-        match self.push(self.task(WithHandle { f, completer }), wait) {
+        let pool = Arc::as_ptr(&self.inner.shared) as usize;
+        let (handle, body) = join::pair(f, pool);
+        match self.push(self.task(body), wait) {
             Ok(()) => Ok(handle),
             // SAFETY: the task was built from a `WithHandle<F, T>` just above.
             Err((e, task)) => Err(Rejected::new(e, unsafe {
