@@ -57,8 +57,8 @@ struct Header<T> {
     /// doc). One swap per task, on a line the worker writes anyway when it
     /// completes the slot.
     claimed: AtomicBool,
-    /// The pool whose workers may run the task from a join (the address of
-    /// its shared state; 0: none).
+    /// The pool whose workers may run the task from a join (`Shared::id`;
+    /// 0: none).
     pool: usize,
 }
 
@@ -171,8 +171,8 @@ pub(crate) struct WithHandle<F, T> {
     slot: Option<Arc<Slot<T, F>>>,
 }
 
-/// A handle and its task, sharing one slot. `pool`: the address of the
-/// shared state of the pool whose workers may run it from a join (0: none).
+/// A handle and its task, sharing one slot. `pool`: the `Shared::id` of the
+/// pool whose workers may run it from a join (0: none).
 pub(crate) fn pair<F, T>(f: F, pool: usize) -> (JoinHandle<T>, WithHandle<F, T>)
 where
     F: FnOnce() -> T + Send + 'static,
@@ -328,7 +328,7 @@ impl<T> JoinHandle<T> {
             return None;
         }
         let shared = super::worker::current()?;
-        if header.pool == Arc::as_ptr(&shared) as usize && self.run_here() {
+        if header.pool == shared.id() && self.run_here() {
             return None;
         }
         Some(Blocked::enter(shared))

@@ -278,7 +278,7 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let pool = Arc::as_ptr(&self.inner.shared) as usize;
+        let pool = self.inner.shared.id();
         let (handle, body) = join::pair(f, pool);
         match self.push(self.task(body), wait) {
             Ok(()) => Ok(handle),

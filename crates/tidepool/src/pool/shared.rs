@@ -242,6 +242,13 @@ impl Shared {
         }
     }
 
+    /// This pool's identity (its address), as join handles and worker
+    /// threads record it.
+    #[inline]
+    pub(crate) fn id(&self) -> usize {
+        self as *const Shared as usize
+    }
+
     #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.shut.load(SeqCst)

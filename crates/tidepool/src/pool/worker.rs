@@ -87,7 +87,7 @@ impl Drop for Registered {
 
 /// Whether the calling thread is one of `shared`'s workers.
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {
-    POOL.with(|p| p.get() == shared as *const Shared as usize)
+    POOL.with(|p| p.get() == shared.id())
 }
 
 /// Spin rounds of a worker that found the queue empty (counted as searching)...
@@ -175,7 +175,7 @@ impl Worker {
 
     fn run(self) {
         let shared = &*self.shared;
-        POOL.with(|p| p.set(shared as *const Shared as usize));
+        POOL.with(|p| p.set(shared.id()));
         let _registered = Registered::new(&self.shared);
         // Consecutive workers pop from different shards first.
         crate::queue::set_home(self.id as usize);
