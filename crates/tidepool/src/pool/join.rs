@@ -323,11 +323,11 @@ impl<T> JoinHandle<T> {
     /// this worker's pool and has not started; otherwise, if it is not
     /// done, count this worker as blocked for the wait (the guard).
     fn help(&self) -> Option<Blocked> {
+        let shared = super::worker::current()?;
         let header = self.slot.header();
         if header.is_done() {
             return None;
         }
-        let shared = super::worker::current()?;
         if header.pool == shared.id() && self.run_here() {
             return None;
         }
