@@ -300,7 +300,10 @@ pub fn replay_with(
             let mut samples = Vec::new();
             let mut interval = opts.sample_interval;
             let mut next = Duration::ZERO;
-            while !stop_sampler.load(Ordering::Acquire) {
+            // At least one sample, and one after the stop: a short replay
+            // can end before this thread first gets a core.
+            loop {
+                let stopping = stop_sampler.load(Ordering::Acquire);
                 let c = executor.counts();
                 samples.push(ThreadSample {
                     at_ns: ns_since(epoch),
@@ -313,6 +316,9 @@ pub fn replay_with(
                 if samples.len() >= opts.max_samples.max(2) {
                     samples = samples.into_iter().step_by(2).collect();
                     interval = interval.saturating_mul(2);
+                }
+                if stopping {
+                    break;
                 }
                 next += interval;
                 let now = epoch.elapsed();

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::AckKind;
 
-use super::pull::Starter;
-use super::start::{finish_unrun, release, run};
+use super::run::{finish_unrun, release, run, Starter};
 use super::{unix_ns, Held};
 use crate::protocol::CANCELLED;
 

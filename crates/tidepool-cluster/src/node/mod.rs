@@ -12,7 +12,8 @@
 //!    a node's queue that another node could run. `slack` (default 1) lets
 //!    the pool see one queued request, which is what makes an on-demand
 //!    policy (`auto`) grow.
-//! 2. **Run, then record, then ack (late ack).** A worker runs the handler
+//! 2. **Run, then record, then ack (late ack).** Each delivered request is
+//!    checked (`start.rs`) and handed to the pool (`run.rs`). A worker runs the handler
 //!    (a panic is caught and is a failure) and hands the outcome back. The
 //!    result is published to the results stream with `Nats-Msg-Id` = the
 //!    request id, and only once the broker has stored it (the publish ack)
@@ -50,6 +51,7 @@ mod lease;
 mod metrics;
 mod pull;
 mod record;
+mod run;
 mod start;
 mod upkeep;
 
@@ -480,7 +482,7 @@ impl Node {
 
         // The puller, until shutdown.
         let handlers = Arc::new(self.handlers);
-        let starter = pull::Starter {
+        let starter = run::Starter {
             state: state.clone(),
             handlers,
             journal,

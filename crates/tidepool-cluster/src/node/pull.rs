@@ -12,20 +12,16 @@
 //! Bells are drained before each round, so a bell heard while waiting is
 //! always for a request published after the round's fetches began.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
 
 use super::check::{already_handled, bound_suspicion};
+use super::run::Starter;
 use super::start::start;
-use super::{Done, State};
 use crate::protocol::{Consumers, BELL_PREFIX};
 use crate::suspect::Suspicion;
-use crate::tasks::Handler;
 
 /// How long an idle node waits for a doorbell before it looks again.
 const IDLE_LOOK: Duration = Duration::from_millis(250);
@@ -33,15 +29,6 @@ const IDLE_LOOK: Duration = Duration::from_millis(250);
 /// How long a fetch may go unanswered before the node pulls again (the
 /// broker answers one at once, with what it has or with "no messages").
 const FETCH_LOST: Duration = Duration::from_secs(5);
-
-/// What starting a request needs.
-#[derive(Clone)]
-pub(super) struct Starter {
-    pub(super) state: Arc<State>,
-    pub(super) handlers: Arc<HashMap<String, Handler>>,
-    pub(super) journal: Option<Arc<std::fs::File>>,
-    pub(super) done_tx: mpsc::UnboundedSender<Done>,
-}
 
 /// A fetch that ends because the broker has nothing (more) is normal.
 fn is_benign_pull_end(e: &dyn std::fmt::Display) -> bool {
