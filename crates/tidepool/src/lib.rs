@@ -76,8 +76,8 @@ pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
 pub use metrics::{Latency, PoolStats, SizeSample};
 pub use policy::DecisionRecord;
 pub use pool::{
-    Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN, DEFAULT_MAX_THREADS,
-    DEFAULT_MIN_THREADS, MAX_HISTORY_LEN, MAX_THREADS,
+    block_in_place, Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN,
+    DEFAULT_MAX_THREADS, DEFAULT_MIN_THREADS, MAX_HISTORY_LEN, MAX_THREADS,
 };
 pub use queue::{QueueFlavor, UnknownFlavor};
 pub use task::Task;

@@ -740,7 +740,10 @@ fn statistics_follow_the_thesis_tables() {
     assert!(s.throughput() > 0.0);
     assert_eq!(s.cpu_time.is_some(), tidepool::sys::SUPPORT.cpu_time);
     assert_eq!(s.response.count(), 20);
-    assert_eq!(s.busy_threads + s.idle_threads, s.live_threads);
+    assert_eq!(
+        s.busy_threads + s.idle_threads + s.blocked_threads,
+        s.live_threads
+    );
 
     let w1 = pool.stats_window();
     assert_eq!(w1.completed, 20);

@@ -29,10 +29,13 @@ pub struct PoolStats {
     pub elapsed: Duration,
     /// Worker threads alive.
     pub live_threads: usize,
-    /// Workers running a task (or about to).
+    /// Workers running a task (or about to), not counting blocked ones.
     pub busy_threads: usize,
     /// Workers waiting for a task (parked or spinning).
     pub idle_threads: usize,
+    /// Workers inside [`block_in_place`](crate::block_in_place): running
+    /// a task but not available (`busy + idle + blocked = live`).
+    pub blocked_threads: usize,
     /// The target size set by `resize` or the policy.
     pub target_size: usize,
     /// The user's lower bound on the pool size.

@@ -151,6 +151,9 @@ pub struct Observation {
     pub busy: usize,
     /// Workers waiting for a task at the end of the window.
     pub idle: usize,
+    /// Workers inside [`block_in_place`](crate::block_in_place) at the end
+    /// of the window: neither busy nor idle, and not available.
+    pub blocked: usize,
     /// The pool's current target size.
     pub target: usize,
     /// The user's lower bound (the pool's `min`, which a policy may have set).

@@ -1,7 +1,7 @@
 //! `loom` model tests of the protocols where a lost update would hang or
 //! corrupt the pool: the idle/wake protocol, the back-pressure protocol, the
 //! resize/retire protocol, the at-max signal to the controller,
-//! `JoinHandle::cancel` racing the run, and a push into a priority lane.
+//! `JoinHandle::cancel` and a helping join racing the run, and a push into a priority lane.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p tidepool-rs --lib --release loom`.
 
 use loom::sync::atomic::AtomicUsize;
@@ -436,17 +436,19 @@ fn loom_at_max_signal_is_never_stuck_pending() {
 #[test]
 fn loom_cancel_races_the_run_and_exactly_one_wins() {
     model(|| {
-        let (handle, completer) = super::join::pair::<u8>();
+        use crate::task::Body;
         let ran = Arc::new(AtomicUsize::new(0));
-        let worker = {
-            let ran = ran.clone();
-            thread::spawn(move || {
-                completer.run(move || {
-                    ran.fetch_add(1, SeqCst);
-                    7
-                });
-            })
-        };
+        let counted = ran.clone();
+        let (handle, task) = super::join::pair(
+            move || {
+                counted.fetch_add(1, SeqCst);
+                7u8
+            },
+            0,
+        );
+        let worker = thread::spawn(move || {
+            task.call();
+        });
         let cancelled = handle.cancel();
         worker.join().unwrap();
         match handle.join() {
@@ -454,6 +456,36 @@ fn loom_cancel_races_the_run_and_exactly_one_wins() {
             Err(e) => assert!(e.is_cancelled() && cancelled && ran.load(SeqCst) == 0),
             Ok(_) => unreachable!(),
         }
+    });
+}
+
+/// A joiner on a worker racing the worker that pops the same task (the
+/// claim protocol in `pool::join`): whatever the interleaving, the closure
+/// runs exactly once, on whichever side won the claim, the loser skips it,
+/// and `join` returns its value (no lost wake-up: loom reports a deadlock
+/// if the joiner could sleep through the completion).
+#[test]
+fn loom_joiner_and_worker_claim_a_task_once() {
+    model(|| {
+        use crate::task::Body;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = ran.clone();
+        let (handle, task) = super::join::pair(
+            move || {
+                counted.fetch_add(1, SeqCst);
+                7u8
+            },
+            0,
+        );
+        let worker = thread::spawn(move || {
+            task.call();
+        });
+        // What `join` does on a worker of the task's pool: claim and run
+        // here, or wait for the winner's result.
+        handle.run_here();
+        assert_eq!(handle.join().unwrap(), 7);
+        worker.join().unwrap();
+        assert_eq!(ran.load(SeqCst), 1);
     });
 }
 

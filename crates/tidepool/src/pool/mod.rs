@@ -1,5 +1,6 @@
 //! The pool: `Pool`, its builder, workers, resizing and shutdown.
 
+mod blocking;
 mod builder;
 mod controller;
 mod join;
@@ -16,6 +17,7 @@ mod worker;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+pub use blocking::block_in_place;
 pub use builder::{
     Builder, OnFull, DEFAULT_HISTORY_LEN, DEFAULT_MAX_THREADS, DEFAULT_MIN_THREADS,
     MAX_HISTORY_LEN, MAX_THREADS,
@@ -276,8 +278,9 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (handle, completer) = join::pair();
-        match self.push(self.task(WithHandle { f, completer }), wait) {
+        let pool = self.inner.shared.id();
+        let (handle, body) = join::pair(f, pool);
+        match self.push(self.task(body), wait) {
             Ok(()) => Ok(handle),
             // SAFETY: the task was built from a `WithHandle<F, T>` just above.
             Err((e, task)) => Err(Rejected::new(e, unsafe {
@@ -714,12 +717,14 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
 pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
     let live = shared.live();
     let idle = (shared.sleepers.idle() + shared.sleepers.searching()).min(live);
+    let blocked = shared.blocked.load(Relaxed).min(live - idle);
     let c = &shared.counters;
     let mut stats = PoolStats {
         elapsed: shared.elapsed(),
         live_threads: live,
-        busy_threads: live - idle,
+        busy_threads: live - idle - blocked,
         idle_threads: idle,
+        blocked_threads: blocked,
         target_size: shared.target(),
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),

@@ -184,6 +184,8 @@ pub(crate) struct Shared {
     /// it to itself.
     pub(crate) worker_slice_ns: AtomicU64,
     pub(crate) counters: Counters,
+    /// Workers inside `block_in_place` (see `pool::blocking`).
+    pub(crate) blocked: AtomicUsize,
     /// Tasks dropped unrun by their options (shared with those tasks).
     pub(crate) outcomes: std::sync::Arc<super::with_options::Outcomes>,
     pub(crate) records: Option<Records>,
@@ -222,6 +224,7 @@ impl Shared {
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
             user_keep_alive: AtomicBool::new(config.keep_alive_set),
             counters: Counters::default(),
+            blocked: AtomicUsize::new(0),
             outcomes: Default::default(),
             records: config.statistics.then(Records::default),
             sampler: Sampler::default(),
@@ -237,6 +240,13 @@ impl Shared {
             next_worker_id: AtomicU64::new(0),
             config,
         }
+    }
+
+    /// This pool's identity (its address), as join handles and worker
+    /// threads record it.
+    #[inline]
+    pub(crate) fn id(&self) -> usize {
+        self as *const Shared as usize
     }
 
     #[inline]

@@ -38,7 +38,7 @@ where
     T: Send + 'static,
 {
     fn refuse(self, why: JoinError) {
-        self.completer.refuse(why);
+        WithHandle::refuse(self, why);
     }
 }
 
@@ -102,13 +102,14 @@ impl Pool {
         if options.is_plain() {
             return self.submit(f);
         }
-        let (handle, completer) = join::pair();
+        // Not run by a joiner (0): the deadline and token checks live with
+        // the queued copy.
+        let (handle, body) = join::pair(f, 0);
         if let Some(token) = &options.token {
-            if let Some(hook) = completer.on_cancel() {
+            if let Some(hook) = body.on_cancel() {
                 token.on_cancel(hook);
             }
         }
-        let body = WithHandle { f, completer };
         match self.push_guarded(options, body) {
             Ok(()) => Ok(handle),
             Err((e, body)) => Err(Rejected::new(e, body.into_closure())),

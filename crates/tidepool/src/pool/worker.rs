@@ -59,9 +59,35 @@ thread_local! {
     static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+thread_local! {
+    /// The pool whose worker this thread is, for [`current`].
+    static CURRENT: std::cell::RefCell<Option<Arc<Shared>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The pool the calling thread is a worker of, if any.
+pub(crate) fn current() -> Option<Arc<Shared>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Clears [`CURRENT`] when the worker loop ends, however it ends.
+struct Registered;
+
+impl Registered {
+    fn new(shared: &Arc<Shared>) -> Registered {
+        CURRENT.with(|c| *c.borrow_mut() = Some(shared.clone()));
+        Registered
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.borrow_mut().take());
+    }
+}
+
 /// Whether the calling thread is one of `shared`'s workers.
 pub(crate) fn is_worker_of(shared: &Shared) -> bool {
-    POOL.with(|p| p.get() == shared as *const Shared as usize)
+    POOL.with(|p| p.get() == shared.id())
 }
 
 /// Spin rounds of a worker that found the queue empty (counted as searching)...
@@ -149,7 +175,8 @@ impl Worker {
 
     fn run(self) {
         let shared = &*self.shared;
-        POOL.with(|p| p.set(shared as *const Shared as usize));
+        POOL.with(|p| p.set(shared.id()));
+        let _registered = Registered::new(&self.shared);
         // Consecutive workers pop from different shards first.
         crate::queue::set_home(self.id as usize);
         // Woken as the last worker on its way: once it has a task, it wakes

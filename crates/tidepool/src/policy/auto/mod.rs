@@ -402,10 +402,13 @@ impl Auto {
             && !(self.sustained_backlog(obs.now) && leaves_a_core_unwanted(obs));
         // Demand stops where bursts do: past the burst ceiling, workers
         // of a pool that keeps up only share the cores.
+        // Workers blocked in place serve nobody: the demand is for
+        // available workers, on top of them.
         let mut desired = self
             .demand(obs)
             .min(ceiling)
-            .min(self.burst_ceiling(ceiling, obs.now));
+            .min(self.burst_ceiling(ceiling, obs.now))
+            .saturating_add(obs.blocked);
         let old = self.target;
         if self.follow_mix_change(ceiling, obs.now) {
             why = "the mix changed: surplus past the ceiling";

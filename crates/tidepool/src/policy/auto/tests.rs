@@ -1397,3 +1397,32 @@ fn a_change_of_mix_that_raises_phi_takes_the_target_down_at_once() {
     }
     assert!(p.target() >= kept);
 }
+
+/// An idle `auto` at its floor that then sees four workers, three of them
+/// `busy` (or `blocked`) on a quiet tick: the target it then holds.
+fn target_after_three(blocked: bool) -> usize {
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for at in 1..300 {
+        let d = p.decide(&quiet_tick(at, live));
+        apply(&mut live, &d);
+    }
+    assert_eq!(live, 1, "an idle pool ends at its floor");
+    let mut obs = quiet_tick(300, 4);
+    obs.idle = 1;
+    if blocked {
+        obs.blocked = 3;
+    } else {
+        obs.busy = 3;
+    }
+    p.decide(&obs);
+    p.target()
+}
+
+#[test]
+fn workers_blocked_in_place_are_not_available() {
+    // Blocked workers are kept on top of what the (quiet) traffic needs;
+    // busy ones of a quiet pool are not.
+    assert!(target_after_three(true) >= 3);
+    assert!(target_after_three(false) < 3);
+}
