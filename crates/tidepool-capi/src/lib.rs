@@ -30,6 +30,7 @@ mod boundary;
 pub mod builder;
 pub mod error;
 mod handle;
+pub mod options;
 pub mod pool;
 pub mod stats;
 pub mod task;
