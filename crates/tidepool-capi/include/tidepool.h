@@ -68,10 +68,16 @@
 #define TIDEPOOL_ERR_PANIC 7
 
 /**
- * Completion status of a task that never ran: `tidepool_shutdown_now`
- * cancelled it.
+ * Completion status of a task that never ran: `tidepool_shutdown_now` or
+ * its cancel token cancelled it.
  */
 #define TIDEPOOL_ERR_CANCELLED 8
+
+/**
+ * Completion status of a task that never ran: it had not started by the
+ * deadline given to `tidepool_submit_with`.
+ */
+#define TIDEPOOL_ERR_EXPIRED 9
 
 /**
  * Major version of the headers: releases with another major version are not
@@ -108,6 +114,21 @@
 #define TIDEPOOL_ON_FULL_REJECT 1
 
 /**
+ * `tidepool_submit_with` priority: the default, as `tidepool_submit()`.
+ */
+#define TIDEPOOL_PRIORITY_NORMAL 0
+
+/**
+ * `tidepool_submit_with` priority: starts before every queued normal and low task.
+ */
+#define TIDEPOOL_PRIORITY_HIGH 1
+
+/**
+ * `tidepool_submit_with` priority: starts only when no high or normal task is queued.
+ */
+#define TIDEPOOL_PRIORITY_LOW 2
+
+/**
  * `tidepool_stats_quantile` distribution: submitted → accepted.
  */
 #define TIDEPOOL_LATENCY_RESPONSE 0
@@ -134,6 +155,14 @@
 typedef struct tidepool_builder tidepool_builder;
 
 /**
+ * An opaque cancel token, created by `tidepool_cancel_token_new()` or
+ * `tidepool_cancel_token_clone()` and freed by `tidepool_cancel_token_free()`.
+ * Cancelling it (through any clone) drops every task submitted with it that
+ * has not started. Thread-safe.
+ */
+typedef struct tidepool_cancel_token tidepool_cancel_token;
+
+/**
  * An opaque pool, created by `tidepool_builder_build()` or
  * `create_threadpool()` and owned by the caller until `tidepool_destroy()` or
  * `destroy_threadpool()` frees it. Every function taking one is thread-safe
@@ -151,8 +180,9 @@ typedef void (*tidepool_task_fn)(void *arg);
 /**
  * A completion callback: `void done(void *arg, int status)`, called once per
  * accepted task with its `arg` and status: `TIDEPOOL_OK` (it ran),
- * `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked) or
- * `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` removed it unrun).
+ * `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked),
+ * `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` or its cancel token
+ * removed it unrun) or `TIDEPOOL_ERR_EXPIRED` (not started by its deadline).
  */
 typedef void (*tidepool_done_fn)(void *arg, int status);
 
@@ -245,7 +275,8 @@ typedef struct tidepool_stats {
      */
     uint64_t panicked_jobs;
     /**
-     * Tasks cancelled by `tidepool_shutdown_now`.
+     * Tasks dropped unrun because `tidepool_shutdown_now` or their cancel
+     * token cancelled them.
      */
     uint64_t cancelled_jobs;
     /**
@@ -274,6 +305,16 @@ typedef struct tidepool_stats {
      * Execution time: `exe_t` → `finished_t`.
      */
     struct tidepool_latency service;
+    /**
+     * Tasks dropped unrun because they had not started by their deadline
+     * (`tidepool_submit_with`).
+     */
+    uint64_t expired_jobs;
+    /**
+     * Threads blocked now in `tidepool_block_in_place()`; the pool may run
+     * this many extra workers, up to its maximum, to make up for them.
+     */
+    uint64_t blocked_threads;
 } tidepool_stats;
 
 #ifdef __cplusplus
@@ -520,6 +561,76 @@ int tidepool_shutdown_now(struct tidepool_pool *pool, size_t *cancelled);
  * is done then). Thread-safe.
  */
 int tidepool_destroy(struct tidepool_pool *pool);
+
+/**
+ * As `tidepool_submit()`, with per-task options:
+ * - `priority`: `TIDEPOOL_PRIORITY_NORMAL` (as `tidepool_submit()`), `_HIGH`
+ *   (starts before every queued normal and low task) or `_LOW`. Strict: a
+ *   low task waits as long as higher ones keep coming. A high or low task
+ *   never waits for room: a full queue fails it at once with `TIDEPOOL_ERR_FULL`.
+ * - `deadline_ns`: nanoseconds from now (0: none). A task not started by
+ *   then is dropped unrun; `done` gets `TIDEPOOL_ERR_EXPIRED`.
+ * - `token`: NULL or a cancel token. Once it is cancelled, the task, if it
+ *   has not started, is dropped unrun when a worker reaches it (or at
+ *   `tidepool_shutdown_now()`); `done` gets `TIDEPOOL_ERR_CANCELLED`. The
+ *   library keeps its own reference: the caller may free `token` at once.
+ *
+ * Returns as `tidepool_submit()`, and `TIDEPOOL_ERR_INVALID_ARGUMENT` for an
+ * unknown priority. Thread-safe.
+ */
+int tidepool_submit_with(struct tidepool_pool *pool,
+                         tidepool_task_fn func,
+                         void *arg,
+                         tidepool_done_fn done,
+                         int priority,
+                         uint64_t deadline_ns,
+                         const struct tidepool_cancel_token *token);
+
+/**
+ * A new cancel token, not cancelled, owned by the caller until
+ * `tidepool_cancel_token_free()`. Never NULL. Thread-safe.
+ */
+struct tidepool_cancel_token *tidepool_cancel_token_new(void);
+
+/**
+ * A second reference to the same token (cancelling either cancels both),
+ * freed on its own with `tidepool_cancel_token_free()`; NULL if `token` is
+ * NULL (`TIDEPOOL_ERR_INVALID_ARGUMENT`). Thread-safe.
+ */
+struct tidepool_cancel_token *tidepool_cancel_token_clone(const struct tidepool_cancel_token *token);
+
+/**
+ * Cancel the token: every task submitted with it that has not started is
+ * dropped unrun (its `done` gets `TIDEPOOL_ERR_CANCELLED`); running tasks go
+ * on (they may poll `tidepool_cancel_token_is_cancelled()`). Idempotent.
+ * Returns `TIDEPOOL_OK` or `TIDEPOOL_ERR_INVALID_ARGUMENT` (`token` NULL).
+ * Thread-safe.
+ */
+int tidepool_cancel_token_cancel(const struct tidepool_cancel_token *token);
+
+/**
+ * 1 if the token was cancelled, 0 if not, -1 if `token` is NULL
+ * (`TIDEPOOL_ERR_INVALID_ARGUMENT`). Thread-safe.
+ */
+int tidepool_cancel_token_is_cancelled(const struct tidepool_cancel_token *token);
+
+/**
+ * Free one reference to a token (NULL: nothing). Tasks submitted with it
+ * keep their own. Thread-safe, but `token` is invalid afterwards.
+ */
+void tidepool_cancel_token_free(struct tidepool_cancel_token *token);
+
+/**
+ * Run `func(arg)` on the calling thread, telling its pool (if the calling
+ * thread is one of its workers) that the thread may block meanwhile: the
+ * pool may start another worker, up to its maximum, so that queued tasks go
+ * on. The way for a task to wait for other tasks of its own pool (on a
+ * condition variable, a semaphore, a `done` callback's signal) without
+ * starving it. On any other thread it just calls `func(arg)`.
+ * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`func` NULL) or
+ * `TIDEPOOL_ERR_PANIC` (a Rust `func` panicked; caught). Thread-safe.
+ */
+int tidepool_block_in_place(tidepool_task_fn func, void *arg);
 
 /**
  * Store the pool's statistics since it started in `*out` (owned by the

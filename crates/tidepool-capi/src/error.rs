@@ -32,12 +32,15 @@ pub const TIDEPOOL_ERR_IN_OWN_TASK: c_int = 6;
 /// or a task or completion callback written in Rust panicked (then the status
 /// passed to the completion callback). The process and the pool go on.
 pub const TIDEPOOL_ERR_PANIC: c_int = 7;
-/// Completion status of a task that never ran: `tidepool_shutdown_now`
-/// cancelled it.
+/// Completion status of a task that never ran: `tidepool_shutdown_now` or
+/// its cancel token cancelled it.
 pub const TIDEPOOL_ERR_CANCELLED: c_int = 8;
+/// Completion status of a task that never ran: it had not started by the
+/// deadline given to `tidepool_submit_with`.
+pub const TIDEPOOL_ERR_EXPIRED: c_int = 9;
 
 /// The name of each code, indexed by code, NUL-terminated for C.
-const NAMES_C: [&[u8]; 9] = [
+const NAMES_C: [&[u8]; 10] = [
     b"TIDEPOOL_OK\0",
     b"TIDEPOOL_ERR_INVALID_ARGUMENT\0",
     b"TIDEPOOL_ERR_INVALID_POOL\0",
@@ -47,6 +50,7 @@ const NAMES_C: [&[u8]; 9] = [
     b"TIDEPOOL_ERR_IN_OWN_TASK\0",
     b"TIDEPOOL_ERR_PANIC\0",
     b"TIDEPOOL_ERR_CANCELLED\0",
+    b"TIDEPOOL_ERR_EXPIRED\0",
 ];
 
 /// A failed call: its code and what went wrong, in words.
@@ -186,7 +190,8 @@ mod tests {
         assert_eq!(name(TIDEPOOL_ERR_IN_OWN_TASK), "TIDEPOOL_ERR_IN_OWN_TASK");
         assert_eq!(name(TIDEPOOL_ERR_PANIC), "TIDEPOOL_ERR_PANIC");
         assert_eq!(name(TIDEPOOL_ERR_CANCELLED), "TIDEPOOL_ERR_CANCELLED");
-        assert!(name_c(-1).is_none() && name_c(9).is_none());
+        assert_eq!(name(TIDEPOOL_ERR_EXPIRED), "TIDEPOOL_ERR_EXPIRED");
+        assert!(name_c(-1).is_none() && name_c(10).is_none());
     }
 
     #[test]

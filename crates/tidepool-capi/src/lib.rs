@@ -13,7 +13,8 @@
 //! - `tidepool.h`: the whole library with a `tidepool_` prefix — a builder
 //!   (sizes, bounded queue that blocks or rejects, queue flavor, keep-alive,
 //!   sizing policy spec), submit with a completion callback, try-submit and
-//!   submit-with-timeout, wait-idle, resize, shutdown and shutdown-now, the
+//!   submit-with-timeout, submit with a priority, deadline and cancel token,
+//!   block-in-place, wait-idle, resize, shutdown and shutdown-now, the
 //!   thesis's statistics with percentiles, and error codes with a readable
 //!   message per calling thread.
 //!
@@ -30,6 +31,7 @@ mod boundary;
 pub mod builder;
 pub mod error;
 mod handle;
+pub mod options;
 pub mod pool;
 pub mod stats;
 pub mod task;

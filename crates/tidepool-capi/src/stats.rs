@@ -73,7 +73,8 @@ pub struct tidepool_stats {
     /// Tasks or completion callbacks written in Rust that panicked (the
     /// pool caught it and went on).
     pub panicked_jobs: u64,
-    /// Tasks cancelled by `tidepool_shutdown_now`.
+    /// Tasks dropped unrun because `tidepool_shutdown_now` or their cancel
+    /// token cancelled them.
     pub cancelled_jobs: u64,
     /// Tasks the pool ran at once on the submitting thread, inside the submit
     /// call, instead of queueing them: a task of the pool submitting to its
@@ -89,6 +90,12 @@ pub struct tidepool_stats {
     pub wait: tidepool_latency,
     /// Execution time: `exe_t` → `finished_t`.
     pub service: tidepool_latency,
+    /// Tasks dropped unrun because they had not started by their deadline
+    /// (`tidepool_submit_with`).
+    pub expired_jobs: u64,
+    /// Threads blocked now in `tidepool_block_in_place()`; the pool may run
+    /// this many extra workers, up to its maximum, to make up for them.
+    pub blocked_threads: u64,
 }
 
 fn us(d: Option<std::time::Duration>) -> f64 {
@@ -125,13 +132,15 @@ pub(crate) fn snapshot(entry: &Entry, s: &PoolStats) -> tidepool_stats {
         queue_len: s.queue_len as u64,
         rejected_jobs: s.rejected,
         panicked_jobs: s.panicked + c.panicked.load(Relaxed),
-        cancelled_jobs: c.cancelled.load(Relaxed),
+        cancelled_jobs: c.cancelled.load(Relaxed) + s.cancelled,
         inline_jobs: c.inline.load(Relaxed),
         threads_created: s.threads_created,
         threads_retired: s.threads_retired,
         response: (&s.response).into(),
         wait: (&s.wait).into(),
         service: (&s.service).into(),
+        expired_jobs: s.expired,
+        blocked_threads: s.blocked_threads as u64,
     }
 }
 

@@ -35,8 +35,9 @@ pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)
 
 /// A completion callback: `void done(void *arg, int status)`, called once per
 /// accepted task with its `arg` and status: `TIDEPOOL_OK` (it ran),
-/// `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked) or
-/// `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` removed it unrun).
+/// `TIDEPOOL_ERR_PANIC` (a task written in Rust panicked),
+/// `TIDEPOOL_ERR_CANCELLED` (`tidepool_shutdown_now()` or its cancel token
+/// removed it unrun) or `TIDEPOOL_ERR_EXPIRED` (not started by its deadline).
 pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
 
 thread_local! {
@@ -138,6 +139,22 @@ impl CTask {
             }
         };
         complete(&shared, this.done, arg, status);
+    }
+}
+
+impl CTask {
+    /// Drop unrun because its options said so (the pool counted it): its
+    /// completion callback gets `status`. Silent inside a submit call, as a
+    /// refused task is.
+    pub(crate) fn refuse(self, status: c_int) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; the Arc moves out once.
+        let shared = unsafe { ptr::read(&this.shared) };
+        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+            return;
+        }
+        let _running = Running::enter(shared.id);
+        complete(&shared, this.done, this.arg, status);
     }
 }
 

@@ -21,6 +21,7 @@ const HEADERS: &[(&str, &str, &[&str])] = &[
             "task.rs",
             "builder.rs",
             "pool.rs",
+            "options.rs",
             "stats.rs",
         ],
     ),

@@ -423,6 +423,105 @@ static void test_shutdown_now(void) {
     CHECK_CODE(tidepool_destroy(pool), TIDEPOOL_OK);
 }
 
+/* ---- per-task options: priority, deadline, cancel token; block_in_place ---- */
+
+typedef struct {
+    pthread_mutex_t m;
+    int order[8], n;
+    atomic_int expired, cancelled;
+} task_log;
+
+typedef struct {
+    task_log *log;
+    int id;
+} logged;
+
+static void log_run(void *arg) {
+    logged *l = arg;
+    pthread_mutex_lock(&l->log->m);
+    l->log->order[l->log->n++] = l->id;
+    pthread_mutex_unlock(&l->log->m);
+}
+
+static void log_done(void *arg, int status) {
+    logged *l = arg;
+    if (status == TIDEPOOL_ERR_EXPIRED) atomic_fetch_add(&l->log->expired, 1);
+    if (status == TIDEPOOL_ERR_CANCELLED) atomic_fetch_add(&l->log->cancelled, 1);
+}
+
+static void test_task_options(void) {
+    task_log log = {.n = 0};
+    pthread_mutex_init(&log.m, NULL);
+    gate g;
+    gate_init(&g);
+    tidepool_pool *pool = one_worker(100, TIDEPOOL_ON_FULL_BLOCK);
+    CHECK_CODE(tidepool_submit(pool, at_gate, &g, NULL), TIDEPOOL_OK);
+    gate_await(&g, 1);
+    logged t[5] = {{&log, 0}, {&log, 1}, {&log, 2}, {&log, 3}, {&log, 4}};
+    tidepool_cancel_token *token = tidepool_cancel_token_new();
+    tidepool_cancel_token *clone = tidepool_cancel_token_clone(token);
+    CHECK(token != NULL && clone != NULL);
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[0], log_done, TIDEPOOL_PRIORITY_LOW, 0, NULL), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[1], log_done, TIDEPOOL_PRIORITY_NORMAL, 0, NULL), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[2], log_done, TIDEPOOL_PRIORITY_HIGH, 0, NULL), TIDEPOOL_OK);
+    /* Expires: 1 ms from now, while the only worker is held. */
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[3], log_done, TIDEPOOL_PRIORITY_HIGH, 1000000, NULL), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[4], log_done, TIDEPOOL_PRIORITY_HIGH, 0, token), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_submit_with(pool, log_run, &t[0], log_done, 3, 0, NULL), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(tidepool_last_error(), "priority 3") != NULL);
+    CHECK(tidepool_cancel_token_is_cancelled(token) == 0);
+    CHECK_CODE(tidepool_cancel_token_cancel(clone), TIDEPOOL_OK);
+    CHECK(tidepool_cancel_token_is_cancelled(token) == 1);
+    CHECK(tidepool_cancel_token_is_cancelled(NULL) == -1);
+    tidepool_cancel_token_free(token);
+    tidepool_cancel_token_free(clone);
+    sleep_ms(20); /* past the deadline for sure */
+    gate_open(&g);
+    CHECK_CODE(tidepool_wait_idle(pool), TIDEPOOL_OK);
+    CHECK(log.n == 3 && log.order[0] == 2 && log.order[1] == 1 && log.order[2] == 0);
+    CHECK(atomic_load(&log.expired) == 1 && atomic_load(&log.cancelled) == 1);
+    tidepool_stats s = stats_of(pool);
+    CHECK(s.expired_jobs == 1 && s.cancelled_jobs == 1 && s.blocked_threads == 0);
+    CHECK_CODE(tidepool_destroy(pool), TIDEPOOL_OK);
+    gate_destroy(&g);
+    pthread_mutex_destroy(&log.m);
+}
+
+typedef struct {
+    tidepool_pool *pool;
+    gate child_done;
+    atomic_int parent_done;
+} nested;
+
+static void nested_child(void *arg) { gate_open(&((nested *)arg)->child_done); }
+
+static void nested_wait(void *arg) { at_gate(&((nested *)arg)->child_done); }
+
+/* The only worker submits a child into its own pool and waits for it. */
+static void nested_parent(void *arg) {
+    nested *n = arg;
+    CHECK_CODE(tidepool_submit(n->pool, nested_child, n, NULL), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_block_in_place(nested_wait, n), TIDEPOOL_OK);
+    atomic_store(&n->parent_done, 1);
+}
+
+static void test_block_in_place(void) {
+    tidepool_builder *b = tidepool_builder_new();
+    CHECK_CODE(tidepool_builder_max_threads(b, 2), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_builder_min_threads(b, 1), TIDEPOOL_OK);
+    tidepool_pool *pool = tidepool_builder_build(b);
+    CHECK(pool != NULL);
+    nested n = {.pool = pool};
+    gate_init(&n.child_done);
+    CHECK_CODE(tidepool_submit(pool, nested_parent, &n, NULL), TIDEPOOL_OK);
+    while (!atomic_load(&n.parent_done)) sleep_ms(1);
+    CHECK_CODE(tidepool_wait_idle(pool), TIDEPOOL_OK);
+    CHECK(stats_of(pool).completed_jobs == 2);
+    CHECK_CODE(tidepool_block_in_place(NULL, NULL), TIDEPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_CODE(tidepool_destroy(pool), TIDEPOOL_OK);
+    gate_destroy(&n.child_done);
+}
+
 /* ---- callbacks that call back into their own pool ---- */
 
 typedef struct {
@@ -555,6 +654,8 @@ int main(void) {
     test_full_queue_and_shutdown();
     test_builder();
     test_shutdown_now();
+    test_task_options();
+    test_block_in_place();
     test_dispatch_into_own_full_pool();
     test_destroy_from_own_task();
     test_concurrent_dispatch_and_resize();
