@@ -664,6 +664,13 @@ impl Inner {
                 }
             }
         }
+        // Workers that retired earlier may still be leaving: wait for them too.
+        let retired: Vec<_> = std::mem::take(&mut *lock(&self.shared.retired));
+        for h in retired {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
     }
 }
 

@@ -201,6 +201,10 @@ pub(crate) struct Shared {
     pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
     pub(crate) decisions: Mutex<Ring<DecisionRecord>>,
     pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
+    /// Handles of workers that retired and may still be on their way out;
+    /// shutdown joins them too, so it returns only once every thread the
+    /// pool started has ended (a C program's `exit` then finds none running).
+    pub(crate) retired: Mutex<Vec<std::thread::JoinHandle<()>>>,
     pub(crate) next_worker_id: AtomicU64,
 }
 
@@ -237,6 +241,7 @@ impl Shared {
                 .then(|| Mutex::new(Ring::new(config.history_len))),
             decisions: Mutex::new(Ring::new(config.history_len)),
             threads: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
             next_worker_id: AtomicU64::new(0),
             config,
         }

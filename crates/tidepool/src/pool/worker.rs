@@ -412,8 +412,29 @@ impl Worker {
         if keep_alive_expired && shared.control.want_retired.load(Relaxed) {
             shared.control.raise(|f| f.events.retired = true);
         }
-        // Detach our own handle: nobody needs to join a thread that is leaving.
-        lock(&shared.threads).retain(|(id, _)| *id != self.id);
+        // Our handle moves to the retired list, which shutdown joins; the
+        // handles of workers that have ended since are joined (reaped) here,
+        // so the list stays as short as the workers still on their way out.
+        // The move happens under the `threads` lock, so a shutdown that
+        // finds `threads` empty finds every leaving worker in `retired`.
+        let done = {
+            let mut threads = lock(&shared.threads);
+            match threads.iter().position(|(id, _)| *id == self.id) {
+                Some(i) => {
+                    let handle = threads.swap_remove(i).1;
+                    let mut retired = lock(&shared.retired);
+                    let (done, going): (Vec<_>, Vec<_>) =
+                        retired.drain(..).partition(|h| h.is_finished());
+                    *retired = going;
+                    retired.push(handle);
+                    done
+                }
+                None => Vec::new(),
+            }
+        };
+        done.into_iter().for_each(|h| {
+            let _ = h.join();
+        });
         self.leave();
     }
 
