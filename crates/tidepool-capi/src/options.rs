@@ -5,7 +5,7 @@
 //! task (`tidepool::TaskOptions`): a task not started by its deadline, or
 //! whose token was cancelled, is dropped unrun, and its completion callback
 //! gets `TIDEPOOL_ERR_EXPIRED` or `TIDEPOOL_ERR_CANCELLED`. A dropped task
-//! learns which from the task's own deadline and token ([`Guarded`]): the
+//! learns which from the task's own deadline and token (`Guarded`): the
 //! token is checked first, as the pool does, so a task both cancelled and
 //! expired by then reports `TIDEPOOL_ERR_CANCELLED`.
 
