@@ -34,17 +34,33 @@ fn queue(s: &str) -> Result<QueueFlavor, String> {
     s.parse::<QueueFlavor>().map_err(|e| e.to_string())
 }
 
-/// Where the broker is and the stream settings every participant shares.
+/// A broker URL as `--nats` takes it, checked when the options are parsed.
+fn nats_url(s: &str) -> Result<String, String> {
+    crate::protocol::check_url(s)?;
+    Ok(s.to_string())
+}
+
+/// Where the broker is: `--nats URL` (or `TIDEPOOL_NATS`), shared by every
+/// command that talks to a cluster.
 #[derive(Debug, Clone, Args)]
-pub struct BrokerArgs {
+pub struct NatsArgs {
     /// Broker URL(s), comma-separated for a cluster (nats://HOST:PORT).
     #[arg(
         long = "nats",
         value_name = "URL",
         env = "TIDEPOOL_NATS",
-        default_value = "nats://127.0.0.1:4222"
+        default_value = "nats://127.0.0.1:4222",
+        value_parser = nats_url
     )]
     pub url: String,
+}
+
+/// Where the broker is and the stream settings every participant shares.
+#[derive(Debug, Clone, Args)]
+pub struct BrokerArgs {
+    /// The broker.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// How long a node may hold a request without an ack or a progress
     /// heartbeat before it goes to another node (1s..=1h; used when the
     /// streams are created).
@@ -68,7 +84,6 @@ impl BrokerArgs {
             ..Settings::default()
         };
         s.validate()?;
-        crate::protocol::check_url(&self.url)?;
         Ok(s)
     }
 }
@@ -149,7 +164,7 @@ impl NodeArgs {
             ));
         }
         Ok(NodeConfig {
-            url: self.broker.url.clone(),
+            url: self.broker.nats.url.clone(),
             name,
             policy: self.policy.clone(),
             queue: self.queue,

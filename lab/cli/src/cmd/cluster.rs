@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use tidepool::{policy::PolicySpec, QueueFlavor};
-use tidepool_cluster::args::{block_on, until, BrokerArgs};
+use tidepool_cluster::args::{block_on, until, BrokerArgs, NatsArgs};
 use tidepool_cluster::chaos::{self, ChaosOptions};
 use tidepool_cluster::duration;
 use tidepool_cluster::process::{LocalCluster, NodeCommand};
@@ -150,14 +150,9 @@ pub struct ReplayArgs {
 /// `cluster status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Broker URL(s).
-    #[arg(
-        long = "nats",
-        value_name = "URL",
-        env = "TIDEPOOL_NATS",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub url: String,
+    /// The broker.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// How long to listen for the nodes' reports (they report twice a
     /// second; 100ms..=1m).
     #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration::listen)]
@@ -170,14 +165,9 @@ pub struct StatusArgs {
 /// `cluster dashboard`.
 #[derive(Debug, Args)]
 pub struct DashboardArgs {
-    /// Broker URL(s).
-    #[arg(
-        long = "nats",
-        value_name = "URL",
-        env = "TIDEPOOL_NATS",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub url: String,
+    /// The broker.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// Where to serve the page (an IP address and a port).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080", value_parser = tidepool_cluster::args::socket_addr)]
     pub addr: std::net::SocketAddr,
@@ -186,14 +176,9 @@ pub struct DashboardArgs {
 /// `cluster limit`.
 #[derive(Debug, Args)]
 pub struct LimitArgs {
-    /// Broker URL(s).
-    #[arg(
-        long = "nats",
-        value_name = "URL",
-        env = "TIDEPOOL_NATS",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub url: String,
+    /// The broker.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// The task name.
     #[arg(value_name = "TASK")]
     pub task: String,
@@ -359,7 +344,7 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     };
     let url = local
         .as_ref()
-        .map_or(a.broker.url.clone(), |c| c.broker.url());
+        .map_or(a.broker.nats.url.clone(), |c| c.broker.url());
     let cpu0 = local.as_ref().and_then(|c| c.broker.cpu_time());
     let work = async {
         let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
@@ -463,10 +448,9 @@ fn render(r: &ClusterRun) -> String {
 }
 
 fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
-    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
     let (nodes, limits) = block_on(async {
         let client = tidepool_cluster::protocol::connect(
-            &a.url,
+            &a.nats.url,
             "tidepool-status",
             Some(Duration::from_secs(10)),
         )
@@ -484,7 +468,7 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
     }
     let mut text = String::new();
     if nodes.is_empty() {
-        text += &format!("no node reported within {:?} on {}\n", a.listen, a.url);
+        text += &format!("no node reported within {:?} on {}\n", a.listen, a.nats.url);
     }
     let mut t = Table::new(vec![
         "node",
@@ -531,23 +515,21 @@ fn status_cmd(a: StatusArgs) -> anyhow::Result<()> {
 }
 
 fn dashboard_cmd(a: DashboardArgs) -> anyhow::Result<()> {
-    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
     let _ = cancel::flag(); // Ctrl-C (or SIGTERM) stops the server
     block_on(async {
         let listener = tidepool_cluster::http::bind(a.addr, "--addr").await?;
         eprintln!(
             "dashboard of {} at http://{}/ (Ctrl-C stops)",
-            a.url,
+            a.nats.url,
             listener.local_addr()?
         );
-        tidepool_cluster::dashboard::serve(&a.url, listener, interrupted()).await
+        tidepool_cluster::dashboard::serve(&a.nats.url, listener, interrupted()).await
     })??;
     Ok(())
 }
 
 fn limit_cmd(a: LimitArgs) -> anyhow::Result<()> {
     use tidepool_cluster::limits::{self, Limit};
-    tidepool_cluster::protocol::check_url(&a.url).map_err(usage)?;
     if !tidepool_cluster::protocol::valid_task_name(&a.task) {
         return Err(usage(format!(
             "TASK `{}` is not a task name: use 1 to 64 of A-Z a-z 0-9 - _",
@@ -566,7 +548,7 @@ fn limit_cmd(a: LimitArgs) -> anyhow::Result<()> {
     };
     block_on(async {
         let client = Client::connect(
-            &a.url,
+            &a.nats.url,
             &tidepool_cluster::Settings::default(),
             Duration::from_secs(10),
         )
