@@ -125,6 +125,12 @@ fn step<T: 'static, U: 'static>(
 }
 
 impl<T: Send + 'static> Typed<T> {
+    /// The same pipeline with `f` applied to the engine's builder.
+    fn map(mut self, f: impl FnOnce(Builder<Slot>) -> Builder<Slot>) -> Self {
+        self.inner = f(self.inner);
+        self
+    }
+
     /// The next stage's input cell, and its output's cell added.
     fn next_cell<U: Send + 'static>(&mut self) -> usize {
         self.cells.push(cell::<U>);
@@ -212,21 +218,18 @@ impl<T: Send + 'static> Typed<T> {
     }
 
     /// The output order of the latest replicated stage.
-    pub fn order(mut self, order: Order) -> Self {
-        self.inner = self.inner.order(order);
-        self
+    pub fn order(self, order: Order) -> Self {
+        self.map(|b| b.order(order))
     }
 
     /// Multistage repeat for the latest group (see [`Builder::repeat`]).
-    pub fn repeat(mut self, k: usize) -> Self {
-        self.inner = self.inner.repeat(k);
-        self
+    pub fn repeat(self, k: usize) -> Self {
+        self.map(|b| b.repeat(k))
     }
 
     /// The priority policy of the latest group's threads.
-    pub fn priority(mut self, spec: PrioritySpec) -> Self {
-        self.inner = self.inner.priority(spec);
-        self
+    pub fn priority(self, spec: PrioritySpec) -> Self {
+        self.map(|b| b.priority(spec))
     }
 
     /// Items in flight at most (the recycled buffers; 16 by default).
@@ -236,21 +239,18 @@ impl<T: Send + 'static> Typed<T> {
     }
 
     /// Pooled mode (see [`Builder::pooled`]).
-    pub fn pooled(mut self) -> Self {
-        self.inner = self.inner.pooled();
-        self
+    pub fn pooled(self) -> Self {
+        self.map(|b| b.pooled())
     }
 
     /// Pooled mode on `workers` workers (see [`Builder::pooled_threads`]).
-    pub fn pooled_threads(mut self, workers: usize) -> Self {
-        self.inner = self.inner.pooled_threads(workers);
-        self
+    pub fn pooled_threads(self, workers: usize) -> Self {
+        self.map(|b| b.pooled_threads(workers))
     }
 
     /// A deadline for the whole run (see [`Builder::deadline`]).
-    pub fn deadline(mut self, after: Duration) -> Self {
-        self.inner = self.inner.deadline(after);
-        self
+    pub fn deadline(self, after: Duration) -> Self {
+        self.map(|b| b.deadline(after))
     }
 
     /// End with a sink on a thread of its own that consumes every item.
