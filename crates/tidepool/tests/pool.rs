@@ -477,6 +477,46 @@ fn a_panicking_task_keeps_its_worker() {
     assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
 }
 
+/// Names of this process's threads that start with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// Shutdown returns only once every thread the pool started has ended, also
+/// workers that retired before it and are still on their way out (held here
+/// in the stop hook): a program that exits right after finds none running.
+#[cfg(target_os = "linux")]
+#[test]
+fn shutdown_waits_for_workers_that_retired_before_it() {
+    let leaving = Arc::new(AtomicUsize::new(0));
+    let l = leaving.clone();
+    let pool = Pool::builder()
+        .name("leaving")
+        .min_threads(1)
+        .max_threads(4)
+        .policy(Fixed::keep())
+        .on_thread_stop(move || {
+            // The three that retire linger; the one shut down does not.
+            if l.fetch_add(1, Ordering::SeqCst) < 3 {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(pool.resize(4), 4);
+    pool.resize(1);
+    eventually("three workers retire into their stop hook", || {
+        leaving.load(Ordering::SeqCst) == 3
+    });
+    assert_eq!(threads_named("leaving-"), 4, "the pool's threads are named");
+    pool.shutdown();
+    assert_eq!(threads_named("leaving-"), 0);
+}
+
 #[test]
 fn shutdown_drains_and_refuses_new_work() {
     let pool = Pool::new(2).unwrap();
