@@ -27,7 +27,8 @@ macro_rules! build {
             | Impl::TidepoolSpin
             | Impl::TidepoolHybrid
             | Impl::TidepoolLockFree
-            | Impl::TidepoolSlice => {
+            | Impl::TidepoolSlice
+            | Impl::TidepoolAuto => {
                 let $s = TidepoolSubject::new($imp, $threads);
                 $body
             }
@@ -93,6 +94,9 @@ pub enum Impl {
     /// the default set: it shows what EEVDF's wake-up preemption does to a
     /// lone task and to a burst (`docs/notebook/dispatch.md`).
     TidepoolSlice,
+    /// tidepool as `Pool::builder().build()` builds it: the self-sizing
+    /// default (`auto`), which ignores the benchmark's thread count.
+    TidepoolAuto,
     /// The `threadpool` crate.
     Threadpool,
     /// The `rusty_pool` crate.
@@ -111,7 +115,7 @@ pub enum Impl {
 
 impl Impl {
     /// Every implementation, in report order.
-    pub const ALL: [Impl; 14] = [
+    pub const ALL: [Impl; 15] = [
         Impl::Tidepool,
         Impl::TidepoolNoStats,
         Impl::TidepoolStats,
@@ -120,6 +124,7 @@ impl Impl {
         Impl::TidepoolHybrid,
         Impl::TidepoolLockFree,
         Impl::TidepoolSlice,
+        Impl::TidepoolAuto,
         Impl::Threadpool,
         Impl::RustyPool,
         Impl::Crossbeam,
@@ -149,6 +154,7 @@ impl Impl {
             Impl::TidepoolHybrid => "tidepool-hybrid",
             Impl::TidepoolLockFree => "tidepool-lockfree",
             Impl::TidepoolSlice => "tidepool-slice",
+            Impl::TidepoolAuto => "tidepool-auto",
             Impl::Threadpool => "threadpool",
             Impl::RustyPool => "rusty_pool",
             Impl::Crossbeam => "crossbeam",

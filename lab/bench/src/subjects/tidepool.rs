@@ -12,13 +12,18 @@ use crate::subject::Subject;
 /// shorter one and EEVDF lets it preempt the thread that woke it.
 pub const SHORT_SLICE: Duration = Duration::from_micros(300);
 
-/// A fixed-size `tidepool::Pool` configured for one of the tidepool [`Impl`]s.
+/// A `tidepool::Pool` configured for one of the tidepool [`Impl`]s.
 pub struct TidepoolSubject(Pool);
 
 impl TidepoolSubject {
     /// Build the pool for `which` (one of the tidepool impls) with `threads`
-    /// workers (min = max = initial).
+    /// workers (min = max = initial); `tidepool-auto` is the default pool,
+    /// which sizes itself.
     pub fn new(which: Impl, threads: usize) -> Self {
+        if which == Impl::TidepoolAuto {
+            let pool = Pool::builder().name(which.name()).build();
+            return TidepoolSubject(pool.expect("build the default tidepool pool"));
+        }
         let b = Pool::builder().name(which.name()).threads(threads);
         let b = match which {
             Impl::TidepoolNoStats => b.statistics(false),
