@@ -276,6 +276,16 @@ impl Report {
                     );
                 }
             }
+            // The default pool sizes itself: how it fares beside the fixed N.
+            if let Some(auto) = sc.get("tidepool-auto") {
+                line += &format!(
+                    "; default pool tidepool-auto: {} {}",
+                    fmt_adv(sc.advantage(auto, best)),
+                    sc.ratio_range(auto, best)
+                        .map(|(lo, hi)| format!("[{lo:.2}–{hi:.2}]"))
+                        .unwrap_or_default()
+                );
+            }
             if let Some(floor) = sc.get(crate::subjects::FLOOR) {
                 line += &format!(
                     "; floor {} (tidepool {}, best peer {} of it)",
@@ -502,6 +512,10 @@ mod tests {
         );
         s.insert((Scenario::Empty1, Impl::Rayon), vec![sample(1e6, None)]);
         s.insert(
+            (Scenario::Empty1, Impl::TidepoolAuto),
+            vec![sample(1.5e6, None)],
+        );
+        s.insert(
             (Scenario::Empty1, Impl::TidepoolNoStats),
             vec![sample(2.5e6, None)],
         );
@@ -521,6 +535,7 @@ mod tests {
             &[
                 Impl::Tidepool,
                 Impl::TidepoolNoStats,
+                Impl::TidepoolAuto,
                 Impl::Rayon,
                 Impl::Crossbeam,
             ],
@@ -544,7 +559,7 @@ mod tests {
         assert!(r0.get("p50_ns").is_none() && r0.get("p99_ns").is_none());
         assert!(r0.get("p50_ns_min").is_none());
         // crossbeam had no samples: left out.
-        assert_eq!(scenarios[0]["results"].as_array().unwrap().len(), 3);
+        assert_eq!(scenarios[0]["results"].as_array().unwrap().len(), 4);
         let l0 = &scenarios[1]["results"][0];
         assert_eq!(l0["p50_ns"], 6_000);
         assert_eq!(l0["p99_ns"], 10_000);
@@ -620,6 +635,7 @@ mod tests {
         let table = r.to_table("hdr");
         assert!(table.contains("empty-1-submitter") && table.contains("2.00×"));
         assert!(table.contains("20.0 %"));
+        assert!(table.contains("default pool tidepool-auto: 1.50×"));
         let md = r.to_markdown();
         assert!(md.starts_with("| impl | empty-1-submitter (tasks/s) | latency-idle (p50 / p99) |"));
         assert!(md.contains(
