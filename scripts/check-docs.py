@@ -10,6 +10,7 @@ Checked, from the repository's root:
   * every `docs/...md` reference in a .rs file exists, and where a comment names a heading
     after it (`docs/design.md`, "Heading" or docs/design.md#anchor), that heading exists
     (a quoted heading may be the start of the full heading);
+  * docs/benchmarks.md and docs/design.md stay within MAX_LINES, docs/ within MAX_DOCS_BYTES;
   * history words (session and issue numbers, "the second round", branch names) never
     appear in the comments and string literals of .rs files, and at most MAX_HISTORY times
     in all the user docs (CHANGELOG.md may keep them; backticked file names are not words).
@@ -25,6 +26,10 @@ import sys
 import tempfile
 
 MAX_HISTORY = 5
+
+# The docs state what is true now: a record that outgrows these has become a journal.
+MAX_LINES = {"docs/benchmarks.md": 400, "docs/design.md": 700}
+MAX_DOCS_BYTES = 2 * 1024 * 1024
 
 # Words that tie a text to the project's history rather than to what is true now.
 HISTORY = re.compile(
@@ -236,6 +241,23 @@ def doc_history(root, rel):
     return [f"{rel}:{line_of(text, m.start())}: `{m.group(0)}`" for m in HISTORY.finditer(text)]
 
 
+def check_sizes(root):
+    problems = []
+    for rel, most in MAX_LINES.items():
+        path = os.path.join(root, rel)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                lines = sum(1 for _ in f)
+            if lines > most:
+                problems.append(f"{rel}: {lines} lines (at most {most})")
+    total = 0
+    for dirpath, _, files in os.walk(os.path.join(root, "docs")):
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+    if total > MAX_DOCS_BYTES:
+        problems.append(f"docs/: {total} bytes (at most {MAX_DOCS_BYTES})")
+    return problems
+
+
 def check(root):
     problems, rust_history, docs_history = [], [], []
     for rel in user_docs(root):
@@ -244,6 +266,7 @@ def check(root):
     for rel in rust_files(root):
         check_rust(root, rel, problems, rust_history)
     problems += rust_history
+    problems += check_sizes(root)
     if len(docs_history) > MAX_HISTORY:
         problems += docs_history
         problems.append(f"{len(docs_history)} history words in the user docs (at most {MAX_HISTORY})")
@@ -275,7 +298,9 @@ def self_test():
         for needle in ("docs/nope.md", "#nowhere", "gone.rs", "no heading \"Order\"", "`session 7`", "`issue 16`"):
             assert needle in text, f"not reported: {needle}\n{text}"
         write("docs/notes.md", "issue 1, issue 2, session 3, the fourth round, pipe13, s17.\n")
+        write("docs/design.md", "# Design\n\n## Queues\n\n" + "text\n" * 700)
         problems, found = check(root)
+        assert any("docs/design.md: 704 lines (at most 700)" in p for p in problems), problems
         assert len(found) == 6 and any("history words in the user docs" in p for p in problems), problems
     print("check-docs self-test: ok")
 
