@@ -184,7 +184,7 @@ pub unsafe extern "C" fn tidepool_size(pool: *mut tidepool_pool, out: *mut usize
         let entry = handle::lookup(pool)?;
         // SAFETY: per this function's contract.
         let out = unsafe { out.as_mut() }.ok_or_else(|| Error::invalid("out is NULL"))?;
-        *out = entry.pool.size();
+        *out = entry.pool.live_threads();
         Ok(())
     })
 }

@@ -7,11 +7,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
-pub struct SizeSample {
+pub struct LiveThreadsSample {
     /// Time since the pool started.
     pub at: Duration,
     /// Worker threads alive.
-    pub live: usize,
+    pub live_threads: usize,
     /// The target size.
     pub target: usize,
 }

@@ -129,7 +129,7 @@ pub(crate) struct Config {
     /// The user chose the initial size: a policy's first target does not apply.
     pub(crate) initial_set: bool,
     pub(crate) statistics: bool,
-    pub(crate) size_series: bool,
+    pub(crate) live_threads_series: bool,
     pub(crate) worker_slice: Option<Duration>,
     pub(crate) threads: Threads,
     pub(crate) history_len: usize,
@@ -163,7 +163,7 @@ pub(crate) struct Config {
 ///     .queue(QueueFlavor::LockFree)
 ///     .keep_alive(Duration::from_secs(30))
 ///     .build()?;
-/// assert_eq!(pool.size(), 2);
+/// assert_eq!(pool.live_threads(), 2);
 /// # Ok::<(), tidepool::BuildError>(())
 /// ```
 pub struct Builder {
@@ -176,7 +176,7 @@ pub struct Builder {
     flavor: QueueFlavor,
     keep_alive: Option<Duration>,
     statistics: Option<bool>,
-    size_series: bool,
+    live_threads_series: bool,
     worker_slice: Option<Duration>,
     threads: Threads,
     history_len: usize,
@@ -195,7 +195,7 @@ impl Default for Builder {
             flavor: QueueFlavor::default(),
             keep_alive: None,
             statistics: None,
-            size_series: false,
+            live_threads_series: false,
             worker_slice: None,
             threads: Threads::default(),
             history_len: DEFAULT_HISTORY_LEN,
@@ -325,8 +325,8 @@ impl Builder {
     }
 
     /// Record a sample of the pool size at every change (default off).
-    pub fn record_size_series(mut self, on: bool) -> Self {
-        self.size_series = on;
+    pub fn record_live_threads_series(mut self, on: bool) -> Self {
+        self.live_threads_series = on;
         self
     }
 
@@ -395,7 +395,7 @@ impl Builder {
     }
 
     /// How many of the newest decision records ([`Pool::decisions`]) and size
-    /// samples ([`Pool::size_series`]) the pool keeps (default
+    /// samples ([`Pool::live_threads_series`]) the pool keeps (default
     /// [`DEFAULT_HISTORY_LEN`], 1 to [`MAX_HISTORY_LEN`]). Older ones are
     /// dropped and counted in [`PoolStats::decisions_dropped`]: the chattiest
     /// policy, `xu-bode`, logs 200 decisions a second at 1,000 tasks/s.
@@ -558,7 +558,7 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         keep_alive_set: b.keep_alive.is_some(),
         initial_set: b.initial.is_some(),
         statistics: b.statistics.unwrap_or(true),
-        size_series: b.size_series,
+        live_threads_series: b.live_threads_series,
         worker_slice: b.worker_slice,
         threads: b.threads,
         history_len: b.history_len,

@@ -26,7 +26,7 @@ pub use join::JoinHandle;
 pub use scope::Scope;
 
 use crate::error::{BuildError, Rejected, SubmitError};
-use crate::metrics::{PoolStats, SizeSample};
+use crate::metrics::{LiveThreadsSample, PoolStats};
 use crate::policy::{Decision, DecisionRecord, SizingPolicy};
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys as os;
@@ -412,7 +412,7 @@ impl Pool {
     /// // `auto` (the default) on any number of cores.
     /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(16).build()?;
     /// pool.set_min_threads(12)?; // more than the cores: still the user's call
-    /// assert!(pool.size() >= 12);
+    /// assert!(pool.live_threads() >= 12);
     /// assert_eq!(pool.stats().max_threads, 16);
     /// assert!(pool.set_min_threads(17).is_err()); // above max
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -496,8 +496,8 @@ impl Pool {
     }
 
     /// Xu & Bode's `threadpool_size`: worker threads alive now.
-    pub fn size(&self) -> usize {
-        self.inner.shared.live()
+    pub fn live_threads(&self) -> usize {
+        self.inner.shared.live_threads()
     }
 
     /// The size the pool is steering toward.
@@ -524,7 +524,7 @@ impl Pool {
 
     /// The pool size at every change, if the builder asked to record it:
     /// the newest [`Builder::history_len`] samples.
-    pub fn size_series(&self) -> Vec<SizeSample> {
+    pub fn live_threads_series(&self) -> Vec<LiveThreadsSample> {
         self.inner
             .shared
             .series
@@ -549,7 +549,7 @@ impl Pool {
         let backoff = crossbeam_utils::Backoff::new();
         let mut pause = Duration::from_micros(20);
         loop {
-            if shared.queue.is_empty() && shared.sleepers.idle() + me >= shared.live() {
+            if shared.queue.is_empty() && shared.sleepers.idle() + me >= shared.live_threads() {
                 return;
             }
             if !backoff.is_completed() {
@@ -606,7 +606,7 @@ impl Pool {
         let me = worker::is_worker_of(shared) as usize;
         let deadline = Instant::now().checked_add(timeout);
         let mut pause = Duration::from_micros(50);
-        while shared.live() > me || (me == 1 && !shared.queue.is_empty()) {
+        while shared.live_threads() > me || (me == 1 && !shared.queue.is_empty()) {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 inner.detached.store(true, Relaxed);
@@ -681,7 +681,7 @@ impl Inner {
 #[inline]
 pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     if !crate::control::wants_worker(
-        shared.live(),
+        shared.live_threads(),
         || shared.grow_on_demand.load(Relaxed),
         || shared.sleepers.searching(),
         || shared.queue.len(),
@@ -703,14 +703,14 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
     let target = shared.limits().clamp(n);
     shared.set_target(target);
     if !shared.is_shutdown() {
-        while shared.live() < target && shared.reserve_worker(target) {
+        while shared.live_threads() < target && shared.reserve_worker(target) {
             if worker::spawn(shared).is_err() {
                 break;
             }
         }
     }
     // Wake idle workers so surplus ones notice and retire now.
-    let surplus = shared.live().saturating_sub(target);
+    let surplus = shared.live_threads().saturating_sub(target);
     for _ in 0..surplus {
         if !shared.sleepers.wake_one() {
             break;
@@ -722,7 +722,7 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
 
 /// Build a statistics snapshot from the shared state.
 pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
-    let live = shared.live();
+    let live = shared.live_threads();
     let idle = (shared.sleepers.idle() + shared.sleepers.searching()).min(live);
     let blocked = shared.blocked.load(Relaxed).min(live - idle);
     let c = &shared.counters;

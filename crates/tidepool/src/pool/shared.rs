@@ -15,7 +15,7 @@ use crate::metrics::clock::Clock;
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
 use crate::metrics::series::Ring;
-use crate::metrics::SizeSample;
+use crate::metrics::LiveThreadsSample;
 use crate::policy::DecisionRecord;
 use crate::queue::PoolQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
@@ -42,7 +42,7 @@ const LIVE_MASK: u64 = u32::MAX as u64;
 
 #[inline]
 fn pack(s: Sizes) -> u64 {
-    ((s.target as u64) << 32) | s.live as u64
+    ((s.target as u64) << 32) | s.live_threads as u64
 }
 
 #[inline]
@@ -198,7 +198,7 @@ pub(crate) struct Shared {
     limits_lock: Mutex<()>,
     pub(crate) started_instant: std::time::Instant,
     /// The newest `history_len` size samples (if recorded) and decisions.
-    pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
+    pub(crate) series: Option<Mutex<Ring<LiveThreadsSample>>>,
     pub(crate) decisions: Mutex<Ring<DecisionRecord>>,
     pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
     /// Handles of workers that retired and may still be on their way out;
@@ -237,7 +237,7 @@ impl Shared {
             limits_lock: Mutex::new(()),
             started_instant: std::time::Instant::now(),
             series: config
-                .size_series
+                .live_threads_series
                 .then(|| Mutex::new(Ring::new(config.history_len))),
             decisions: Mutex::new(Ring::new(config.history_len)),
             threads: Mutex::new(Vec::new()),
@@ -260,8 +260,8 @@ impl Shared {
     }
 
     #[inline]
-    pub(crate) fn live(&self) -> usize {
-        self.sizes.load().live
+    pub(crate) fn live_threads(&self) -> usize {
+        self.sizes.load().live_threads
     }
 
     #[inline]
@@ -396,13 +396,15 @@ impl Shared {
     /// Record the pool size in the time series, if it is being recorded.
     pub(crate) fn sample_size(&self) {
         if let Some(series) = &self.series {
-            let sample = SizeSample {
+            let sample = LiveThreadsSample {
                 at: self.elapsed(),
-                live: self.live(),
+                live_threads: self.live_threads(),
                 target: self.target(),
             };
             let mut s = lock(series);
-            if s.last().map(|l| (l.live, l.target)) != Some((sample.live, sample.target)) {
+            if s.last().map(|l| (l.live_threads, l.target))
+                != Some((sample.live_threads, sample.target))
+            {
                 s.push(sample);
             }
         }

@@ -15,7 +15,7 @@ use crate::sync::{lock, Arc};
 use crate::sys as os;
 use crate::task::Task;
 
-/// Start one worker thread. The caller has already reserved its slot in `live`.
+/// Start one worker thread. The caller has already reserved its slot in `live_threads`.
 ///
 /// Spawning happens under the `threads` lock and is refused once the pool is
 /// closed, so `shutdown` (which closes, then joins until `threads` stays
@@ -161,7 +161,7 @@ impl Worker {
     fn run_with_hooks(self) {
         let shared = self.shared.clone();
         let threads = &shared.config.threads;
-        // A panicking hook must not kill the worker (its `live` slot would
+        // A panicking hook must not kill the worker (its `live_threads` slot would
         // never be given back); the panic hook has already reported it.
         let hook = |f: &Option<super::builder::ThreadFn>| {
             if let Some(f) = f {
@@ -254,7 +254,7 @@ impl Worker {
             self.woke_from_idle.get(),
             self.since_wake.get(),
             shared.sleepers.idle(),
-            shared.live(),
+            shared.live_threads(),
         ) {
             // Once: woken again soon, it is in a burst and searches.
             self.woke_from_idle.set(false);
@@ -404,7 +404,7 @@ impl Worker {
         }
     }
 
-    /// Leave the pool for good after `live` was decremented.
+    /// Leave the pool for good after `live_threads` was decremented.
     fn retire(&self, keep_alive_expired: bool) {
         let shared = &*self.shared;
         shared.sample_size();

@@ -162,7 +162,7 @@ impl Sim {
         let k = (t - 1 - self.next_sample) / self.sample_interval + 1;
         let sample = ThreadSample {
             at_ns: self.next_sample,
-            live: self.live(),
+            live: self.live_threads(),
             queued: self.queue.len(),
             target: (!self.per_request).then_some(self.sizes.target),
         };
