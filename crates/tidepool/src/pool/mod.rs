@@ -688,7 +688,7 @@ pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     ) {
         return;
     }
-    if !shared.reserve_worker(shared.on_demand_limit().max(1)) {
+    if !shared.reserve_worker(shared.effective_spawn_limit().max(1)) {
         shared.control.at_max();
         return;
     }
@@ -735,7 +735,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         target_size: shared.target(),
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),
-        spawn_limit: shared.on_demand_limit(),
+        spawn_limit: shared.effective_spawn_limit(),
         queue_len: shared.queue.len(),
         rejected: c.rejected.load(Relaxed),
         panicked: c.panicked.load(Relaxed),

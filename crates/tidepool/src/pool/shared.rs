@@ -349,11 +349,11 @@ impl Shared {
         self.started_instant.elapsed()
     }
 
-    /// Where on-demand growth stops ([`Limits::on_demand_limit`]), read
+    /// Where on-demand growth stops ([`Limits::effective_spawn_limit`]), read
     /// without the rest of the limits.
-    pub(crate) fn on_demand_limit(&self) -> usize {
+    pub(crate) fn effective_spawn_limit(&self) -> usize {
         let s = &self.sizes;
-        crate::control::on_demand_limit(
+        crate::control::effective_spawn_limit(
             s.spawn_limit.load(Relaxed),
             s.min.load(Relaxed),
             s.max.load(Relaxed),

@@ -85,7 +85,10 @@ impl Sim {
             || 0,
             || self.queue.len(),
         ) {
-            match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
+            match self
+                .sizes
+                .reserve(self.limits.effective_spawn_limit().max(1))
+            {
                 Some(s) => {
                     self.set_sizes(s.raise_target_to_live().unwrap_or(s));
                     self.spawn_worker(None);
