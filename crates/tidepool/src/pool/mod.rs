@@ -328,7 +328,7 @@ impl Pool {
     ///
     /// Shutdown protocol: the submitter pushes, issues a `SeqCst` fence (in
     /// `notify_work_after`, or the push itself was a `SeqCst` read-modify-write)
-    /// and reads the shutdown flag with `SeqCst`; `close` sets the flag and
+    /// and reads the shutdown flag with `SeqCst`; `begin_shutdown` sets the flag and
     /// issues a `SeqCst` fence before anyone drains the queue for the last
     /// time. If the submitter read "not shut down", its task was pushed before
     /// the final drains look, so a worker, `shutdown` or `shutdown_now` takes
@@ -572,7 +572,7 @@ impl Pool {
     /// task cancels it; [`Task::run`] runs it here.
     pub fn shutdown_now(&self) -> Vec<Task> {
         let inner = &*self.inner;
-        inner.close();
+        inner.begin_shutdown();
         let mut pending = Vec::new();
         while let Some(task) = inner.shared.queue.pop() {
             pending.push(task);
@@ -601,7 +601,7 @@ impl Pool {
     pub fn shutdown_timeout(&self, timeout: Duration) -> bool {
         let inner = &*self.inner;
         let shared = &*inner.shared;
-        inner.close();
+        inner.begin_shutdown();
         // A task of this pool shutting it down: its own worker stays busy.
         let me = worker::is_worker_of(shared) as usize;
         let deadline = Instant::now().checked_add(timeout);
@@ -629,7 +629,7 @@ impl Pool {
 
 impl Inner {
     fn shutdown(&self) {
-        self.close();
+        self.begin_shutdown();
         self.join_workers();
         // Anything a worker could not take (e.g. the pool had no workers).
         while let Some(task) = self.shared.queue.pop() {
@@ -637,9 +637,9 @@ impl Inner {
         }
     }
 
-    fn close(&self) {
+    fn begin_shutdown(&self) {
         let shared = &*self.shared;
-        shared.close();
+        shared.begin_shutdown();
         shared.control.raise(|f| f.stop = true);
     }
 
@@ -773,7 +773,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if self.detached.load(Relaxed) {
             // `shutdown_timeout` gave up: let the workers finish unjoined.
-            self.close();
+            self.begin_shutdown();
             return;
         }
         self.shutdown();

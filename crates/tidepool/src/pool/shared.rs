@@ -170,10 +170,10 @@ pub(crate) struct Shared {
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<PackedSizes>,
     /// Set when shutdown begins (see `Pool::push` for the protocol).
-    pub(crate) shut: CachePadded<AtomicBool>,
+    pub(crate) shutdown: CachePadded<AtomicBool>,
     /// Set once shutdown has begun and every in-flight submit has finished:
     /// from then on an empty queue stays empty and workers may exit.
-    pub(crate) closed: AtomicBool,
+    pub(crate) shutdown_settled: AtomicBool,
     pub(crate) grow_on_demand: AtomicBool,
     pub(crate) keep_alive_ns: AtomicU64,
     /// The user chose the keep-alive (builder or `Pool::set_keep_alive`):
@@ -221,8 +221,8 @@ impl Shared {
             )),
             queue,
             sleepers: Sleepers::default(),
-            shut: CachePadded::new(AtomicBool::new(false)),
-            closed: AtomicBool::new(false),
+            shutdown: CachePadded::new(AtomicBool::new(false)),
+            shutdown_settled: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
             worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, slice_ns)),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
@@ -256,7 +256,7 @@ impl Shared {
 
     #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.shut.load(SeqCst)
+        self.shutdown.load(SeqCst)
     }
 
     #[inline]
@@ -476,16 +476,16 @@ impl Shared {
 
     /// Refuse new submissions, then let workers exit once the queue is
     /// empty and wake everyone who waits (workers, blocked submitters).
-    pub(crate) fn close(&self) {
-        self.shut.store(true, SeqCst);
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, SeqCst);
         fence(SeqCst);
-        self.closed.store(true, Release);
+        self.shutdown_settled.store(true, Release);
         self.room.notify_all();
         self.sleepers.wake_all();
     }
 
     #[inline]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Acquire)
+    pub(crate) fn is_shutdown_settled(&self) -> bool {
+        self.shutdown_settled.load(Acquire)
     }
 }

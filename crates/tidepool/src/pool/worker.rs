@@ -17,12 +17,13 @@ use crate::task::Task;
 
 /// Start one worker thread. The caller has already reserved its slot in `live_threads`.
 ///
-/// Spawning happens under the `threads` lock and is refused once the pool is
-/// closed, so `shutdown` (which closes, then joins until `threads` stays
-/// empty) never misses a worker that a racing `resize` or submit started.
+/// Spawning happens under the `threads` lock and is refused once the pool's
+/// shutdown has settled, so `shutdown` (which settles it, then joins until
+/// `threads` stays empty) never misses a worker that a racing `resize` or
+/// submit started.
 pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let mut threads = lock(&shared.threads);
-    if shared.is_closed() {
+    if shared.is_shutdown_settled() {
         shared.drop_live();
         return Err(std::io::Error::other("the pool is shut down"));
     }
@@ -203,7 +204,7 @@ impl Worker {
                 self.execute(task);
                 continue;
             }
-            if shared.is_closed() && shared.queue.is_empty() {
+            if shared.is_shutdown_settled() && shared.queue.is_empty() {
                 // Shutdown: the pool is going away, no floor to respect.
                 shared.drop_live();
                 break;
@@ -211,7 +212,8 @@ impl Worker {
             if self.surplus() {
                 continue;
             }
-            let has_work = || !shared.queue.is_empty() || shared.is_closed() || self.surplus();
+            let has_work =
+                || !shared.queue.is_empty() || shared.is_shutdown_settled() || self.surplus();
             let parked_at = Clock::ticks();
             let woke = shared
                 .sleepers
@@ -247,7 +249,7 @@ impl Worker {
     /// wake-up a queued task needs for milliseconds.
     fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
-        if !shared.queue.spin_before_park() || shared.is_closed() {
+        if !shared.queue.spin_before_park() || shared.is_shutdown_settled() {
             return None;
         }
         if parks_at_once(
