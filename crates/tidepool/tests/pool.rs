@@ -1,4 +1,4 @@
-//! Behaviour of the public pool API: submit flavours, resizing, retirement,
+//! Behaviour of the public pool API: submit flavors, resizing, retirement,
 //! panics, shutdown, statistics.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -708,7 +708,7 @@ fn a_task_submitting_into_its_own_full_pool_runs_it_inline() {
     }
 }
 
-/// Many submitters blocked on a tiny queue, every flavour: every task gets in
+/// Many submitters blocked on a tiny queue, every flavor: every task gets in
 /// and runs (the back-pressure protocol in `pool/room.rs`; its loom model is
 /// `loom_blocked_submitter_is_woken`).
 #[test]

@@ -1,7 +1,7 @@
 /* The thesis's benchmark simulator (Xu 2004, section 5.1) against tidepool.h.
  *
  *   cc -std=c11 bench.c $(pkg-config --cflags --libs tidepool) -o bench
- *   ./bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOUR]
+ *   ./bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOR]
  *
  * Reads a trace in the thesis's format (docs/trace-format.md: one task a line,
  * `request_id app_id start_delay_us exec_us [cpu_us blocked_us]`, delays
@@ -197,7 +197,7 @@ static task *read_trace(size_t *count) {
 /* ---- the benchmark loop ---- */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOUR]\n");
+    fprintf(stderr, "usage: bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOR]\n");
     exit(2);
 }
 

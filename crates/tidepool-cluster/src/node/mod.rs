@@ -82,7 +82,7 @@ pub struct NodeConfig {
     pub name: String,
     /// The pool's sizing policy (`tpr` is not a pool and is refused).
     pub policy: PolicySpec,
-    /// The pool's queue flavour.
+    /// The pool's queue flavor.
     pub queue: QueueFlavor,
     /// Pool size bounds.
     pub min_threads: usize,

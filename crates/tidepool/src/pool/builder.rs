@@ -278,7 +278,7 @@ impl Builder {
         self
     }
 
-    /// The queue flavour (default: lock-free, the fastest).
+    /// The queue flavor (default: lock-free, the fastest).
     pub fn queue(mut self, flavor: QueueFlavor) -> Self {
         self.flavor = flavor;
         self

@@ -280,7 +280,7 @@ fn reserved(config: super::builder::Config, initial: usize) -> Arc<Shared> {
 /// and blocks; a worker pops a task, making room, and notifies. The submitter
 /// always gets its task in. loom's `wait_timeout` never times out, so the
 /// safety-net poll cannot hide a lost wake-up: loom reports a deadlock. The
-/// mutex flavour stands for the lock-based ones (one shared `Deque`, whose
+/// mutex flavor stands for the lock-based ones (one shared `Deque`, whose
 /// length is mirrored with a `Release` store).
 #[test]
 fn loom_blocked_submitter_is_woken() {

@@ -238,7 +238,7 @@ impl Worker {
     }
 
     /// The queue looked empty: spin (then yield) a little, when the queue
-    /// flavour is cheap to poll. A spinner that finds work while it was the
+    /// flavor is cheap to poll. A spinner that finds work while it was the
     /// last one spinning wakes a parked peer, so bursts ramp up to full
     /// parallelism.
     ///
