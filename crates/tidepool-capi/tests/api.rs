@@ -355,7 +355,7 @@ fn sizes_resize_and_quantiles() {
 
     let mut us = -1.0;
     for which in [
-        TIDEPOOL_LATENCY_RESPONSE,
+        TIDEPOOL_LATENCY_SUBMIT_BLOCKED,
         TIDEPOOL_LATENCY_WAIT,
         TIDEPOOL_LATENCY_SERVICE,
     ] {

@@ -153,7 +153,7 @@ fn full_queue_rejects_or_times_out_or_blocks() {
     );
     gate.open();
     assert_eq!(blocked.join().unwrap(), 7);
-    assert!(pool.stats().response.quantile(1.0).unwrap() > Duration::ZERO);
+    assert!(pool.stats().submit_blocked.quantile(1.0).unwrap() > Duration::ZERO);
 }
 
 #[test]
@@ -787,7 +787,7 @@ fn statistics_follow_the_thesis_tables() {
     );
     assert!(s.throughput() > 0.0);
     assert_eq!(s.cpu_time.is_some(), tidepool::sys::SUPPORT.cpu_time);
-    assert_eq!(s.response.count(), 20);
+    assert_eq!(s.submit_blocked.count(), 20);
     assert_eq!(
         s.busy_threads + s.idle_threads + s.blocked_threads,
         s.live_threads

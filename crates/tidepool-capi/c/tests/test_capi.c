@@ -256,7 +256,7 @@ static void test_full_queue_and_shutdown(void) {
     double us = -1;
     CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_WAIT, 0.999, &us), TIDEPOOL_OK);
     CHECK(us >= 0);
-    CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_RESPONSE, 0.5, &us), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_SUBMIT_BLOCKED, 0.5, &us), TIDEPOOL_OK);
     CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_SERVICE, 1.0, &us), TIDEPOOL_OK);
     CHECK(us > 0);
     CHECK_CODE(tidepool_stats_quantile(pool, 7, 0.5, &us), TIDEPOOL_ERR_INVALID_ARGUMENT);

@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 /// | `tidepool_threads_created_total`, `_retired_total` | counter | workers started and retired |
 /// | `tidepool_task_wait_seconds` | histogram | queue wait (accepted → started) |
 /// | `tidepool_task_service_seconds` | histogram | run time (started → finished) |
-/// | `tidepool_task_response_seconds` | histogram | time a submitter was blocked |
+/// | `tidepool_task_submit_blocked_seconds` | histogram | time a submitter was blocked |
 ///
 /// Histograms get the tasks finished since the previous `publish`. Past
 /// [`DEFAULT_MAX_SAMPLES`] of them, that many samples are spread over the
@@ -125,7 +125,7 @@ impl MetricsExporter {
             Some(last) => stats.since(last),
             None => stats.clone(),
         };
-        let latencies = [&window.wait, &window.service, &window.response];
+        let latencies = [&window.wait, &window.service, &window.submit_blocked];
         for ((name, _), latency) in HISTOGRAMS.iter().zip(latencies) {
             let h = histogram!(*name, &label);
             for (seconds, n) in thinned(latency, self.max_samples) {
@@ -172,7 +172,7 @@ const HISTOGRAMS: &[(&str, &str)] = &[
     ),
     ("tidepool_task_service_seconds", "Time tasks ran"),
     (
-        "tidepool_task_response_seconds",
+        "tidepool_task_submit_blocked_seconds",
         "Time submitters were blocked",
     ),
 ];

@@ -8,9 +8,10 @@ use super::latency::Latency;
 /// and counters and latency distributions since the pool started — or, for a
 /// window made with [`since`](PoolStats::since), since the earlier snapshot.
 ///
-/// Task latencies follow Xu & Bode's terms: *response* is the submission
-/// latency (submitted → accepted), *wait* the time in the queue (their "idle
-/// time", accepted → started), *service* the execution (started → finished).
+/// Task latencies: *submit blocked* is the time a submitter was blocked in
+/// `submit` (submitted → accepted; Xu & Bode's "response time"), *wait* the
+/// time in the queue (their "idle time", accepted → started), *service* the
+/// execution (started → finished).
 /// Every task is timed, except when tasks run for less than a microsecond:
 /// then one in 64 is timed (the clock reads would cost more than the tasks),
 /// so the latency distributions are an unbiased sample and `completed` stays
@@ -73,8 +74,9 @@ pub struct PoolStats {
     pub wait: Latency,
     /// Execution time of finished tasks.
     pub service: Latency,
-    /// Submission latency of finished tasks (the papers' response time).
-    pub response: Latency,
+    /// Time the submitters of finished tasks were blocked in `submit`
+    /// (submitted → accepted; the papers' "response time").
+    pub submit_blocked: Latency,
     /// CPU time used by the whole process (since it started, or in the window).
     pub cpu_time: Option<Duration>,
     /// CPU time used by this pool's worker threads (with statistics on;
@@ -122,8 +124,8 @@ impl PoolStats {
     }
 
     /// Average submission latency.
-    pub fn mean_response(&self) -> Option<Duration> {
-        self.response.mean()
+    pub fn mean_submit_blocked(&self) -> Option<Duration> {
+        self.submit_blocked.mean()
     }
 
     /// How long workers were busy running tasks: mean execution time ×
@@ -162,7 +164,7 @@ impl PoolStats {
                 .saturating_sub(earlier.decisions_dropped),
             wait: self.wait.since(&earlier.wait),
             service: self.service.since(&earlier.service),
-            response: self.response.since(&earlier.response),
+            submit_blocked: self.submit_blocked.since(&earlier.submit_blocked),
             cpu_time: diff(self.cpu_time, earlier.cpu_time),
             worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
             worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),

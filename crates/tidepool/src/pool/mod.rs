@@ -762,7 +762,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         // Accepted = started by a worker + still queued: counted without a
         // shared counter on the submit path.
         stats.submitted = totals.started + stats.queue_len as u64;
-        stats.response = totals.response_with_zeros();
+        stats.submit_blocked = totals.submit_blocked_with_zeros();
         stats.wait = totals.wait;
         stats.service = totals.service;
     }

@@ -385,7 +385,7 @@ fn render(r: &ClusterRun) -> String {
     let m = &r.metrics;
     let mut t = Table::new(vec!["metric", "mean", "p50", "p99", "max"]);
     for (name, l) in [
-        ("response (submit → stored)", &m.response),
+        ("response (submit → stored)", &m.submit_blocked),
         ("wait (stored → started)", &m.wait),
         ("processing", &m.processing),
         ("turnaround (submit → finished)", &m.turnaround),
