@@ -48,7 +48,7 @@ fn the_default_pool_grows_for_blocking_tasks() {
         h.join().unwrap();
     }
     let took = started.elapsed();
-    if !tidepool::sys::SUPPORT.cpu_time {
+    if !tidepool::sys::SUPPORT.cpu_clocks {
         // No CPU clock: `auto` cannot tell blocking from compute.
         return;
     }

@@ -103,7 +103,7 @@ fn adaptive_policies_grow_under_io_bound_load() {
     .collect();
     for h in handles {
         let (spec, growth, start, biggest, decisions) = h.join().unwrap();
-        if spec == "auto" && !tidepool::sys::SUPPORT.cpu_time {
+        if spec == "auto" && !tidepool::sys::SUPPORT.cpu_clocks {
             // No CPU clock: `auto` cannot tell blocking from compute and
             // stays near the core count (README, "Platforms").
             continue;
@@ -138,7 +138,7 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
                 d.reason,
                 o.window,
                 o.busy_time,
-                o.cpu_time,
+                o.worker_cpu_time,
                 o.run_delay,
                 o.sampled_task_cpu,
                 o.sampled_task_time,

@@ -786,7 +786,10 @@ fn statistics_follow_the_thesis_tables() {
         "{s:?}"
     );
     assert!(s.throughput() > 0.0);
-    assert_eq!(s.cpu_time.is_some(), tidepool::sys::SUPPORT.cpu_time);
+    assert_eq!(
+        s.process_cpu_time.is_some(),
+        tidepool::sys::SUPPORT.cpu_clocks
+    );
     assert_eq!(s.submit_blocked.count(), 20);
     assert_eq!(
         s.busy_threads + s.idle_threads + s.blocked_threads,
@@ -869,7 +872,7 @@ fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
 
 #[test]
 fn per_task_cpu_sample_tells_compute_from_blocking() {
-    if !tidepool::sys::SUPPORT.cpu_time {
+    if !tidepool::sys::SUPPORT.cpu_clocks {
         return; // no thread CPU clock: nothing is sampled (see sys::SUPPORT)
     }
     let pool = Pool::new(1).unwrap();

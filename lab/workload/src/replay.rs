@@ -512,8 +512,8 @@ pub fn replay_with(
         processing: m.processing,
         turnaround: m.turnaround,
         lateness: m.lateness,
-        cpu_time_s: cpu,
-        cpu_utilisation: if wall > 0.0 {
+        process_cpu_time_s: cpu,
+        process_cpu_utilization: if wall > 0.0 {
             cpu / wall / cores as f64
         } else {
             0.0

@@ -111,9 +111,11 @@ pub struct RunResult {
     /// How late the driver dispatched arrivals relative to the trace.
     pub lateness: LatencySummary,
     /// Process CPU time over the run, seconds (includes the driver).
-    pub cpu_time_s: f64,
-    /// `cpu_time_s / wall time / cores`, 0–1.
-    pub cpu_utilisation: f64,
+    #[serde(rename = "cpu_time_s")]
+    pub process_cpu_time_s: f64,
+    /// `process_cpu_time_s / wall time / cores`, 0–1.
+    #[serde(rename = "cpu_utilisation")]
+    pub process_cpu_utilization: f64,
     /// Cores available to the process.
     pub cores: usize,
     /// 1-, 5-, 15-minute load averages at the end of the run.

@@ -221,7 +221,7 @@ fn thread_per_request_replays_a_tiny_trace() {
     assert!(!r.size_series.is_empty());
     assert!(r.size_series.iter().all(|p| p.target == Some(42)));
     assert!(r.max_threads <= 5);
-    assert!(r.cpu_time_s >= 0.0 && r.cores >= 1);
+    assert!(r.process_cpu_time_s >= 0.0 && r.cores >= 1);
     for rec in &r.records {
         assert!(rec.processing_ns().unwrap() > 0);
     }

@@ -21,7 +21,7 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 /// | `tidepool_threads_target`, `_min`, `_max` | gauge | the size the policy wants, and the user's bounds |
 /// | `tidepool_threads_spawn_limit` | gauge | where on-demand growth stops now (the policy's spawn limit, inside the bounds) |
 /// | `tidepool_queue_length` | gauge | tasks waiting |
-/// | `tidepool_cpu_utilization` | gauge | process CPU time over wall time × cores (0–1), where the OS tells |
+/// | `tidepool_process_cpu_utilization` | gauge | process CPU time over wall time × cores (0–1), where the OS tells |
 /// | `tidepool_tasks_submitted_total`, `_completed_total`, `_rejected_total`, `_panicked_total` | counter | tasks |
 /// | `tidepool_threads_created_total`, `_retired_total` | counter | workers started and retired |
 /// | `tidepool_task_wait_seconds` | histogram | queue wait (accepted → started) |
@@ -78,7 +78,7 @@ impl MetricsExporter {
             describe_gauge!(*name, Unit::Count, *what);
         }
         describe_gauge!(
-            "tidepool_cpu_utilization",
+            "tidepool_process_cpu_utilization",
             "Process CPU time over wall time times cores, 0 to 1"
         );
         for (name, what) in COUNTERS {
@@ -107,8 +107,8 @@ impl MetricsExporter {
         for ((name, _), value) in GAUGES.iter().zip(gauges) {
             gauge!(*name, &label).set(value as f64);
         }
-        if let Some(u) = stats.cpu_utilization() {
-            gauge!("tidepool_cpu_utilization", &label).set(u);
+        if let Some(u) = stats.process_cpu_utilization() {
+            gauge!("tidepool_process_cpu_utilization", &label).set(u);
         }
         let counters = [
             stats.submitted,

@@ -78,7 +78,7 @@ pub struct PoolStats {
     /// (submitted → accepted; the papers' "response time").
     pub submit_blocked: Latency,
     /// CPU time used by the whole process (since it started, or in the window).
-    pub cpu_time: Option<Duration>,
+    pub process_cpu_time: Option<Duration>,
     /// CPU time used by this pool's worker threads (with statistics on;
     /// `None` where the OS cannot tell, see [`crate::sys::SUPPORT`]).
     pub worker_cpu_time: Option<Duration>,
@@ -139,8 +139,8 @@ impl PoolStats {
     }
 
     /// Process CPU utilisation in `0.0..=1.0` of all cores over `elapsed`.
-    pub fn cpu_utilization(&self) -> Option<f64> {
-        let cpu = self.cpu_time?.as_secs_f64();
+    pub fn process_cpu_utilization(&self) -> Option<f64> {
+        let cpu = self.process_cpu_time?.as_secs_f64();
         let wall = self.elapsed.as_secs_f64() * self.cores.max(1) as f64;
         (wall > 0.0).then(|| (cpu / wall).clamp(0.0, 1.0))
     }
@@ -165,7 +165,7 @@ impl PoolStats {
             wait: self.wait.since(&earlier.wait),
             service: self.service.since(&earlier.service),
             submit_blocked: self.submit_blocked.since(&earlier.submit_blocked),
-            cpu_time: diff(self.cpu_time, earlier.cpu_time),
+            process_cpu_time: diff(self.process_cpu_time, earlier.process_cpu_time),
             worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
             worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),
             sampled_task_cpu: self
@@ -195,14 +195,14 @@ mod tests {
             completed: 100,
             submitted: 120,
             cores: 2,
-            cpu_time: Some(Duration::from_millis(500)),
+            process_cpu_time: Some(Duration::from_millis(500)),
             ..PoolStats::default()
         };
         a.wait.record(1_000);
         let mut b = a.clone();
         b.elapsed = Duration::from_secs(3);
         b.completed = 500;
-        b.cpu_time = Some(Duration::from_millis(2500));
+        b.process_cpu_time = Some(Duration::from_millis(2500));
         b.wait.record(3_000);
         b.live_threads = 7;
         assert_eq!(a.throughput(), 100.0);
@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(w.throughput(), 200.0);
         assert_eq!(w.mean_wait(), Some(Duration::from_nanos(3_000)));
         assert_eq!(w.live_threads, 7);
-        assert_eq!(w.cpu_utilization(), Some(0.5));
+        assert_eq!(w.process_cpu_utilization(), Some(0.5));
         assert_eq!(PoolStats::default().throughput(), 0.0);
     }
 }

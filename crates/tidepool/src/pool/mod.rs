@@ -745,7 +745,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         expired: shared.outcomes.expired.load(Relaxed),
         cancelled: shared.outcomes.cancelled.load(Relaxed),
         decisions_dropped: lock(&shared.decisions).dropped(),
-        cpu_time: os::process_cpu_time(),
+        process_cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
         cores: os::cores(),
         ..PoolStats::default()

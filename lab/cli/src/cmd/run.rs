@@ -179,7 +179,11 @@ pub fn summary(label: &str, o: &RunOutput<'_>) -> String {
     ));
     kv.push((
         "CPU utilisation".to_string(),
-        format!("{} of {} cores", fmt_pct(r.cpu_utilisation), r.cores),
+        format!(
+            "{} of {} cores",
+            fmt_pct(r.process_cpu_utilization),
+            r.cores
+        ),
     ));
     kv.push((
         "load average".to_string(),

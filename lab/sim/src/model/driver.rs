@@ -265,8 +265,8 @@ impl Sim {
             processing: self.processing.summary(),
             turnaround,
             lateness: zeros(self.submitted),
-            cpu_time_s: cpu_s,
-            cpu_utilisation: if duration_s > 0.0 {
+            process_cpu_time_s: cpu_s,
+            process_cpu_utilization: if duration_s > 0.0 {
                 cpu_s / duration_s / self.cores as f64
             } else {
                 0.0

@@ -92,7 +92,7 @@ pub struct PolicyRow {
     /// Most live threads.
     pub max_threads: usize,
     /// Process CPU use over the run, fraction of all cores.
-    pub cpu_utilisation: f64,
+    pub process_cpu_utilization: f64,
     /// Tasks completed.
     pub completed: u64,
     /// True when the run stopped early (Ctrl-C or drain timeout).
@@ -133,7 +133,7 @@ impl PolicyRow {
             policy: r.executor.clone(),
             headline: Headline::from_run(r),
             max_threads: r.max_threads,
-            cpu_utilisation: r.cpu_utilisation,
+            process_cpu_utilization: r.process_cpu_utilization,
             completed: r.completed,
             cancelled: r.cancelled,
             throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.headline.throughput)),
