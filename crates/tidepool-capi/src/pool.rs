@@ -23,7 +23,7 @@ use tidepool::SubmitError;
 use crate::boundary::code;
 use crate::error::{Error, TIDEPOOL_ERR_IN_OWN_TASK};
 use crate::handle::{self, tidepool_pool, Entry};
-use crate::task::{in_own_task, tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
+use crate::task::{tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
 
 /// How long a submit may wait for room in a full queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub(crate) fn submit(
 
 /// Fail with `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of `entry`.
 pub(crate) fn not_from_own_task(entry: &Entry, what: &str) -> Result<(), Error> {
-    if in_own_task(entry.tasks.id) {
+    if entry.pool.is_worker_thread() {
         return Err(Error::new(
             TIDEPOOL_ERR_IN_OWN_TASK,
             format!("{what} was called from a task of the same pool, which it would wait for"),

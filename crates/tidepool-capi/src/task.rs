@@ -14,9 +14,9 @@
 //! - A task that runs while its thread is marked as submitting was run by the
 //!   pool inside the submit call (its caller-runs rule, or a submit that
 //!   raced with shutdown): it is counted in `inline_jobs`.
-//! - While a callback runs, the thread remembers whose task it is, so that a
-//!   call back into the same pool that would wait for itself can be refused
-//!   (`in_own_task`, used by `not_from_own_task` in `pool.rs`).
+//! - A call back into the same pool that would wait for the calling task
+//!   itself is refused when the thread is one of the pool's workers
+//!   (`Pool::is_worker_thread`, used by `not_from_own_task` in `pool.rs`).
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -41,37 +41,24 @@ pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)
 pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
 
 thread_local! {
-    /// Id of the pool whose callback this thread is running (0: none).
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
     /// True inside a submit call: a task dropped now was refused, not cancelled.
     static SUBMITTING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// True if the calling thread is running a callback of pool `id`.
-pub(crate) fn in_own_task(id: usize) -> bool {
-    CURRENT.try_with(Cell::get).unwrap_or(0) == id
-}
-
-/// Marks the thread as running a callback of a pool until dropped.
-struct Running {
-    pool: usize,
-    submitting: bool,
-}
+/// Clears the submitting mark while a callback runs (a task it drops is
+/// its own business, not a refusal of the outer submit), until dropped.
+struct Running(bool);
 
 impl Running {
-    fn enter(pool: usize) -> Self {
+    fn enter() -> Self {
         // `try_with`: a task may be dropped while the thread's locals are torn down.
-        Running {
-            pool: CURRENT.try_with(|c| c.replace(pool)).unwrap_or(0),
-            submitting: SUBMITTING.try_with(|s| s.replace(false)).unwrap_or(false),
-        }
+        Running(SUBMITTING.try_with(|s| s.replace(false)).unwrap_or(false))
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = CURRENT.try_with(|c| c.set(self.pool));
-        let _ = SUBMITTING.try_with(|s| s.set(self.submitting));
+        let _ = SUBMITTING.try_with(|s| s.set(self.0));
     }
 }
 
@@ -128,7 +115,7 @@ impl CTask {
             // Run by the pool inside the submit call (its caller-runs rule).
             shared.inline.fetch_add(1, Relaxed);
         }
-        let _running = Running::enter(shared.id);
+        let _running = Running::enter();
         // SAFETY: the caller of submit gave a function that takes this arg.
         let status = match catch_unwind(AssertUnwindSafe(|| unsafe { func(arg) })) {
             Ok(()) => TIDEPOOL_OK,
@@ -153,7 +140,7 @@ impl CTask {
         if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
             return;
         }
-        let _running = Running::enter(shared.id);
+        let _running = Running::enter();
         complete(&shared, this.done, this.arg, status);
     }
 }
@@ -165,7 +152,7 @@ impl Drop for CTask {
             return;
         }
         self.shared.cancelled.fetch_add(1, Relaxed);
-        let _running = Running::enter(self.shared.id);
+        let _running = Running::enter();
         complete(&self.shared, self.done, self.arg, TIDEPOOL_ERR_CANCELLED);
     }
 }

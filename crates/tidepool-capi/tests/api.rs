@@ -752,6 +752,55 @@ unsafe extern "C-unwind" fn destroy_own_in_done(arg: *mut c_void, _status: c_int
 
 unsafe extern "C-unwind" fn nothing(_arg: *mut c_void) {}
 
+unsafe extern "C-unwind" fn wait_idle_in_done(arg: *mut c_void, status: c_int) {
+    let s = &*(arg as *const SelfCalls);
+    let mut codes = s.codes.lock().unwrap();
+    codes.push(status);
+    codes.push(tidepool_wait_idle(s.pool as *mut _));
+}
+
+/// The own-task check asks the pool whether the thread is one of its workers
+/// (`Pool::is_worker_thread`), not whether a callback is running: a `done`
+/// that `tidepool_shutdown_now` calls on the caller's thread may wait for
+/// the pool, whose workers it does not hold up.
+#[test]
+fn the_own_task_check_is_about_worker_threads() {
+    let pool = one_worker(100, TIDEPOOL_ON_FULL_BLOCK);
+    let hold = Hold {
+        pool: pool as usize,
+        armed: AtomicBool::new(false),
+        started: AtomicBool::new(false),
+    };
+    let s = SelfCalls {
+        pool: pool as usize,
+        ..SelfCalls::default()
+    };
+    unsafe {
+        let h = &hold as *const Hold as *mut c_void;
+        assert_eq!(
+            tidepool_submit(pool, Some(hold_until_drained), h, None),
+            TIDEPOOL_OK
+        );
+        eventually("the hold to start", || hold.started.load(SeqCst));
+        let arg = &s as *const SelfCalls as *mut c_void;
+        assert_eq!(
+            tidepool_submit(pool, Some(nothing), arg, Some(wait_idle_in_done)),
+            TIDEPOOL_OK
+        );
+        hold.armed.store(true, SeqCst);
+        assert_eq!(
+            tidepool_shutdown_now(pool, std::ptr::null_mut()),
+            TIDEPOOL_OK
+        );
+    }
+    assert_eq!(
+        *s.codes.lock().unwrap(),
+        vec![TIDEPOOL_ERR_CANCELLED, TIDEPOOL_OK],
+        "cancelled, then waited for its pool from the shutting-down thread"
+    );
+    assert_eq!(tidepool_destroy(pool), TIDEPOOL_OK);
+}
+
 #[test]
 fn a_task_destroying_its_own_pool_is_refused_not_deadlocked() {
     let pool = tidepool_create_threadpool(2);

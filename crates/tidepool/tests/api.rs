@@ -619,3 +619,33 @@ fn a_panicking_start_hook_does_not_lose_the_worker() {
     assert_eq!(pool.submit(|| 3).unwrap().join().unwrap(), 3);
     assert!(pool.shutdown_timeout(Duration::from_secs(600)));
 }
+
+#[test]
+fn is_worker_thread_is_true_only_on_this_pools_workers() {
+    let pool = Arc::new(Pool::new(2).unwrap());
+    let other = Arc::new(Pool::new(1).unwrap());
+    assert!(!pool.is_worker_thread(), "the test's own thread");
+    let (p, o) = (pool.clone(), other.clone());
+    let in_task = pool
+        .submit(move || (p.is_worker_thread(), o.is_worker_thread()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(
+        in_task,
+        (true, false),
+        "a task of this pool, asking both pools"
+    );
+    let p = pool.clone();
+    let in_other = other
+        .submit(move || p.is_worker_thread())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(!in_other, "a task of another pool");
+    let p = pool.clone();
+    let spawned = std::thread::spawn(move || p.is_worker_thread())
+        .join()
+        .unwrap();
+    assert!(!spawned, "a thread the pool did not start");
+}

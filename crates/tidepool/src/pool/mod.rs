@@ -625,6 +625,25 @@ impl Pool {
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.is_shutdown()
     }
+
+    /// True if the calling thread is one of this pool's workers: the code
+    /// runs inside a task of this pool (or a hook this pool calls on its
+    /// workers). A library built on the pool asks this before it does
+    /// something that would wait for its own task, such as refusing a
+    /// shutdown from inside a task instead of leaving it half done.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let pool = Arc::new(tidepool::Pool::new(1)?);
+    /// assert!(!pool.is_worker_thread());
+    /// let p = pool.clone();
+    /// assert!(pool.submit(move || p.is_worker_thread())?.join()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_worker_thread(&self) -> bool {
+        worker::is_worker_of(&self.inner.shared)
+    }
 }
 
 impl Inner {
