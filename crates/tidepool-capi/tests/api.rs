@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tidepool_capi::builder::*;
 use tidepool_capi::error::*;
@@ -14,6 +14,7 @@ use tidepool_capi::stats::*;
 use tidepool_capi::threadpool::*;
 use tidepool_capi::tidepool_pool;
 use tidepool_capi::version::*;
+use tidepool_test_support::eventually;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(tidepool_last_error()) }
@@ -24,15 +25,6 @@ fn last_error() -> String {
 
 fn c(s: &str) -> CString {
     CString::new(s).unwrap()
-}
-
-/// Poll `cond` until it holds; fails (instead of hanging) after a minute.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A gate tasks wait at until it is opened; counts arrivals.

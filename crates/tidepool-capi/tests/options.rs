@@ -11,6 +11,7 @@ use tidepool_capi::options::*;
 use tidepool_capi::pool::*;
 use tidepool_capi::stats::*;
 use tidepool_capi::tidepool_pool;
+use tidepool_test_support::eventually;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(tidepool_last_error()) }
@@ -102,9 +103,10 @@ fn held_pool(latch: &Latch) -> *mut tidepool_pool {
         TIDEPOOL_OK
     );
     // The hold is running once the queue is empty again.
-    while stats(pool).busy_threads != 1 || stats(pool).queue_len != 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    eventually("the hold to run", || {
+        let s = stats(pool);
+        s.busy_threads == 1 && s.queue_len == 0
+    });
     pool
 }
 

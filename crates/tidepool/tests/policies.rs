@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
+use tidepool_test_support::wait_until;
 
 /// These tests measure how policies react to the load they offer, on a
 /// machine of a few cores: run one at a time, so that another test's threads
@@ -56,21 +57,9 @@ fn cpu_task() {
     }
 }
 
-/// Poll `cond` for up to `limit`: whether it came true.
-fn within(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
 /// Poll until the pool has at most `n` workers, for up to `limit`.
 fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
-    within(limit, || pool.live_threads() <= n)
+    wait_until(limit, || pool.live_threads() <= n)
 }
 
 #[test]
@@ -174,7 +163,7 @@ fn surplus_threads_retire_after_the_load_stops() {
             pool.live_threads()
         );
         // Counted as retired right after leaving the live count.
-        within(Duration::from_secs(10), || pool.stats().threads_retired > 0);
+        wait_until(Duration::from_secs(10), || pool.stats().threads_retired > 0);
         assert!(pool.stats().threads_retired > 0);
     }
 }
