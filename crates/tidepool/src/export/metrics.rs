@@ -17,7 +17,7 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 ///
 /// | metric | kind | what |
 /// |---|---|---|
-/// | `tidepool_threads_live`, `_busy`, `_idle` | gauge | worker threads now |
+/// | `tidepool_threads_live`, `_busy`, `_idle`, `_blocked` | gauge | worker threads now (`_blocked`: inside [`block_in_place`](crate::block_in_place)) |
 /// | `tidepool_threads_target`, `_min`, `_max` | gauge | the size the policy wants, and the user's bounds |
 /// | `tidepool_threads_spawn_limit` | gauge | where on-demand growth stops now (the policy's spawn limit, inside the bounds) |
 /// | `tidepool_queue_length` | gauge | tasks waiting |
@@ -98,6 +98,7 @@ impl MetricsExporter {
             stats.live_threads,
             stats.busy_threads,
             stats.idle_threads,
+            stats.blocked_threads,
             stats.target_size,
             stats.min_threads,
             stats.max_threads,
@@ -141,6 +142,10 @@ const GAUGES: &[(&str, &str)] = &[
     ("tidepool_threads_live", "Worker threads alive"),
     ("tidepool_threads_busy", "Worker threads running a task"),
     ("tidepool_threads_idle", "Worker threads waiting for a task"),
+    (
+        "tidepool_threads_blocked",
+        "Worker threads inside block_in_place: running a task, not available",
+    ),
     (
         "tidepool_threads_target",
         "Pool size the sizing policy wants",
