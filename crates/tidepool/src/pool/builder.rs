@@ -146,7 +146,7 @@ pub(crate) struct Config {
 /// [`Fixed`] when it has not (no controller thread then); a policy named
 /// explicitly must have room to move, or `build` says so. The keep-alive
 /// and the initial size are the user's when set; otherwise the policy's
-/// (`auto`: 2 s and one worker per CPU), or 10 s and `min`. The decision log and the size series
+/// (`auto`: 2 s and one worker per CPU), or 10 s and `min`. The decision log and the live-threads series
 /// keep the newest [`DEFAULT_HISTORY_LEN`] entries ([`history_len`](Builder::history_len)),
 /// so a pool that runs for days holds constant memory.
 ///
@@ -324,7 +324,7 @@ impl Builder {
         self
     }
 
-    /// Record a sample of the pool size at every change (default off).
+    /// Record the live threads and the target at every change (default off).
     pub fn record_live_threads_series(mut self, on: bool) -> Self {
         self.live_threads_series = on;
         self

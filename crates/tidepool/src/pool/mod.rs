@@ -522,8 +522,8 @@ impl Pool {
         window
     }
 
-    /// The pool size at every change, if the builder asked to record it:
-    /// the newest [`Builder::history_len`] samples.
+    /// The live threads and the target at every change, if the builder
+    /// asked to record them: the newest [`Builder::history_len`] samples.
     pub fn live_threads_series(&self) -> Vec<LiveThreadsSample> {
         self.inner
             .shared
