@@ -12,7 +12,7 @@
 //!   drops it, on a worker or inside a submit call that ran it inline.
 //! - A task the pool refused (full, shut down, timed out) comes back to the
 //!   submit call in the pool's error, and the call drops it through
-//!   [`discard`], which marks the thread as discarding: no callback then, the
+//!   `discard`, which marks the thread as discarding: no callback then, the
 //!   submit call's error code says it all. Only that drop is silent: the mark
 //!   is set for nothing else, so a task dropped unrun anywhere else (say, by
 //!   its deadline while the pool ran it inline) still gets its callback.
