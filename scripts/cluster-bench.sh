@@ -40,7 +40,7 @@ for r in $(seq 1 "$repeats"); do
   for p in auto frequency; do
     run "size-$p" --local 2 --policy "$p" -w 'poisson:rate=200,service=const:50ms,free=100,n=2400,seed=3'
   done
-  # Queue flavour on a node: many short handoffs (1 ms sleeps at 2000/s).
+  # Queue flavor on a node: many short handoffs (1 ms sleeps at 2000/s).
   for q in mutex hybrid; do
     run "queue-$q" --local 1 --policy fixed:32 --queue "$q" -w 'poisson:rate=2000,service=const:1ms,free=100,n=6000,seed=4'
   done

@@ -131,7 +131,7 @@
 /**
  * `tidepool_stats_quantile` distribution: submitted → accepted.
  */
-#define TIDEPOOL_LATENCY_RESPONSE 0
+#define TIDEPOOL_LATENCY_SUBMIT_BLOCKED 0
 
 /**
  * `tidepool_stats_quantile` distribution: accepted → started (idle time).
@@ -294,9 +294,10 @@ typedef struct tidepool_stats {
      */
     uint64_t threads_retired;
     /**
-     * Submission latency: `submitted_t` → `accepted_t` (table 4.1).
+     * Time the submitter was blocked in submit, the thesis's response time:
+     * `submitted_t` → `accepted_t` (table 4.1).
      */
-    struct tidepool_latency response;
+    struct tidepool_latency submit_blocked;
     /**
      * Time in the queue, the thesis's idle time: `accepted_t` → `exe_t`.
      */
@@ -642,7 +643,7 @@ int tidepool_stats_get(struct tidepool_pool *pool, struct tidepool_stats *out);
 
 /**
  * Store any quantile `q` (0 to 1) of one latency distribution
- * (`TIDEPOOL_LATENCY_RESPONSE`, `_WAIT` or `_SERVICE`), in microseconds, in
+ * (`TIDEPOOL_LATENCY_SUBMIT_BLOCKED`, `_WAIT` or `_SERVICE`), in microseconds, in
  * `*out_us` (0 when no task was timed).
  * Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`q` out of range,
  * unknown distribution, `out_us` NULL) or `TIDEPOOL_ERR_INVALID_POOL`.

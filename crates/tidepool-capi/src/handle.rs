@@ -27,11 +27,9 @@ pub struct tidepool_pool {
     _private: [u8; 0],
 }
 
-/// What a task needs from its pool while it runs: the pool's id (to know
-/// when a callback calls back into its own pool) and the C API's counters.
+/// What a task needs from its pool while it runs: the C API's counters.
 #[derive(Debug, Default)]
 pub(crate) struct TaskShared {
-    pub(crate) id: usize,
     /// Tasks or completion callbacks that panicked (caught).
     pub(crate) panicked: AtomicU64,
     /// Tasks run inside a submit call, on the submitting thread.
@@ -61,10 +59,7 @@ pub(crate) fn register(pool: Pool) -> *mut tidepool_pool {
     let id = NEXT_ID.fetch_add(1, Relaxed);
     let entry = Arc::new(Entry {
         pool,
-        tasks: Arc::new(TaskShared {
-            id,
-            ..TaskShared::default()
-        }),
+        tasks: Arc::new(TaskShared::default()),
     });
     registry()
         .write()

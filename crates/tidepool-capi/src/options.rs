@@ -14,11 +14,12 @@ use std::mem::ManuallyDrop;
 use std::ptr;
 use std::time::{Duration, Instant};
 
-use tidepool::{CancelToken, Priority, SubmitError, TaskOptions};
+use tidepool::{CancelToken, Priority, TaskOptions};
 
 use crate::boundary::{boundary, code};
 use crate::error::{Error, TIDEPOOL_ERR_CANCELLED, TIDEPOOL_ERR_EXPIRED};
 use crate::handle::{self, tidepool_pool, Entry};
+use crate::pool::refused;
 use crate::task::{tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
 
 /// `tidepool_submit_with` priority: the default, as `tidepool_submit()`.
@@ -124,7 +125,7 @@ fn submit_with(
     entry
         .pool
         .execute_with(options, move || task.run())
-        .map_err(|e| Error::from(SubmitError::from(e)))
+        .map_err(refused)
 }
 
 /// As `tidepool_submit()`, with per-task options:

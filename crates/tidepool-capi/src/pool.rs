@@ -18,12 +18,12 @@
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
-use tidepool::SubmitError;
+use tidepool::Rejected;
 
 use crate::boundary::code;
 use crate::error::{Error, TIDEPOOL_ERR_IN_OWN_TASK};
 use crate::handle::{self, tidepool_pool, Entry};
-use crate::task::{in_own_task, tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
+use crate::task::{discard, tidepool_done_fn, tidepool_task_fn, CTask, Submitting};
 
 /// How long a submit may wait for room in a full queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +40,8 @@ pub(crate) enum Wait {
 ///
 /// The caller-runs rule is the pool's own: a worker that submits to its own
 /// full queue runs the task at once instead of waiting. The thread is marked
-/// as submitting meanwhile, which is how the task knows it runs inline (and a
-/// task refused by the pool knows it was not cancelled).
+/// as submitting meanwhile, which is how the task knows it runs inline; a
+/// task the pool refused comes back in its error and is discarded silently.
 pub(crate) fn submit(
     entry: &Entry,
     func: tidepool_task_fn,
@@ -53,22 +53,27 @@ pub(crate) fn submit(
     let task = CTask::new(func, arg, done, entry.tasks.clone());
     let pool = &entry.pool;
     let _submitting = Submitting::enter();
-    let result = match wait {
-        Wait::AsBuilt => pool.execute(move || task.run()).map_err(SubmitError::from),
-        Wait::Never => pool
-            .try_execute(move || task.run())
-            .map_err(SubmitError::from),
+    match wait {
+        Wait::AsBuilt => pool.execute(move || task.run()).map_err(refused),
+        Wait::Never => pool.try_execute(move || task.run()).map_err(refused),
         Wait::AtMost(timeout) => pool
             .submit_timeout(move || task.run(), timeout)
             .map(drop)
-            .map_err(SubmitError::from),
-    };
-    result.map_err(Error::from)
+            .map_err(refused),
+    }
+}
+
+/// The error of a submit the pool refused; the task it hands back is
+/// dropped without its completion callback (the error code reports it).
+pub(crate) fn refused<F>(rejected: Rejected<F>) -> Error {
+    let (error, task) = rejected.into_parts();
+    discard(task);
+    Error::from(error)
 }
 
 /// Fail with `TIDEPOOL_ERR_IN_OWN_TASK` if called from a task of `entry`.
 pub(crate) fn not_from_own_task(entry: &Entry, what: &str) -> Result<(), Error> {
-    if in_own_task(entry.tasks.id) {
+    if entry.pool.is_worker_thread() {
         return Err(Error::new(
             TIDEPOOL_ERR_IN_OWN_TASK,
             format!("{what} was called from a task of the same pool, which it would wait for"),
@@ -184,7 +189,7 @@ pub unsafe extern "C" fn tidepool_size(pool: *mut tidepool_pool, out: *mut usize
         let entry = handle::lookup(pool)?;
         // SAFETY: per this function's contract.
         let out = unsafe { out.as_mut() }.ok_or_else(|| Error::invalid("out is NULL"))?;
-        *out = entry.pool.size();
+        *out = entry.pool.live_threads();
         Ok(())
     })
 }

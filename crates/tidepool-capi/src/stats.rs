@@ -2,8 +2,8 @@
 //!
 //! Table 4.1 stamps each task when it is submitted (`submitted_t`), accepted
 //! into the queue (`accepted_t`), started (`exe_t`) and finished
-//! (`finished_t`); the three intervals between them are the `response`
-//! (submission latency), `wait` (time in the queue: the thesis's idle time)
+//! (`finished_t`); the three intervals between them are the `submit_blocked`
+//! (the thesis's response time: how long `submit` blocked), `wait` (time in the queue: the thesis's idle time)
 //! and `service` (execution) distributions. Table 4.2's pool-wide variables
 //! are the first five fields.
 
@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::handle::{self, tidepool_pool, Entry};
 
 /// `tidepool_stats_quantile` distribution: submitted → accepted.
-pub const TIDEPOOL_LATENCY_RESPONSE: c_int = 0;
+pub const TIDEPOOL_LATENCY_SUBMIT_BLOCKED: c_int = 0;
 /// `tidepool_stats_quantile` distribution: accepted → started (idle time).
 pub const TIDEPOOL_LATENCY_WAIT: c_int = 1;
 /// `tidepool_stats_quantile` distribution: started → finished.
@@ -84,8 +84,9 @@ pub struct tidepool_stats {
     pub threads_created: u64,
     /// Worker threads retired since the start.
     pub threads_retired: u64,
-    /// Submission latency: `submitted_t` → `accepted_t` (table 4.1).
-    pub response: tidepool_latency,
+    /// Time the submitter was blocked in submit, the thesis's response time:
+    /// `submitted_t` → `accepted_t` (table 4.1).
+    pub submit_blocked: tidepool_latency,
     /// Time in the queue, the thesis's idle time: `accepted_t` → `exe_t`.
     pub wait: tidepool_latency,
     /// Execution time: `exe_t` → `finished_t`.
@@ -136,7 +137,7 @@ pub(crate) fn snapshot(entry: &Entry, s: &PoolStats) -> tidepool_stats {
         inline_jobs: c.inline.load(Relaxed),
         threads_created: s.threads_created,
         threads_retired: s.threads_retired,
-        response: (&s.response).into(),
+        submit_blocked: (&s.submit_blocked).into(),
         wait: (&s.wait).into(),
         service: (&s.service).into(),
         expired_jobs: s.expired,
@@ -163,7 +164,7 @@ pub unsafe extern "C" fn tidepool_stats_get(
 }
 
 /// Store any quantile `q` (0 to 1) of one latency distribution
-/// (`TIDEPOOL_LATENCY_RESPONSE`, `_WAIT` or `_SERVICE`), in microseconds, in
+/// (`TIDEPOOL_LATENCY_SUBMIT_BLOCKED`, `_WAIT` or `_SERVICE`), in microseconds, in
 /// `*out_us` (0 when no task was timed).
 /// Returns `TIDEPOOL_OK`, `TIDEPOOL_ERR_INVALID_ARGUMENT` (`q` out of range,
 /// unknown distribution, `out_us` NULL) or `TIDEPOOL_ERR_INVALID_POOL`.
@@ -186,12 +187,12 @@ pub unsafe extern "C" fn tidepool_stats_quantile(
         let out = unsafe { out_us.as_mut() }.ok_or_else(|| Error::invalid("out_us is NULL"))?;
         let stats = entry.pool.stats();
         let latency = match distribution {
-            TIDEPOOL_LATENCY_RESPONSE => &stats.response,
+            TIDEPOOL_LATENCY_SUBMIT_BLOCKED => &stats.submit_blocked,
             TIDEPOOL_LATENCY_WAIT => &stats.wait,
             TIDEPOOL_LATENCY_SERVICE => &stats.service,
             other => {
                 return Err(Error::invalid(format!(
-                    "distribution {other}: must be TIDEPOOL_LATENCY_RESPONSE (0), _WAIT (1) or _SERVICE (2)"
+                    "distribution {other}: must be TIDEPOOL_LATENCY_SUBMIT_BLOCKED (0), _WAIT (1) or _SERVICE (2)"
                 )))
             }
         };

@@ -7,16 +7,21 @@
 //!   `TIDEPOOL_ERR_PANIC`; the worker lives on.
 //! - The completion callback runs exactly once for every accepted task: after
 //!   it ran (`TIDEPOOL_OK` or `TIDEPOOL_ERR_PANIC`), or when it is dropped
-//!   unrun (`TIDEPOOL_ERR_CANCELLED`, by `tidepool_shutdown_now`). A task the
-//!   pool refused (full, shut down, timed out) is dropped inside the submit
-//!   call, which marks the thread as submitting: no callback then, the submit
-//!   call's error code says it all.
+//!   unrun (`TIDEPOOL_ERR_CANCELLED` by `tidepool_shutdown_now` or its token,
+//!   `TIDEPOOL_ERR_EXPIRED` by its deadline). That holds wherever the pool
+//!   drops it, on a worker or inside a submit call that ran it inline.
+//! - A task the pool refused (full, shut down, timed out) comes back to the
+//!   submit call in the pool's error, and the call drops it through
+//!   `discard`, which marks the thread as discarding: no callback then, the
+//!   submit call's error code says it all. Only that drop is silent: the mark
+//!   is set for nothing else, so a task dropped unrun anywhere else (say, by
+//!   its deadline while the pool ran it inline) still gets its callback.
 //! - A task that runs while its thread is marked as submitting was run by the
 //!   pool inside the submit call (its caller-runs rule, or a submit that
 //!   raced with shutdown): it is counted in `inline_jobs`.
-//! - While a callback runs, the thread remembers whose task it is, so that a
-//!   call back into the same pool that would wait for itself can be refused
-//!   (`in_own_task`, used by `not_from_own_task` in `pool.rs`).
+//! - A call back into the same pool that would wait for the calling task
+//!   itself is refused when the thread is one of the pool's workers
+//!   (`Pool::is_worker_thread`, used by `not_from_own_task` in `pool.rs`).
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -41,37 +46,38 @@ pub type tidepool_task_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void)
 pub type tidepool_done_fn = Option<unsafe extern "C-unwind" fn(arg: *mut c_void, status: c_int)>;
 
 thread_local! {
-    /// Id of the pool whose callback this thread is running (0: none).
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
-    /// True inside a submit call: a task dropped now was refused, not cancelled.
+    /// True inside a submit call: a task run now runs inline.
     static SUBMITTING: Cell<bool> = const { Cell::new(false) };
+    /// True while a submit call drops the task the pool refused.
+    static DISCARDING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// True if the calling thread is running a callback of pool `id`.
-pub(crate) fn in_own_task(id: usize) -> bool {
-    CURRENT.try_with(Cell::get).unwrap_or(0) == id
+/// Drop `refused`, the pool's error holding a task it refused, without the
+/// task's completion callback: the submit call's error code reports it.
+pub(crate) fn discard<T>(refused: T) {
+    // `try_with`: a task may be dropped while the thread's locals are torn down.
+    let was = DISCARDING.try_with(|d| d.replace(true)).unwrap_or(false);
+    drop(refused);
+    let _ = DISCARDING.try_with(|d| d.set(was));
 }
 
-/// Marks the thread as running a callback of a pool until dropped.
-struct Running {
-    pool: usize,
-    submitting: bool,
+fn discarding() -> bool {
+    DISCARDING.try_with(Cell::get).unwrap_or(false)
 }
+
+/// Clears the submitting mark while a callback runs (a task it submits is
+/// its own business, not the outer submit's), until dropped.
+struct Running(bool);
 
 impl Running {
-    fn enter(pool: usize) -> Self {
-        // `try_with`: a task may be dropped while the thread's locals are torn down.
-        Running {
-            pool: CURRENT.try_with(|c| c.replace(pool)).unwrap_or(0),
-            submitting: SUBMITTING.try_with(|s| s.replace(false)).unwrap_or(false),
-        }
+    fn enter() -> Self {
+        Running(SUBMITTING.try_with(|s| s.replace(false)).unwrap_or(false))
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = CURRENT.try_with(|c| c.set(self.pool));
-        let _ = SUBMITTING.try_with(|s| s.set(self.submitting));
+        let _ = SUBMITTING.try_with(|s| s.set(self.0));
     }
 }
 
@@ -128,7 +134,7 @@ impl CTask {
             // Run by the pool inside the submit call (its caller-runs rule).
             shared.inline.fetch_add(1, Relaxed);
         }
-        let _running = Running::enter(shared.id);
+        let _running = Running::enter();
         // SAFETY: the caller of submit gave a function that takes this arg.
         let status = match catch_unwind(AssertUnwindSafe(|| unsafe { func(arg) })) {
             Ok(()) => TIDEPOOL_OK,
@@ -144,16 +150,16 @@ impl CTask {
 
 impl CTask {
     /// Drop unrun because its options said so (the pool counted it): its
-    /// completion callback gets `status`. Silent inside a submit call, as a
-    /// refused task is.
+    /// completion callback gets `status` — unless the pool refused the task
+    /// and its submit call is discarding it.
     pub(crate) fn refuse(self, status: c_int) {
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again; the Arc moves out once.
         let shared = unsafe { ptr::read(&this.shared) };
-        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+        if discarding() {
             return;
         }
-        let _running = Running::enter(shared.id);
+        let _running = Running::enter();
         complete(&shared, this.done, this.arg, status);
     }
 }
@@ -161,11 +167,11 @@ impl CTask {
 impl Drop for CTask {
     /// Dropped unrun: refused by a submit (silent) or cancelled.
     fn drop(&mut self) {
-        if SUBMITTING.try_with(Cell::get).unwrap_or(false) {
+        if discarding() {
             return;
         }
         self.shared.cancelled.fetch_add(1, Relaxed);
-        let _running = Running::enter(self.shared.id);
+        let _running = Running::enter();
         complete(&self.shared, self.done, self.arg, TIDEPOOL_ERR_CANCELLED);
     }
 }

@@ -149,7 +149,7 @@ pub extern "C" fn tidepool_threadpool_size(pool: threadpool) -> c_int {
     boundary(
         |_| -1,
         || {
-            let live = handle::lookup(pool)?.pool.size();
+            let live = handle::lookup(pool)?.pool.live_threads();
             Ok(c_int::try_from(live).unwrap_or(c_int::MAX))
         },
     )

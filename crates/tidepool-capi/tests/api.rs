@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tidepool_capi::builder::*;
 use tidepool_capi::error::*;
@@ -14,6 +14,7 @@ use tidepool_capi::stats::*;
 use tidepool_capi::threadpool::*;
 use tidepool_capi::tidepool_pool;
 use tidepool_capi::version::*;
+use tidepool_test_support::eventually;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(tidepool_last_error()) }
@@ -24,15 +25,6 @@ fn last_error() -> String {
 
 fn c(s: &str) -> CString {
     CString::new(s).unwrap()
-}
-
-/// Poll `cond` until it holds; fails (instead of hanging) after a minute.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A gate tasks wait at until it is opened; counts arrivals.
@@ -355,7 +347,7 @@ fn sizes_resize_and_quantiles() {
 
     let mut us = -1.0;
     for which in [
-        TIDEPOOL_LATENCY_RESPONSE,
+        TIDEPOOL_LATENCY_SUBMIT_BLOCKED,
         TIDEPOOL_LATENCY_WAIT,
         TIDEPOOL_LATENCY_SERVICE,
     ] {
@@ -751,6 +743,55 @@ unsafe extern "C-unwind" fn destroy_own_in_done(arg: *mut c_void, _status: c_int
 }
 
 unsafe extern "C-unwind" fn nothing(_arg: *mut c_void) {}
+
+unsafe extern "C-unwind" fn wait_idle_in_done(arg: *mut c_void, status: c_int) {
+    let s = &*(arg as *const SelfCalls);
+    let mut codes = s.codes.lock().unwrap();
+    codes.push(status);
+    codes.push(tidepool_wait_idle(s.pool as *mut _));
+}
+
+/// The own-task check asks the pool whether the thread is one of its workers
+/// (`Pool::is_worker_thread`), not whether a callback is running: a `done`
+/// that `tidepool_shutdown_now` calls on the caller's thread may wait for
+/// the pool, whose workers it does not hold up.
+#[test]
+fn the_own_task_check_is_about_worker_threads() {
+    let pool = one_worker(100, TIDEPOOL_ON_FULL_BLOCK);
+    let hold = Hold {
+        pool: pool as usize,
+        armed: AtomicBool::new(false),
+        started: AtomicBool::new(false),
+    };
+    let s = SelfCalls {
+        pool: pool as usize,
+        ..SelfCalls::default()
+    };
+    unsafe {
+        let h = &hold as *const Hold as *mut c_void;
+        assert_eq!(
+            tidepool_submit(pool, Some(hold_until_drained), h, None),
+            TIDEPOOL_OK
+        );
+        eventually("the hold to start", || hold.started.load(SeqCst));
+        let arg = &s as *const SelfCalls as *mut c_void;
+        assert_eq!(
+            tidepool_submit(pool, Some(nothing), arg, Some(wait_idle_in_done)),
+            TIDEPOOL_OK
+        );
+        hold.armed.store(true, SeqCst);
+        assert_eq!(
+            tidepool_shutdown_now(pool, std::ptr::null_mut()),
+            TIDEPOOL_OK
+        );
+    }
+    assert_eq!(
+        *s.codes.lock().unwrap(),
+        vec![TIDEPOOL_ERR_CANCELLED, TIDEPOOL_OK],
+        "cancelled, then waited for its pool from the shutting-down thread"
+    );
+    assert_eq!(tidepool_destroy(pool), TIDEPOOL_OK);
+}
 
 #[test]
 fn a_task_destroying_its_own_pool_is_refused_not_deadlocked() {

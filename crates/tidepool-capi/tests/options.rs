@@ -2,6 +2,7 @@
 //! `tidepool_block_in_place`, called from Rust as C would call them.
 
 use std::ffi::{c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use tidepool_capi::options::*;
 use tidepool_capi::pool::*;
 use tidepool_capi::stats::*;
 use tidepool_capi::tidepool_pool;
+use tidepool_test_support::eventually;
 
 fn last_error() -> String {
     unsafe { CStr::from_ptr(tidepool_last_error()) }
@@ -66,6 +68,8 @@ struct Probe<'a> {
     id: usize,
     log: &'a Mutex<Vec<usize>>,
     status: Mutex<Option<c_int>>,
+    /// Completion callbacks so far (exactly one is right).
+    dones: AtomicUsize,
 }
 
 impl<'a> Probe<'a> {
@@ -74,6 +78,7 @@ impl<'a> Probe<'a> {
             id,
             log,
             status: Mutex::new(None),
+            dones: AtomicUsize::new(0),
         }
     }
     fn arg(&self) -> *mut c_void {
@@ -90,7 +95,9 @@ unsafe extern "C-unwind" fn probe_run(arg: *mut c_void) {
 }
 
 unsafe extern "C-unwind" fn probe_done(arg: *mut c_void, status: c_int) {
-    *(*(arg as *const Probe)).status.lock().unwrap() = Some(status);
+    let p = &*(arg as *const Probe);
+    *p.status.lock().unwrap() = Some(status);
+    p.dones.fetch_add(1, SeqCst);
 }
 
 /// A one-worker pool held busy by a task waiting at the returned latch.
@@ -102,9 +109,10 @@ fn held_pool(latch: &Latch) -> *mut tidepool_pool {
         TIDEPOOL_OK
     );
     // The hold is running once the queue is empty again.
-    while stats(pool).busy_threads != 1 || stats(pool).queue_len != 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    eventually("the hold to run", || {
+        let s = stats(pool);
+        s.busy_threads == 1 && s.queue_len == 0
+    });
     pool
 }
 
@@ -317,4 +325,68 @@ fn block_in_place_off_the_pool_just_calls() {
         unsafe { tidepool_block_in_place(Some(wait_latch), arg) },
         TIDEPOOL_OK
     );
+}
+
+/// What `submit_into_own_full_pool` needs: its pool, a task that fills the
+/// queue, a child with a cancelled token, and the two submit calls' codes.
+struct OwnPool<'a> {
+    pool: usize,
+    filler: Probe<'a>,
+    child: Probe<'a>,
+    token: usize,
+    codes: Mutex<Vec<c_int>>,
+}
+
+/// Runs on the pool's only worker: the filler stays queued and fills the
+/// queue, so the child's submit runs it inline (the caller-runs rule), where
+/// its cancelled token refuses it.
+unsafe extern "C-unwind" fn submit_into_own_full_pool(arg: *mut c_void) {
+    let s = &*(arg as *const OwnPool);
+    let pool = s.pool as *mut tidepool_pool;
+    let token = s.token as *const tidepool_cancel_token;
+    let normal = TIDEPOOL_PRIORITY_NORMAL;
+    let filler = submit_with(pool, &s.filler, normal, 0, std::ptr::null());
+    let child = submit_with(pool, &s.child, normal, 0, token);
+    s.codes.lock().unwrap().extend([filler, child]);
+}
+
+#[test]
+fn a_task_refused_inline_by_its_token_still_gets_its_done_call() {
+    let pool = unsafe {
+        let b = tidepool_builder_new();
+        assert_eq!(tidepool_builder_threads(b, 1), TIDEPOOL_OK);
+        assert_eq!(tidepool_builder_queue_capacity(b, 1), TIDEPOOL_OK);
+        assert_eq!(
+            tidepool_builder_on_full(b, TIDEPOOL_ON_FULL_BLOCK),
+            TIDEPOOL_OK
+        );
+        let pool = tidepool_builder_build(b);
+        assert!(!pool.is_null(), "{}", last_error());
+        pool
+    };
+    let log = Mutex::new(Vec::new());
+    let token = tidepool_cancel_token_new();
+    assert_eq!(unsafe { tidepool_cancel_token_cancel(token) }, TIDEPOOL_OK);
+    let own = OwnPool {
+        pool: pool as usize,
+        filler: Probe::new(1, &log),
+        child: Probe::new(2, &log),
+        token: token as usize,
+        codes: Mutex::new(Vec::new()),
+    };
+    let arg = &own as *const OwnPool as *mut c_void;
+    unsafe {
+        let parent = Some(submit_into_own_full_pool as unsafe extern "C-unwind" fn(*mut c_void));
+        assert_eq!(tidepool_submit(pool, parent, arg, None), TIDEPOOL_OK);
+    }
+    assert_eq!(tidepool_wait_idle(pool), TIDEPOOL_OK);
+    unsafe { tidepool_cancel_token_free(token) };
+    assert_eq!(*own.codes.lock().unwrap(), [TIDEPOOL_OK, TIDEPOOL_OK]);
+    assert_eq!(*log.lock().unwrap(), [1], "the child never ran");
+    assert_eq!(own.child.status(), Some(TIDEPOOL_ERR_CANCELLED));
+    assert_eq!(own.child.dones.load(SeqCst), 1, "exactly one done call");
+    assert_eq!(own.filler.dones.load(SeqCst), 1);
+    let s = stats(pool);
+    assert_eq!((s.cancelled_jobs, s.inline_jobs), (1, 0));
+    assert_eq!(tidepool_destroy(pool), TIDEPOOL_OK);
 }

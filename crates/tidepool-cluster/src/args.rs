@@ -101,8 +101,8 @@ pub struct NodeArgs {
     /// fixed:N, watermark:MIN..MAX, xu-bode, hisdyn, hill-climb.
     #[arg(long, value_name = "SPEC", default_value = "auto", value_parser = policy)]
     pub policy: PolicySpec,
-    /// Queue flavour of the pool: lock-free, mutex, spin, hybrid (Bahadur et al.).
-    #[arg(long, value_name = "FLAVOUR", default_value = "lock-free", value_parser = queue)]
+    /// Queue flavor of the pool: lock-free, mutex, spin, hybrid (Bahadur et al.).
+    #[arg(long, value_name = "FLAVOR", default_value = "lock-free", value_parser = queue)]
     pub queue: QueueFlavor,
     /// Lower bound of the pool size.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -9,6 +9,7 @@ use tidepool_cluster::audit::audit;
 use tidepool_cluster::chaos::read_journal;
 use tidepool_cluster::tasks::sleep_payload;
 use tidepool_cluster::NatsServer;
+use tidepool_test_support::wait_until;
 
 const LONG: Duration = Duration::from_secs(120);
 

@@ -12,6 +12,7 @@ use tidepool_cluster::limits::{self, Limit};
 use tidepool_cluster::protocol::unix_ns;
 use tidepool_cluster::tasks::sleep_payload;
 use tidepool_cluster::{NatsServer, Priority, SubmitOptions, TaskResult};
+use tidepool_test_support::wait_until;
 
 const LONG: Duration = Duration::from_secs(120);
 

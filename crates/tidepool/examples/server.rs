@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .min_threads(2)
         .max_threads(64)
         .policy_spec("auto")?
-        .record_size_series(true)
+        .record_live_threads_series(true)
         .build()?;
 
     const REQUESTS: usize = 400;
@@ -63,7 +63,12 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     pool.wait_idle();
 
     let stats = pool.stats();
-    let most = pool.size_series().iter().map(|s| s.live).max().unwrap_or(0);
+    let most = pool
+        .live_threads_series()
+        .iter()
+        .map(|s| s.live_threads)
+        .max()
+        .unwrap_or(0);
     println!(
         "{answered}/{REQUESTS} answered; up to {most} threads ({} created); mean wait {:?}, p99 wait {:?}",
         stats.threads_created,

@@ -36,7 +36,7 @@
 //! All off by default:
 //!
 //! - `serde`: `Serialize`/`Deserialize` on [`PoolStats`], [`Latency`],
-//!   [`SizeSample`], [`DecisionRecord`] and the policy types;
+//!   [`LiveThreadsSample`], [`DecisionRecord`] and the policy types;
 //! - `metrics`: `export::MetricsExporter`, the pool's gauges, counters and
 //!   histograms through the `metrics` facade (see the `prometheus` example);
 //! - `tracing`: an event for every policy decision, worker spawn and
@@ -73,7 +73,7 @@ mod task;
 mod task_options;
 
 pub use error::{BuildError, JoinError, Panic, Rejected, SubmitError};
-pub use metrics::{Latency, PoolStats, SizeSample};
+pub use metrics::{Latency, LiveThreadsSample, PoolStats};
 pub use policy::DecisionRecord;
 pub use pool::{
     block_in_place, Builder, JoinHandle, OnFull, Pool, Scope, DEFAULT_HISTORY_LEN,

@@ -308,7 +308,7 @@ fn shutdown_timeout_returns_with_work_still_running() {
     let hs: Vec<_> = (0..10).map(|i| pool.submit(move || i).unwrap()).collect();
     assert!(pool.shutdown_timeout(Duration::from_secs(600)));
     assert!(hs.iter().all(|h| h.is_finished()));
-    assert_eq!(pool.size(), 0);
+    assert_eq!(pool.live_threads(), 0);
 }
 
 #[test]
@@ -412,7 +412,7 @@ fn under_auto_the_users_bounds_are_not_its_spawn_limit() {
     assert_eq!((stats.min_threads, stats.max_threads), (1, max));
     assert!(stats.spawn_limit <= max, "{stats:?}");
     pool.set_min_threads(cores + 1).unwrap();
-    assert!(pool.size() > cores);
+    assert!(pool.live_threads() > cores);
     for _ in 0..50 {
         // Whatever `auto` decides meanwhile stays inside the user's bounds.
         let stats = pool.stats();
@@ -437,7 +437,7 @@ fn limits_change_at_run_time_by_the_control_rules() {
     pool.set_min_threads(3).unwrap();
     assert_eq!(pool.stats().min_threads, 3);
     assert_eq!(pool.target_size(), 3, "the target follows the new floor");
-    assert_eq!(pool.size(), 3);
+    assert_eq!(pool.live_threads(), 3);
     let e = pool.set_min_threads(5).unwrap_err();
     assert_eq!(e.field, "min_threads");
     assert_eq!(
@@ -618,4 +618,34 @@ fn a_panicking_start_hook_does_not_lose_the_worker() {
         .unwrap();
     assert_eq!(pool.submit(|| 3).unwrap().join().unwrap(), 3);
     assert!(pool.shutdown_timeout(Duration::from_secs(600)));
+}
+
+#[test]
+fn is_worker_thread_is_true_only_on_this_pools_workers() {
+    let pool = Arc::new(Pool::new(2).unwrap());
+    let other = Arc::new(Pool::new(1).unwrap());
+    assert!(!pool.is_worker_thread(), "the test's own thread");
+    let (p, o) = (pool.clone(), other.clone());
+    let in_task = pool
+        .submit(move || (p.is_worker_thread(), o.is_worker_thread()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(
+        in_task,
+        (true, false),
+        "a task of this pool, asking both pools"
+    );
+    let p = pool.clone();
+    let in_other = other
+        .submit(move || p.is_worker_thread())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(!in_other, "a task of another pool");
+    let p = pool.clone();
+    let spawned = std::thread::spawn(move || p.is_worker_thread())
+        .join()
+        .unwrap();
+    assert!(!spawned, "a thread the pool did not start");
 }

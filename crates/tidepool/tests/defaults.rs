@@ -48,7 +48,7 @@ fn the_default_pool_grows_for_blocking_tasks() {
         h.join().unwrap();
     }
     let took = started.elapsed();
-    if !tidepool::sys::SUPPORT.cpu_time {
+    if !tidepool::sys::SUPPORT.cpu_clocks {
         // No CPU clock: `auto` cannot tell blocking from compute.
         return;
     }
@@ -143,5 +143,5 @@ fn the_users_keep_alive_and_initial_size_win_over_the_policys() {
     // With the policy's 1 ms keep-alive the six extra workers would retire
     // at once; with the user's 30 s they stay.
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(pool.size(), 8, "the user's keep-alive");
+    assert_eq!(pool.live_threads(), 8, "the user's keep-alive");
 }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tidepool::export::MetricsExporter;
 use tidepool::Pool;
+use tidepool_test_support::eventually;
 
 /// `name{labels}` → value, for every sample line of a Prometheus text page.
 fn parse(page: &str) -> HashMap<String, f64> {
@@ -130,4 +131,34 @@ fn the_spawn_limit_gauge_is_the_policys_not_the_users_max() {
     );
     assert_eq!(m["tidepool_threads_max{pool=\"lim\"}"], 500.0);
     pool.shutdown_now();
+}
+
+#[test]
+fn the_blocked_threads_gauge_counts_workers_inside_block_in_place() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let pool = Pool::builder()
+        .name("blk")
+        .min_threads(2)
+        .max_threads(4)
+        .build()
+        .unwrap();
+    let mut exporter = MetricsExporter::new("blk");
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let task = pool
+        .submit(move || tidepool::block_in_place(|| wait.recv()))
+        .unwrap();
+    eventually("the task to block", || pool.stats().blocked_threads == 1);
+    let blocked = |exporter: &mut MetricsExporter| {
+        let stats = pool.stats();
+        metrics::with_local_recorder(&recorder, || exporter.publish(&stats));
+        parse(&handle.render())["tidepool_threads_blocked{pool=\"blk\"}"]
+    };
+    assert_eq!(blocked(&mut exporter), 1.0);
+    release.send(()).unwrap();
+    task.join().unwrap().unwrap();
+    eventually("the task to leave block_in_place", || {
+        pool.stats().blocked_threads == 0
+    });
+    assert_eq!(blocked(&mut exporter), 0.0);
 }

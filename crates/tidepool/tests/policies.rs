@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
+use tidepool_test_support::wait_until;
 
 /// These tests measure how policies react to the load they offer, on a
 /// machine of a few cores: run one at a time, so that another test's threads
@@ -33,10 +34,10 @@ fn pool(spec: &str, min: usize, max: usize) -> Pool {
 fn drive(pool: &Pool, dur: Duration, gap: Duration, task: fn()) -> usize {
     let start = Instant::now();
     let mut next = start;
-    let mut biggest = pool.size();
+    let mut biggest = pool.live_threads();
     while start.elapsed() < dur {
         pool.execute(task).unwrap();
-        biggest = biggest.max(pool.size());
+        biggest = biggest.max(pool.live_threads());
         next += gap;
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
@@ -56,21 +57,9 @@ fn cpu_task() {
     }
 }
 
-/// Poll `cond` for up to `limit`: whether it came true.
-fn within(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
 /// Poll until the pool has at most `n` workers, for up to `limit`.
 fn shrinks_to(pool: &Pool, n: usize, limit: Duration) -> bool {
-    within(limit, || pool.size() <= n)
+    wait_until(limit, || pool.live_threads() <= n)
 }
 
 #[test]
@@ -90,7 +79,7 @@ fn adaptive_policies_grow_under_io_bound_load() {
     .map(|(spec, growth)| {
         std::thread::spawn(move || {
             let pool = pool(spec, 1, 64);
-            let start = pool.size();
+            let start = pool.live_threads();
             let biggest = drive(
                 &pool,
                 Duration::from_millis(2500),
@@ -103,7 +92,7 @@ fn adaptive_policies_grow_under_io_bound_load() {
     .collect();
     for h in handles {
         let (spec, growth, start, biggest, decisions) = h.join().unwrap();
-        if spec == "auto" && !tidepool::sys::SUPPORT.cpu_time {
+        if spec == "auto" && !tidepool::sys::SUPPORT.cpu_clocks {
             // No CPU clock: `auto` cannot tell blocking from compute and
             // stays near the core count (README, "Platforms").
             continue;
@@ -138,7 +127,7 @@ fn auto_stays_near_the_core_count_under_cpu_bound_load() {
                 d.reason,
                 o.window,
                 o.busy_time,
-                o.cpu_time,
+                o.worker_cpu_time,
                 o.run_delay,
                 o.sampled_task_cpu,
                 o.sampled_task_time,
@@ -171,10 +160,10 @@ fn surplus_threads_retire_after_the_load_stops() {
         assert!(
             shrinks_to(&pool, 2, Duration::from_secs(20)),
             "{spec}: still {} threads long after the load stopped",
-            pool.size()
+            pool.live_threads()
         );
         // Counted as retired right after leaving the live count.
-        within(Duration::from_secs(10), || pool.stats().threads_retired > 0);
+        wait_until(Duration::from_secs(10), || pool.stats().threads_retired > 0);
         assert!(pool.stats().threads_retired > 0);
     }
 }
@@ -183,7 +172,7 @@ fn surplus_threads_retire_after_the_load_stops() {
 fn watermark_keeps_its_low_mark() {
     let _serial = one_at_a_time();
     let pool = pool("watermark:3..16", 0, 16);
-    assert_eq!(pool.size(), 3);
+    assert_eq!(pool.live_threads(), 3);
     let ran = Arc::new(AtomicUsize::new(0));
     for _ in 0..64 {
         let ran = ran.clone();
@@ -202,7 +191,7 @@ fn watermark_keeps_its_low_mark() {
     );
     assert!(shrinks_to(&pool, 3, Duration::from_secs(10)));
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(pool.size(), 3, "never below the low watermark");
+    assert_eq!(pool.live_threads(), 3, "never below the low watermark");
 }
 
 /// Sets only the spawn limit: on its first call, and on every tick after.

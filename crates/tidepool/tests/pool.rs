@@ -1,4 +1,4 @@
-//! Behaviour of the public pool API: submit flavours, resizing, retirement,
+//! Behaviour of the public pool API: submit flavors, resizing, retirement,
 //! panics, shutdown, statistics.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -153,7 +153,7 @@ fn full_queue_rejects_or_times_out_or_blocks() {
     );
     gate.open();
     assert_eq!(blocked.join().unwrap(), 7);
-    assert!(pool.stats().response.quantile(1.0).unwrap() > Duration::ZERO);
+    assert!(pool.stats().submit_blocked.quantile(1.0).unwrap() > Duration::ZERO);
 }
 
 #[test]
@@ -164,11 +164,11 @@ fn resize_grows_at_once_and_shrinks_without_interrupting() {
         .policy(Fixed::keep())
         .build()
         .unwrap();
-    assert_eq!(pool.size(), 1);
+    assert_eq!(pool.live_threads(), 1);
     assert_eq!(pool.resize(6), 6);
-    assert_eq!(pool.size(), 6);
+    assert_eq!(pool.live_threads(), 6);
     assert_eq!(pool.resize(100), 8, "clamped to max");
-    assert_eq!(pool.size(), 8);
+    assert_eq!(pool.live_threads(), 8);
 
     // Hold two workers busy, then shrink to 1: the idle ones go now, the busy
     // ones finish their task first.
@@ -187,15 +187,17 @@ fn resize_grows_at_once_and_shrinks_without_interrupting() {
         .collect();
     started.wait();
     assert_eq!(pool.shrink(1), 1);
-    eventually("idle workers retire", || pool.size() == 2);
+    eventually("idle workers retire", || pool.live_threads() == 2);
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(pool.size(), 2, "busy workers are not interrupted");
+    assert_eq!(pool.live_threads(), 2, "busy workers are not interrupted");
     gate.open();
     let done: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(done, vec![0, 1]);
-    eventually("the pool settles at its target", || pool.size() == 1);
+    eventually("the pool settles at its target", || {
+        pool.live_threads() == 1
+    });
     assert_eq!(pool.expand(3), 3);
-    assert_eq!(pool.size(), 3);
+    assert_eq!(pool.live_threads(), 3);
     assert_eq!(pool.expand(2), 3, "expand never shrinks");
     assert_eq!(pool.resize(0), 1, "clamped to min");
     // A retiring worker is counted retired right after it leaves the live
@@ -216,8 +218,8 @@ fn surplus_workers_retire_after_keep_alive() {
         .policy(Fixed::keep())
         .build()
         .unwrap();
-    assert_eq!(pool.size(), 4);
-    eventually("workers above min retire", || pool.size() == 1);
+    assert_eq!(pool.live_threads(), 4);
+    eventually("workers above min retire", || pool.live_threads() == 1);
     // Counted as retired right after leaving the live count.
     eventually("three retirements counted", || {
         pool.stats().threads_retired >= 3
@@ -255,9 +257,9 @@ fn lifo_wakeup_lets_surplus_retire_under_a_trickle() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(
-        pool.size() <= 2,
+        pool.live_threads() <= 2,
         "surplus should have retired, {} alive",
-        pool.size()
+        pool.live_threads()
     );
 }
 
@@ -291,7 +293,11 @@ fn grows_on_demand_only_when_the_policy_allows() {
         fixed.execute(move || g.wait()).unwrap();
     }
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(fixed.size(), 1, "the fixed policy never spawns on demand");
+    assert_eq!(
+        fixed.live_threads(),
+        1,
+        "the fixed policy never spawns on demand"
+    );
 
     let elastic = Pool::builder()
         .min_threads(1)
@@ -303,9 +309,9 @@ fn grows_on_demand_only_when_the_policy_allows() {
         let g = gate.clone();
         elastic.execute(move || g.wait()).unwrap();
     }
-    eventually("grows to max", || elastic.size() == 4);
+    eventually("grows to max", || elastic.live_threads() == 4);
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(elastic.size(), 4, "never above max");
+    assert_eq!(elastic.live_threads(), 4, "never above max");
     assert_eq!(elastic.decisions().len(), 1);
     gate.open();
 }
@@ -348,7 +354,9 @@ fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
         pool.execute(move || g.wait()).unwrap();
         std::thread::sleep(Duration::from_millis(3));
     }
-    eventually("grows to 4 through at-max calls", || pool.size() == 4);
+    eventually("grows to 4 through at-max calls", || {
+        pool.live_threads() == 4
+    });
     for _ in 0..8 {
         let g = gate.clone();
         pool.execute(move || g.wait()).unwrap();
@@ -360,7 +368,7 @@ fn a_pool_stuck_at_its_max_calls_a_policy_that_asked() {
     assert_eq!(at_max.len(), 2, "{log:?}");
     assert!(at_max[1].at - at_max[0].at >= Duration::from_millis(1));
     assert_eq!(
-        pool.size(),
+        pool.live_threads(),
         4,
         "no growth once the policy stopped listening"
     );
@@ -472,7 +480,7 @@ fn a_panicking_task_keeps_its_worker() {
     let s = pool.stats();
     assert_eq!(s.panicked, 11);
     assert_eq!(s.completed, 11);
-    assert_eq!(pool.size(), 2);
+    assert_eq!(pool.live_threads(), 2);
     assert_eq!(s.threads_created, 2, "no worker was replaced");
     assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
 }
@@ -531,7 +539,7 @@ fn shutdown_drains_and_refuses_new_work() {
     }
     pool.shutdown();
     assert_eq!(n.load(Ordering::SeqCst), 500);
-    assert_eq!(pool.size(), 0);
+    assert_eq!(pool.live_threads(), 0);
     assert!(pool.is_shutdown());
     assert_eq!(
         *pool.execute(|| {}).unwrap_err().error(),
@@ -700,7 +708,7 @@ fn a_task_submitting_into_its_own_full_pool_runs_it_inline() {
     }
 }
 
-/// Many submitters blocked on a tiny queue, every flavour: every task gets in
+/// Many submitters blocked on a tiny queue, every flavor: every task gets in
 /// and runs (the back-pressure protocol in `pool/room.rs`; its loom model is
 /// `loom_blocked_submitter_is_woken`).
 #[test]
@@ -760,7 +768,7 @@ fn a_task_may_shut_down_its_own_pool() {
 fn statistics_follow_the_thesis_tables() {
     let pool = Pool::builder()
         .threads(1)
-        .record_size_series(true)
+        .record_live_threads_series(true)
         .build()
         .unwrap();
     for _ in 0..20 {
@@ -778,8 +786,11 @@ fn statistics_follow_the_thesis_tables() {
         "{s:?}"
     );
     assert!(s.throughput() > 0.0);
-    assert_eq!(s.cpu_time.is_some(), tidepool::sys::SUPPORT.cpu_time);
-    assert_eq!(s.response.count(), 20);
+    assert_eq!(
+        s.process_cpu_time.is_some(),
+        tidepool::sys::SUPPORT.cpu_clocks
+    );
+    assert_eq!(s.submit_blocked.count(), 20);
     assert_eq!(
         s.busy_threads + s.idle_threads + s.blocked_threads,
         s.live_threads
@@ -794,7 +805,10 @@ fn statistics_follow_the_thesis_tables() {
         w2.completed, 1,
         "a window counts only what happened since the last read"
     );
-    assert_eq!(pool.size_series().first().map(|s| s.live), Some(1));
+    assert_eq!(
+        pool.live_threads_series().first().map(|s| s.live_threads),
+        Some(1)
+    );
 
     let quiet = Pool::builder()
         .threads(1)
@@ -858,7 +872,7 @@ fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
 
 #[test]
 fn per_task_cpu_sample_tells_compute_from_blocking() {
-    if !tidepool::sys::SUPPORT.cpu_time {
+    if !tidepool::sys::SUPPORT.cpu_clocks {
         return; // no thread CPU clock: nothing is sampled (see sys::SUPPORT)
     }
     let pool = Pool::new(1).unwrap();
@@ -926,7 +940,7 @@ fn the_controller_applies_and_logs_decisions() {
     assert_eq!(moves, vec![(1, 3), (3, 6), (6, 2)]);
     assert_eq!(log[1].reason, "script says 6");
     assert!(log.windows(2).all(|w| w[0].at <= w[1].at));
-    eventually("the pool follows", || pool.size() == 2);
+    eventually("the pool follows", || pool.live_threads() == 2);
 }
 
 #[test]

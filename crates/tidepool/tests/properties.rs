@@ -86,7 +86,7 @@ proptest! {
                 }
                 Op::WaitIdle => pool.wait_idle(),
             }
-            prop_assert!(pool.size() <= max, "live {} above max {}", pool.size(), max);
+            prop_assert!(pool.live_threads() <= max, "live {} above max {}", pool.live_threads(), max);
         }
         pool.wait_idle();
         prop_assert_eq!(ran.load(Ordering::SeqCst), submitted);
@@ -97,12 +97,12 @@ proptest! {
         // live count: wait for both.
         let settled = |p: &Pool| {
             let s = p.stats();
-            p.size() == target && s.threads_created - s.threads_retired == target as u64
+            p.live_threads() == target && s.threads_created - s.threads_retired == target as u64
         };
         while !settled(&pool) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        prop_assert_eq!(pool.size(), target);
+        prop_assert_eq!(pool.live_threads(), target);
         let stats = pool.stats();
         prop_assert_eq!(stats.completed as usize, submitted);
         prop_assert_eq!(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tidepool::policy::{Decision, Observation, Schedule, Trigger};
-use tidepool::{DecisionRecord, Pool, PoolStats, SizeSample};
+use tidepool::{DecisionRecord, LiveThreadsSample, Pool, PoolStats};
 
 #[test]
 fn pool_statistics_round_trip_through_json() {
@@ -31,10 +31,10 @@ fn pool_statistics_round_trip_through_json() {
     assert_eq!(back.service.quantile(0.9), stats.service.quantile(0.9));
     assert_eq!(back.load_average, stats.load_average);
 
-    let series: Vec<SizeSample> = pool.size_series();
+    let series: Vec<LiveThreadsSample> = pool.live_threads_series();
     let json = serde_json::to_string(&series).unwrap();
     assert_eq!(
-        serde_json::from_str::<Vec<SizeSample>>(&json).unwrap(),
+        serde_json::from_str::<Vec<LiveThreadsSample>>(&json).unwrap(),
         series
     );
 }

@@ -113,7 +113,7 @@ fn run_round(flavor: QueueFlavor, capacity: Option<usize>, seed: u64, per_submit
     }
     assert_eq!(ran, submitted.load(Ordering::SeqCst));
     assert!(returned <= ran);
-    assert_eq!(pool.size(), 0);
+    assert_eq!(pool.live_threads(), 0);
 }
 
 #[test]

@@ -91,11 +91,11 @@ fn decisions_spawns_and_retirements_are_traced() {
         .policy(Three)
         .build()
         .unwrap();
-    // A worker's event comes just after it counts in `size()`.
+    // A worker's event comes just after it counts in `live_threads()`.
     eventually("three spawns traced", || {
         events("worker spawned").len() == 3
     });
-    assert_eq!(pool.size(), 3);
+    assert_eq!(pool.live_threads(), 3);
 
     let decisions = events("policy decision");
     assert_eq!(decisions.len(), 1, "{decisions:?}");

@@ -78,7 +78,7 @@ pub fn policy_cells(label: String, h: &Headline, vs: RatioCells) -> [String; 11]
         fmt_us(h.mean_wait_us),
         fmt_us(h.p99_wait_us),
         vs.p99_wait,
-        fmt_us(h.p99_response_us),
+        fmt_us(h.p99_submit_blocked_us),
         fmt_us(h.mean_turnaround_us),
         vs.turnaround,
         h.threads_created.to_string(),

@@ -127,7 +127,7 @@ impl Table {
         self.render_to_width(width)
     }
 
-    /// A GitHub-flavoured Markdown table (`|` in cells escaped).
+    /// A GitHub-flavored Markdown table (`|` in cells escaped).
     pub fn markdown(&self) -> String {
         let esc = |s: &String| s.replace('|', "\\|");
         let mut out = format!(

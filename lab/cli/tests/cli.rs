@@ -165,7 +165,7 @@ fn compare_json_one_workload() {
             "throughput",
             "mean_wait_us",
             "p99_wait_us",
-            "p99_response_us",
+            "p99_submit_blocked_us",
             "avg_threads",
             "throughput_vs_oracle",
             "p99_wait_vs_oracle",

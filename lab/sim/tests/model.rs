@@ -408,7 +408,7 @@ fn the_replay_driver_spins_on_a_core_before_each_arrival() {
     let spec = "periodic:rate=1000,n=100,service=const:500us";
     let out = run(spec, 2, pool(), costs(100));
     assert_eq!(out.result.turnaround.mean_us, 500.0);
-    let cpu_ms = out.result.cpu_time_s * 1e3;
+    let cpu_ms = out.result.process_cpu_time_s * 1e3;
     assert!((cpu_ms - (50.0 + 99.0 * 0.1)).abs() < 0.2, "{cpu_ms}");
     // One core: a 950 µs task shares its last 50 µs with the next spin.
     let spec = "periodic:rate=1000,n=100,service=const:950us";
@@ -434,13 +434,13 @@ fn the_driver_woken_on_a_computing_core_waits_for_its_part_then_spins_what_is_le
     };
     let out = run(spec, 1, ExecutorModel::Pool(PoolModel::fixed(1)), costs);
     assert_eq!(out.result.turnaround.mean_us, 950.0);
-    let cpu_ms = out.result.cpu_time_s * 1e3;
+    let cpu_ms = out.result.process_cpu_time_s * 1e3;
     assert!((cpu_ms - (95.0 + 99.0 * 0.05)).abs() < 0.01, "{cpu_ms}");
     // 90 µs left when it wakes: it spins the last 10 µs.
     let spec = "periodic:rate=500,n=50,service=const:1990us";
     let out = run(spec, 1, ExecutorModel::Pool(PoolModel::fixed(1)), costs);
     assert_eq!(out.result.turnaround.mean_us, 1990.0);
-    let cpu_ms = out.result.cpu_time_s * 1e3;
+    let cpu_ms = out.result.process_cpu_time_s * 1e3;
     assert!(
         (cpu_ms - (50.0 * 1.99 + 49.0 * 0.01)).abs() < 0.001,
         "{cpu_ms}"
@@ -461,7 +461,7 @@ fn the_driver_does_not_spin_while_tasks_queue() {
     let throughput = |n: usize| {
         let pool = ExecutorModel::Pool(PoolModel::fixed(n));
         let out = run(spec, 2, pool, costs);
-        (out.result.throughput, out.result.cpu_time_s)
+        (out.result.throughput, out.result.process_cpu_time_s)
     };
     let (two, cpu_two) = throughput(2);
     let (many, _) = throughput(32);
@@ -487,12 +487,12 @@ fn sleeping_and_hand_offs_cost_cpu() {
     let spec = "periodic:rate=100,n=10,service=const:1ms,free=100";
     let out = run(spec, 1, pool(), costs);
     assert_eq!(out.result.turnaround.mean_us, 1015.0);
-    assert!((out.result.cpu_time_s * 1e6 - 150.0).abs() < 1e-3);
+    assert!((out.result.process_cpu_time_s * 1e6 - 150.0).abs() < 1e-3);
     // Back-to-back compute tasks: only the first was handed to a parked
     // worker, the rest were taken from the queue.
     let spec = "periodic:rate=1000000,n=3,service=const:1ms";
     let out = run(spec, 1, pool(), costs);
-    assert!((out.result.cpu_time_s * 1e6 - 3005.0).abs() < 1e-3);
+    assert!((out.result.process_cpu_time_s * 1e6 - 3005.0).abs() < 1e-3);
 }
 
 #[test]
@@ -514,7 +514,7 @@ fn a_closed_loops_answer_wakes_the_sleeping_driver() {
             .with_clients(trace.clients);
         let out = simulate(trace.tasks, spec, config);
         assert_eq!(out.result.completed, 10);
-        out.result.cpu_time_s * 1e6 / 10.0
+        out.result.process_cpu_time_s * 1e6 / 10.0
     };
     let open = cpu_per_task("periodic:rate=100,n=10,service=const:1ms,free=100");
     let closed = cpu_per_task("closed:clients=1,think=const:10ms,n=10,service=const:1ms,free=100");

@@ -24,7 +24,7 @@ fn main() {
         println!(
             "size {size:3}: thr {:8.1}/s  AIT {:9.1}us  p99 wait {:9.1}us  mean turn {:9.1}us  p99 turn {:9.1}us  late p99 {:6.1}us  cpu {:.2}",
             r.throughput, r.mean_wait_us, r.p99_wait_us, r.mean_turnaround_us, r.p99_turnaround_us,
-            r.lateness.p99_us, r.cpu_utilisation
+            r.lateness.p99_us, r.process_cpu_utilization
         );
         points.push(SweepPoint::from_run(size, &r));
     }

@@ -147,7 +147,7 @@ impl Executor for Pool {
 
     fn counts(&self) -> ExecutorCounts {
         ExecutorCounts {
-            live_threads: self.size(),
+            live_threads: self.live_threads(),
             threads_created: self.threads_created(),
             queued: self.queued(),
         }

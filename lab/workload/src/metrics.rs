@@ -1,12 +1,13 @@
 //! Per-task records and the papers' metrics computed from them.
 //!
 //! Xu's thesis (ch. 3) splits a task's **turnaround** time into
-//! **response** time (submission latency), **idle** time (time in the
+//! **response** time (how long the submitter was blocked: *submit blocked*
+//! here), **idle** time (time in the
 //! waiting queue; its mean is the AIT) and **processing** time. With the
 //! driver's four instants per task:
 //!
 //! ```text
-//! submitted ──response──▶ accepted ──wait (idle)──▶ started ──processing──▶ finished
+//! submitted ──submit blocked──▶ accepted ──wait (idle)──▶ started ──processing──▶ finished
 //! └────────────────────────────── turnaround ─────────────────────────────────┘
 //! ```
 //!
@@ -46,7 +47,7 @@ impl TaskRecord {
         }
     }
     /// Submission latency.
-    pub fn response_ns(&self) -> Option<u64> {
+    pub fn submit_blocked_ns(&self) -> Option<u64> {
         Some(self.accepted_eff()?.saturating_sub(self.submitted_ns))
     }
     /// Time in the queue (idle time).
@@ -253,7 +254,8 @@ pub struct TaskMetrics {
     /// Completed tasks per second over `duration_s`.
     pub throughput: f64,
     /// Submission latency.
-    pub response: LatencySummary,
+    #[serde(rename = "response")]
+    pub submit_blocked: LatencySummary,
     /// Time in queue (idle time); `wait.mean_us` is the AIT.
     pub wait: LatencySummary,
     /// Running time.
@@ -296,7 +298,9 @@ pub fn summarize(records: &[TaskRecord]) -> TaskMetrics {
         } else {
             0.0
         },
-        response: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::response_ns)),
+        submit_blocked: LatencySummary::from_ns(
+            records.iter().filter_map(TaskRecord::submit_blocked_ns),
+        ),
         wait: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::wait_ns)),
         processing: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::processing_ns)),
         turnaround: LatencySummary::from_ns(records.iter().filter_map(TaskRecord::turnaround_ns)),
@@ -547,8 +551,8 @@ mod tests {
         );
         assert_eq!(m.duration_s, 40e-6);
         assert!((m.throughput - 2.0 / 40e-6).abs() < 1e-6);
-        assert_eq!(m.response.count, 3);
-        assert!((m.response.mean_us - (1.0 + 2.0 + 1.0) / 3.0).abs() < 1e-9);
+        assert_eq!(m.submit_blocked.count, 3);
+        assert!((m.submit_blocked.mean_us - (1.0 + 2.0 + 1.0) / 3.0).abs() < 1e-9);
         assert_eq!(m.wait.count, 2);
         assert_eq!(m.wait.mean_us, 5.0); // AIT
         assert_eq!(m.wait.max_us, 8.0);
@@ -561,10 +565,10 @@ mod tests {
     #[test]
     fn parts_add_up_even_when_started_before_accepted() {
         let r = rec(1, 0, 100, Some(900), Some(500), Some(2_000));
-        assert_eq!(r.response_ns(), Some(400));
+        assert_eq!(r.submit_blocked_ns(), Some(400));
         assert_eq!(r.wait_ns(), Some(0));
         assert_eq!(
-            r.response_ns().unwrap() + r.wait_ns().unwrap() + r.processing_ns().unwrap(),
+            r.submit_blocked_ns().unwrap() + r.wait_ns().unwrap() + r.processing_ns().unwrap(),
             r.turnaround_ns().unwrap()
         );
     }

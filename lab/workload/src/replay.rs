@@ -503,17 +503,17 @@ pub fn replay_with(
         throughput: m.throughput,
         mean_wait_us: m.wait.mean_us,
         p99_wait_us: m.wait.p99_us,
-        mean_response_us: m.response.mean_us,
-        p99_response_us: m.response.p99_us,
+        mean_submit_blocked_us: m.submit_blocked.mean_us,
+        p99_submit_blocked_us: m.submit_blocked.p99_us,
         mean_turnaround_us: m.turnaround.mean_us,
         p99_turnaround_us: m.turnaround.p99_us,
-        response: m.response,
+        submit_blocked: m.submit_blocked,
         wait: m.wait,
         processing: m.processing,
         turnaround: m.turnaround,
         lateness: m.lateness,
-        cpu_time_s: cpu,
-        cpu_utilisation: if wall > 0.0 {
+        process_cpu_time_s: cpu,
+        process_cpu_utilization: if wall > 0.0 {
             cpu / wall / cores as f64
         } else {
             0.0

@@ -58,9 +58,11 @@ impl DecisionEntry {
 /// Everything measured in one replay of a trace against one executor.
 ///
 /// The flat fields `throughput`, `mean_wait_us`, `p99_wait_us`,
-/// `p99_response_us`, `threads_created` and `avg_threads` are the ones
+/// `p99_submit_blocked_us`, `threads_created` and `avg_threads` are the ones
 /// `compare --json` needs per policy; the summaries carry the full
-/// distributions.
+/// distributions. The submit-blocked fields keep the thesis's name in JSON
+/// (`response`, `mean_response_us`, `p99_response_us`): the simulator's
+/// checked-in agreement fixtures and golden results are written with it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RunResult {
     /// The executor's name (`tpr`, `tidepool`, a policy name, …).
@@ -88,15 +90,18 @@ pub struct RunResult {
     /// 99th percentile of the time in queue, µs.
     pub p99_wait_us: f64,
     /// Mean submission latency, µs.
-    pub mean_response_us: f64,
+    #[serde(rename = "mean_response_us")]
+    pub mean_submit_blocked_us: f64,
     /// 99th percentile of the submission latency, µs.
-    pub p99_response_us: f64,
+    #[serde(rename = "p99_response_us")]
+    pub p99_submit_blocked_us: f64,
     /// Mean turnaround (submission to completion), µs.
     pub mean_turnaround_us: f64,
     /// 99th percentile of the turnaround, µs.
     pub p99_turnaround_us: f64,
     /// Submission latency distribution (the thesis's response time).
-    pub response: LatencySummary,
+    #[serde(rename = "response")]
+    pub submit_blocked: LatencySummary,
     /// Time-in-queue distribution (the thesis's idle time).
     pub wait: LatencySummary,
     /// Processing (running) time distribution.
@@ -106,9 +111,11 @@ pub struct RunResult {
     /// How late the driver dispatched arrivals relative to the trace.
     pub lateness: LatencySummary,
     /// Process CPU time over the run, seconds (includes the driver).
-    pub cpu_time_s: f64,
-    /// `cpu_time_s / wall time / cores`, 0–1.
-    pub cpu_utilisation: f64,
+    #[serde(rename = "cpu_time_s")]
+    pub process_cpu_time_s: f64,
+    /// `process_cpu_time_s / wall time / cores`, 0–1.
+    #[serde(rename = "cpu_utilisation")]
+    pub process_cpu_utilization: f64,
     /// Cores available to the process.
     pub cores: usize,
     /// 1-, 5-, 15-minute load averages at the end of the run.

@@ -18,7 +18,7 @@ pub struct Bounds {
     pub min_threads: usize,
     /// Upper bound: the policies' `max`.
     pub max_threads: usize,
-    /// Queue flavour.
+    /// Queue flavor.
     pub queue: QueueFlavor,
 }
 

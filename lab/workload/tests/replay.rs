@@ -113,7 +113,9 @@ fn inline_executor_gives_consistent_records() {
         // inline: the job ran inside execute_job, so it never waited in a queue
         assert_eq!(rec.wait_ns(), Some(0));
         assert_eq!(
-            rec.response_ns().unwrap() + rec.wait_ns().unwrap() + rec.processing_ns().unwrap(),
+            rec.submit_blocked_ns().unwrap()
+                + rec.wait_ns().unwrap()
+                + rec.processing_ns().unwrap(),
             rec.turnaround_ns().unwrap()
         );
     }
@@ -140,7 +142,7 @@ fn rejected_jobs_are_counted_exactly() {
         (r.submitted, r.accepted, r.rejected, r.completed),
         (10, 5, 5, 5)
     );
-    assert_eq!(r.response.count, 5);
+    assert_eq!(r.submit_blocked.count, 5);
     assert!(r
         .records
         .iter()
@@ -219,7 +221,7 @@ fn thread_per_request_replays_a_tiny_trace() {
     assert!(!r.size_series.is_empty());
     assert!(r.size_series.iter().all(|p| p.target == Some(42)));
     assert!(r.max_threads <= 5);
-    assert!(r.cpu_time_s >= 0.0 && r.cores >= 1);
+    assert!(r.process_cpu_time_s >= 0.0 && r.cores >= 1);
     for rec in &r.records {
         assert!(rec.processing_ns().unwrap() > 0);
     }

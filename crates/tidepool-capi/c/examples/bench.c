@@ -1,7 +1,7 @@
 /* The thesis's benchmark simulator (Xu 2004, section 5.1) against tidepool.h.
  *
  *   cc -std=c11 bench.c $(pkg-config --cflags --libs tidepool) -o bench
- *   ./bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOUR]
+ *   ./bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOR]
  *
  * Reads a trace in the thesis's format (docs/trace-format.md: one task a line,
  * `request_id app_id start_delay_us exec_us [cpu_us blocked_us]`, delays
@@ -197,7 +197,7 @@ static task *read_trace(size_t *count) {
 /* ---- the benchmark loop ---- */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOUR]\n");
+    fprintf(stderr, "usage: bench TRACE [--threads N] [--policy SPEC --max N] [--queue FLAVOR]\n");
     exit(2);
 }
 
@@ -278,7 +278,7 @@ int main(int argc, char **argv) {
     printf("average idle time  %.1f us (time in the queue); p50 %.1f, p99 %.1f, max %.1f us\n", s.wait.mean_us,
            s.wait.p50_us, s.wait.p99_us, s.wait.max_us);
     printf("service time       mean %.1f us, p99 %.1f us\n", s.service.mean_us, s.service.p99_us);
-    printf("response time      mean %.1f us (submission latency)\n", s.response.mean_us);
+    printf("submit blocked     mean %.1f us (the thesis's response time)\n", s.submit_blocked.mean_us);
     printf("table 4.2          threadNum %llu, submittedJob %llu, completedJob %llu, "
            "executionTime %.3f s, throughput %.1f/s\n",
            (unsigned long long)s.thread_num, (unsigned long long)s.submitted_jobs,

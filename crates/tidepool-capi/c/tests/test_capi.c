@@ -256,7 +256,7 @@ static void test_full_queue_and_shutdown(void) {
     double us = -1;
     CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_WAIT, 0.999, &us), TIDEPOOL_OK);
     CHECK(us >= 0);
-    CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_RESPONSE, 0.5, &us), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_SUBMIT_BLOCKED, 0.5, &us), TIDEPOOL_OK);
     CHECK_CODE(tidepool_stats_quantile(pool, TIDEPOOL_LATENCY_SERVICE, 1.0, &us), TIDEPOOL_OK);
     CHECK(us > 0);
     CHECK_CODE(tidepool_stats_quantile(pool, 7, 0.5, &us), TIDEPOOL_ERR_INVALID_ARGUMENT);
@@ -598,6 +598,48 @@ static void test_destroy_from_own_task(void) {
     CHECK_CODE(tidepool_last_error_code(), TIDEPOOL_OK);
 }
 
+typedef struct {
+    tidepool_pool *pool;
+    tidepool_cancel_token *token;
+    int codes[2];
+    atomic_int child_ran, child_dones, child_status;
+} own_refusal;
+
+static void mark_ran(void *arg) { atomic_store(&((own_refusal *)arg)->child_ran, 1); }
+
+static void child_done(void *arg, int status) {
+    own_refusal *o = arg;
+    atomic_store(&o->child_status, status);
+    atomic_fetch_add(&o->child_dones, 1);
+}
+
+/* On the pool's only worker: the first submit fills the queue, so the
+ * second runs inline (the caller-runs rule), where its cancelled token
+ * refuses it. */
+static void submit_refused_inline(void *arg) {
+    own_refusal *o = arg;
+    o->codes[0] = tidepool_submit(o->pool, nothing, NULL, NULL);
+    o->codes[1] = tidepool_submit_with(o->pool, mark_ran, o, child_done,
+                                       TIDEPOOL_PRIORITY_NORMAL, 0, o->token);
+}
+
+static void test_refused_inline_gets_its_done_call(void) {
+    own_refusal o = {.pool = one_worker(1, TIDEPOOL_ON_FULL_BLOCK),
+                     .token = tidepool_cancel_token_new()};
+    CHECK_CODE(tidepool_cancel_token_cancel(o.token), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_submit(o.pool, submit_refused_inline, &o, NULL), TIDEPOOL_OK);
+    CHECK_CODE(tidepool_wait_idle(o.pool), TIDEPOOL_OK);
+    CHECK_CODE(o.codes[0], TIDEPOOL_OK);
+    CHECK_CODE(o.codes[1], TIDEPOOL_OK);
+    CHECK(atomic_load(&o.child_ran) == 0);
+    CHECK(atomic_load(&o.child_dones) == 1); /* exactly once */
+    CHECK_CODE(atomic_load(&o.child_status), TIDEPOOL_ERR_CANCELLED);
+    tidepool_stats s = stats_of(o.pool);
+    CHECK(s.cancelled_jobs == 1 && s.inline_jobs == 0);
+    CHECK_CODE(tidepool_destroy(o.pool), TIDEPOOL_OK);
+    tidepool_cancel_token_free(o.token);
+}
+
 /* ---- 8 threads dispatching while another resizes ---- */
 
 enum { DISPATCHERS = 8, PER_DISPATCHER = 1000 };
@@ -658,6 +700,7 @@ int main(void) {
     test_block_in_place();
     test_dispatch_into_own_full_pool();
     test_destroy_from_own_task();
+    test_refused_inline_gets_its_done_call();
     test_concurrent_dispatch_and_resize();
     if (failures) {
         fprintf(stderr, "test_capi: %d of %d checks failed\n", atomic_load(&failures),

@@ -82,7 +82,7 @@ pub struct NodeConfig {
     pub name: String,
     /// The pool's sizing policy (`tpr` is not a pool and is refused).
     pub policy: PolicySpec,
-    /// The pool's queue flavour.
+    /// The pool's queue flavor.
     pub queue: QueueFlavor,
     /// Pool size bounds.
     pub min_threads: usize,
@@ -269,7 +269,7 @@ pub struct TaskCounters {
 impl State {
     /// Requests the pool can start now (step 1 of the protocol).
     fn free(&self) -> usize {
-        let size = self.pool.target_size().max(self.pool.size());
+        let size = self.pool.target_size().max(self.pool.live_threads());
         (size + self.slack).saturating_sub(self.running.load(Relaxed))
     }
 
@@ -298,7 +298,7 @@ impl State {
             node: self.name.clone(),
             pid: std::process::id(),
             policy: self.policy.clone(),
-            pool_size: self.pool.size(),
+            pool_size: self.pool.live_threads(),
             target_size: self.pool.target_size(),
             running: self.running.load(Relaxed),
             in_flight: self.held_len(),

@@ -50,18 +50,6 @@ pub fn log(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default()
 }
 
-/// Poll `cond` every 50 ms for up to `limit` (generous: the machine is loaded).
-pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    cond()
-}
-
 pub async fn client(server: &NatsServer, s: &Settings) -> Client {
     Client::connect(&server.url(), s, Duration::from_secs(30))
         .await

@@ -20,7 +20,7 @@ pub struct Limits {
     pub max: usize,
     /// The policy's spawn limit, as it asked (`None`: it set none): on-demand
     /// growth stops there, clamped into `min..=max`
-    /// ([`Limits::on_demand_limit`]).
+    /// ([`Limits::effective_spawn_limit`]).
     pub spawn_limit: Option<usize>,
     /// How long an idle worker waits before it retires (see
     /// [`Sizes::expire`](super::Sizes::expire)).
@@ -58,11 +58,11 @@ impl Limits {
         n.clamp(self.min, self.max)
     }
 
-    /// Where on-demand growth stops: the policy's spawn limit inside
-    /// `min..=max`, or `max` without one.
+    /// The spawn limit in force, where on-demand growth stops: the policy's
+    /// one inside `min..=max`, or `max` without one.
     #[inline]
-    pub fn on_demand_limit(&self) -> usize {
-        on_demand_limit(self.spawn_limit.unwrap_or(usize::MAX), self.min, self.max)
+    pub fn effective_spawn_limit(&self) -> usize {
+        effective_spawn_limit(self.spawn_limit.unwrap_or(usize::MAX), self.min, self.max)
     }
 
     /// The settings after `decision`; fields it leaves `None` keep their
@@ -94,7 +94,7 @@ impl Limits {
 /// `spawn_limit` (`usize::MAX`: none) inside `min..=max`; never panics, even
 /// on bounds read apart while they change (`min > max` for an instant).
 #[inline]
-pub fn on_demand_limit(spawn_limit: usize, min: usize, max: usize) -> usize {
+pub fn effective_spawn_limit(spawn_limit: usize, min: usize, max: usize) -> usize {
     spawn_limit.min(max).max(min)
 }
 
@@ -345,7 +345,7 @@ mod tests {
     #[test]
     fn the_spawn_limit_moves_inside_the_bounds_and_leaves_them_alone() {
         let l = limits();
-        assert_eq!(l.on_demand_limit(), 8, "no spawn limit: the max");
+        assert_eq!(l.effective_spawn_limit(), 8, "no spawn limit: the max");
         let d = Decision {
             spawn_limit: Some(4),
             ..decision()
@@ -353,23 +353,23 @@ mod tests {
         let a = apply(&d, &l, 3);
         assert_eq!((a.limits.min, a.limits.max), (2, 8));
         assert_eq!(a.limits.spawn_limit, Some(4));
-        assert_eq!(a.limits.on_demand_limit(), 4);
+        assert_eq!(a.limits.effective_spawn_limit(), 4);
         // Outside the bounds it is clamped into them; the bounds win.
         let low = a.limits.apply(&Decision {
             spawn_limit: Some(1),
             ..decision()
         });
-        assert_eq!(low.on_demand_limit(), 2);
+        assert_eq!(low.effective_spawn_limit(), 2);
         let high = a.limits.apply(&Decision {
             spawn_limit: Some(100),
             ..decision()
         });
-        assert_eq!(high.on_demand_limit(), 8);
+        assert_eq!(high.effective_spawn_limit(), 8);
         // The user's new bounds take effect around the limit at once.
         let raised = Limits { min: 6, ..a.limits };
-        assert_eq!(raised.on_demand_limit(), 6);
+        assert_eq!(raised.effective_spawn_limit(), 6);
         // Bounds read apart mid-change do not panic.
-        assert_eq!(on_demand_limit(4, 10, 5), 10);
+        assert_eq!(effective_spawn_limit(4, 10, 5), 10);
         // The target stays clamped into the user's bounds only.
         let t = apply(
             &Decision {
@@ -406,7 +406,7 @@ mod tests {
         };
         let applied = apply(&d, &limits, 1);
         assert_eq!((applied.limits.min, applied.limits.max), (5, 50));
-        assert_eq!(applied.limits.on_demand_limit(), 50);
+        assert_eq!(applied.limits.effective_spawn_limit(), 50);
         assert_eq!(applied.target, 5);
         // Inside roomy user bounds the watermarks are the policy's.
         let obs = Observation {
@@ -425,7 +425,7 @@ mod tests {
             1,
         );
         assert_eq!((applied.limits.min, applied.limits.max), (3, 500));
-        assert_eq!(applied.limits.on_demand_limit(), 100);
+        assert_eq!(applied.limits.effective_spawn_limit(), 100);
         // A user's max below the lower watermark caps the floor too.
         let obs = Observation {
             min: 1,

@@ -71,7 +71,7 @@ mod starve;
 mod wake;
 
 pub use apply::{
-    apply, on_demand_limit, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS,
+    apply, effective_spawn_limit, valid_bounds, Applied, Limits, MAX_KEEP_ALIVE, MAX_THREADS,
 };
 pub use observe::observation;
 pub use schedule::{Call, Events, Next, Scheduler, AT_MAX_INTERVAL};

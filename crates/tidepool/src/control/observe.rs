@@ -50,7 +50,7 @@ pub fn observation(trigger: Trigger, now: &PoolStats, window: &PoolStats) -> Obs
         threads_created: w.threads_created,
         threads_retired: w.threads_retired,
         busy_time: w.busy_time(),
-        cpu_time: w.worker_cpu_time,
+        worker_cpu_time: w.worker_cpu_time,
         run_delay: w.worker_run_delay,
         sampled_task_cpu: w.sampled_task_cpu,
         sampled_task_time: w.sampled_task_time,

@@ -26,34 +26,37 @@
 
 /// Workers alive and the size the pool steers toward.
 ///
-/// `live` may differ from `target` for a while: a pool above its target
+/// `live_threads` may differ from `target` for a while: a pool above its target
 /// shrinks as workers finish their current task, one below it grows as
 /// threads are spawned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Sizes {
     /// Workers that exist (or have a reserved slot and are being spawned).
-    pub live: usize,
+    pub live_threads: usize,
     /// The size the pool steers toward.
     pub target: usize,
 }
 
 impl Sizes {
-    /// `live` workers steering toward `target`.
+    /// `live_threads` workers steering toward `target`.
     #[inline]
-    pub const fn new(live: usize, target: usize) -> Self {
-        Sizes { live, target }
+    pub const fn new(live_threads: usize, target: usize) -> Self {
+        Sizes {
+            live_threads,
+            target,
+        }
     }
 
     /// More workers are alive than the target: one of them should go.
     #[inline]
     pub const fn has_surplus(self) -> bool {
-        self.live > self.target
+        self.live_threads > self.target
     }
 
     /// How many workers are alive above the target.
     #[inline]
     pub const fn surplus(self) -> usize {
-        self.live.saturating_sub(self.target)
+        self.live_threads.saturating_sub(self.target)
     }
 
     /// The same live count steering toward `target` (the caller clamps it).
@@ -65,8 +68,8 @@ impl Sizes {
     /// Reserve a slot for one more worker if `live < limit`.
     #[inline]
     pub fn reserve(self, limit: usize) -> Option<Self> {
-        (self.live < limit).then_some(Sizes {
-            live: self.live + 1,
+        (self.live_threads < limit).then_some(Sizes {
+            live_threads: self.live_threads + 1,
             ..self
         })
     }
@@ -75,7 +78,7 @@ impl Sizes {
     #[inline]
     pub fn release_surplus(self) -> Option<Self> {
         self.has_surplus().then(|| Sizes {
-            live: self.live - 1,
+            live_threads: self.live_threads - 1,
             ..self
         })
     }
@@ -87,21 +90,21 @@ impl Sizes {
     #[inline]
     pub fn expire(self, min: usize) -> Option<Self> {
         let floor = self.target.saturating_sub(1).max(min);
-        (self.live > floor).then(|| {
-            let live = self.live - 1;
+        (self.live_threads > floor).then(|| {
+            let live = self.live_threads - 1;
             Sizes {
-                live,
+                live_threads: live,
                 target: self.target.min(live).max(min),
             }
         })
     }
 
-    /// A worker was spawned on demand: the target follows `live` up, so the
+    /// A worker was spawned on demand: the target follows `live_threads` up, so the
     /// new worker is not surplus (it leaves only through its keep-alive).
     #[inline]
     pub fn raise_target_to_live(self) -> Option<Self> {
-        (self.target < self.live).then_some(Sizes {
-            target: self.live,
+        (self.target < self.live_threads).then_some(Sizes {
+            target: self.live_threads,
             ..self
         })
     }
@@ -111,7 +114,7 @@ impl Sizes {
     #[inline]
     pub const fn drop_live(self) -> Self {
         Sizes {
-            live: self.live.saturating_sub(1),
+            live_threads: self.live_threads.saturating_sub(1),
             ..self
         }
     }
@@ -280,9 +283,12 @@ mod tests {
                 .into_iter()
                 .flatten()
                 {
-                    assert!(next.live <= limit, "{start:?} -> {next:?}");
+                    assert!(next.live_threads <= limit, "{start:?} -> {next:?}");
                     assert!(next.target >= min, "{start:?} -> {next:?}");
-                    assert!(next.live.abs_diff(start.live) <= 1, "{start:?} -> {next:?}");
+                    assert!(
+                        next.live_threads.abs_diff(start.live_threads) <= 1,
+                        "{start:?} -> {next:?}"
+                    );
                 }
             }
         }

@@ -17,16 +17,16 @@ pub const DEFAULT_MAX_SAMPLES: usize = 4096;
 ///
 /// | metric | kind | what |
 /// |---|---|---|
-/// | `tidepool_threads_live`, `_busy`, `_idle` | gauge | worker threads now |
+/// | `tidepool_threads_live`, `_busy`, `_idle`, `_blocked` | gauge | worker threads now (`_blocked`: inside [`block_in_place`](crate::block_in_place)) |
 /// | `tidepool_threads_target`, `_min`, `_max` | gauge | the size the policy wants, and the user's bounds |
 /// | `tidepool_threads_spawn_limit` | gauge | where on-demand growth stops now (the policy's spawn limit, inside the bounds) |
 /// | `tidepool_queue_length` | gauge | tasks waiting |
-/// | `tidepool_cpu_utilization` | gauge | process CPU time over wall time × cores (0–1), where the OS tells |
+/// | `tidepool_process_cpu_utilization` | gauge | process CPU time over wall time × cores (0–1), where the OS tells |
 /// | `tidepool_tasks_submitted_total`, `_completed_total`, `_rejected_total`, `_panicked_total` | counter | tasks |
 /// | `tidepool_threads_created_total`, `_retired_total` | counter | workers started and retired |
 /// | `tidepool_task_wait_seconds` | histogram | queue wait (accepted → started) |
 /// | `tidepool_task_service_seconds` | histogram | run time (started → finished) |
-/// | `tidepool_task_response_seconds` | histogram | time a submitter was blocked |
+/// | `tidepool_task_submit_blocked_seconds` | histogram | time a submitter was blocked |
 ///
 /// Histograms get the tasks finished since the previous `publish`. Past
 /// [`DEFAULT_MAX_SAMPLES`] of them, that many samples are spread over the
@@ -78,7 +78,7 @@ impl MetricsExporter {
             describe_gauge!(*name, Unit::Count, *what);
         }
         describe_gauge!(
-            "tidepool_cpu_utilization",
+            "tidepool_process_cpu_utilization",
             "Process CPU time over wall time times cores, 0 to 1"
         );
         for (name, what) in COUNTERS {
@@ -98,6 +98,7 @@ impl MetricsExporter {
             stats.live_threads,
             stats.busy_threads,
             stats.idle_threads,
+            stats.blocked_threads,
             stats.target_size,
             stats.min_threads,
             stats.max_threads,
@@ -107,8 +108,8 @@ impl MetricsExporter {
         for ((name, _), value) in GAUGES.iter().zip(gauges) {
             gauge!(*name, &label).set(value as f64);
         }
-        if let Some(u) = stats.cpu_utilization() {
-            gauge!("tidepool_cpu_utilization", &label).set(u);
+        if let Some(u) = stats.process_cpu_utilization() {
+            gauge!("tidepool_process_cpu_utilization", &label).set(u);
         }
         let counters = [
             stats.submitted,
@@ -125,7 +126,7 @@ impl MetricsExporter {
             Some(last) => stats.since(last),
             None => stats.clone(),
         };
-        let latencies = [&window.wait, &window.service, &window.response];
+        let latencies = [&window.wait, &window.service, &window.submit_blocked];
         for ((name, _), latency) in HISTOGRAMS.iter().zip(latencies) {
             let h = histogram!(*name, &label);
             for (seconds, n) in thinned(latency, self.max_samples) {
@@ -141,6 +142,10 @@ const GAUGES: &[(&str, &str)] = &[
     ("tidepool_threads_live", "Worker threads alive"),
     ("tidepool_threads_busy", "Worker threads running a task"),
     ("tidepool_threads_idle", "Worker threads waiting for a task"),
+    (
+        "tidepool_threads_blocked",
+        "Worker threads inside block_in_place: running a task, not available",
+    ),
     (
         "tidepool_threads_target",
         "Pool size the sizing policy wants",
@@ -172,7 +177,7 @@ const HISTOGRAMS: &[(&str, &str)] = &[
     ),
     ("tidepool_task_service_seconds", "Time tasks ran"),
     (
-        "tidepool_task_response_seconds",
+        "tidepool_task_submit_blocked_seconds",
         "Time submitters were blocked",
     ),
 ];

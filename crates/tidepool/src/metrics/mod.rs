@@ -12,5 +12,5 @@ pub(crate) mod series;
 mod stats;
 
 pub use latency::{Bucket, Latency};
-pub use series::SizeSample;
+pub use series::LiveThreadsSample;
 pub use stats::PoolStats;

@@ -26,7 +26,7 @@ pub(crate) struct TaskTotals {
     /// Execution (thesis: processing time), started → finished.
     pub(crate) service: Latency,
     /// Submission latency (thesis: response time) of submissions that blocked.
-    pub(crate) response: Latency,
+    pub(crate) submit_blocked: Latency,
     /// Tasks whose submission did not block (response time 0).
     pub(crate) unblocked: u64,
     /// Thread CPU time of a sample of timed tasks, measured around each task.
@@ -38,9 +38,9 @@ pub(crate) struct TaskTotals {
 }
 
 impl TaskTotals {
-    /// The response distribution including the unblocked submissions.
-    pub(crate) fn response_with_zeros(&self) -> Latency {
-        let mut r = self.response.clone();
+    /// The submit-blocked distribution including the unblocked submissions.
+    pub(crate) fn submit_blocked_with_zeros(&self) -> Latency {
+        let mut r = self.submit_blocked.clone();
         r.record_zeros(self.unblocked);
         r
     }
@@ -61,7 +61,7 @@ pub(crate) struct WorkerRecord {
     unblocked: AtomicU64,
     wait: AtomicLatency,
     service: AtomicLatency,
-    response: AtomicLatency,
+    submit_blocked: AtomicLatency,
     /// Thread CPU nanoseconds of the tasks whose CPU time was sampled.
     sampled_cpu_ns: AtomicU64,
     /// Execution nanoseconds of the same tasks.
@@ -83,7 +83,7 @@ impl WorkerRecord {
             unblocked: AtomicU64::new(0),
             wait: AtomicLatency::default(),
             service: AtomicLatency::default(),
-            response: AtomicLatency::default(),
+            submit_blocked: AtomicLatency::default(),
             sampled_cpu_ns: AtomicU64::new(0),
             sampled_service_ns: AtomicU64::new(0),
             sampled_tasks: AtomicU64::new(0),
@@ -159,7 +159,7 @@ impl WorkerRecord {
         if accepted == submitted {
             bump(&self.unblocked, 1);
         } else {
-            self.response
+            self.submit_blocked
                 .record(Clock::nanos_between(submitted, accepted));
         }
         if panicked {
@@ -189,7 +189,7 @@ impl WorkerRecord {
         sum.unblocked += self.unblocked.load(Relaxed);
         self.wait.add_into(&mut sum.wait);
         self.service.add_into(&mut sum.service);
-        self.response.add_into(&mut sum.response);
+        self.submit_blocked.add_into(&mut sum.submit_blocked);
     }
 }
 

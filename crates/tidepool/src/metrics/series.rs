@@ -1,23 +1,23 @@
-//! The pool-size trajectory, and the bounded log that keeps it and the
+//! The live threads' trajectory, and the bounded log that keeps it and the
 //! policy's decisions.
 
 use std::time::Duration;
 
-/// The pool's size at one moment.
+/// The live threads and the target at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
-pub struct SizeSample {
+pub struct LiveThreadsSample {
     /// Time since the pool started.
     pub at: Duration,
     /// Worker threads alive.
-    pub live: usize,
+    pub live_threads: usize,
     /// The target size.
     pub target: usize,
 }
 
 /// The newest `capacity` entries of an endless log (the decision log, the
-/// size series): a long-running pool keeps constant memory, and a reader
+/// live-threads series): a long-running pool keeps constant memory, and a reader
 /// copies at most `capacity` entries. Older entries are dropped and counted.
 #[derive(Debug)]
 pub(crate) struct Ring<T> {

@@ -8,9 +8,10 @@ use super::latency::Latency;
 /// and counters and latency distributions since the pool started — or, for a
 /// window made with [`since`](PoolStats::since), since the earlier snapshot.
 ///
-/// Task latencies follow Xu & Bode's terms: *response* is the submission
-/// latency (submitted → accepted), *wait* the time in the queue (their "idle
-/// time", accepted → started), *service* the execution (started → finished).
+/// Task latencies: *submit blocked* is the time a submitter was blocked in
+/// `submit` (submitted → accepted; Xu & Bode's "response time"), *wait* the
+/// time in the queue (their "idle time", accepted → started), *service* the
+/// execution (started → finished).
 /// Every task is timed, except when tasks run for less than a microsecond:
 /// then one in 64 is timed (the clock reads would cost more than the tasks),
 /// so the latency distributions are an unbiased sample and `completed` stays
@@ -73,10 +74,11 @@ pub struct PoolStats {
     pub wait: Latency,
     /// Execution time of finished tasks.
     pub service: Latency,
-    /// Submission latency of finished tasks (the papers' response time).
-    pub response: Latency,
+    /// Time the submitters of finished tasks were blocked in `submit`
+    /// (submitted → accepted; the papers' "response time").
+    pub submit_blocked: Latency,
     /// CPU time used by the whole process (since it started, or in the window).
-    pub cpu_time: Option<Duration>,
+    pub process_cpu_time: Option<Duration>,
     /// CPU time used by this pool's worker threads (with statistics on;
     /// `None` where the OS cannot tell, see [`crate::sys::SUPPORT`]).
     pub worker_cpu_time: Option<Duration>,
@@ -122,8 +124,8 @@ impl PoolStats {
     }
 
     /// Average submission latency.
-    pub fn mean_response(&self) -> Option<Duration> {
-        self.response.mean()
+    pub fn mean_submit_blocked(&self) -> Option<Duration> {
+        self.submit_blocked.mean()
     }
 
     /// How long workers were busy running tasks: mean execution time ×
@@ -137,8 +139,8 @@ impl PoolStats {
     }
 
     /// Process CPU utilisation in `0.0..=1.0` of all cores over `elapsed`.
-    pub fn cpu_utilization(&self) -> Option<f64> {
-        let cpu = self.cpu_time?.as_secs_f64();
+    pub fn process_cpu_utilization(&self) -> Option<f64> {
+        let cpu = self.process_cpu_time?.as_secs_f64();
         let wall = self.elapsed.as_secs_f64() * self.cores.max(1) as f64;
         (wall > 0.0).then(|| (cpu / wall).clamp(0.0, 1.0))
     }
@@ -162,8 +164,8 @@ impl PoolStats {
                 .saturating_sub(earlier.decisions_dropped),
             wait: self.wait.since(&earlier.wait),
             service: self.service.since(&earlier.service),
-            response: self.response.since(&earlier.response),
-            cpu_time: diff(self.cpu_time, earlier.cpu_time),
+            submit_blocked: self.submit_blocked.since(&earlier.submit_blocked),
+            process_cpu_time: diff(self.process_cpu_time, earlier.process_cpu_time),
             worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
             worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),
             sampled_task_cpu: self
@@ -193,14 +195,14 @@ mod tests {
             completed: 100,
             submitted: 120,
             cores: 2,
-            cpu_time: Some(Duration::from_millis(500)),
+            process_cpu_time: Some(Duration::from_millis(500)),
             ..PoolStats::default()
         };
         a.wait.record(1_000);
         let mut b = a.clone();
         b.elapsed = Duration::from_secs(3);
         b.completed = 500;
-        b.cpu_time = Some(Duration::from_millis(2500));
+        b.process_cpu_time = Some(Duration::from_millis(2500));
         b.wait.record(3_000);
         b.live_threads = 7;
         assert_eq!(a.throughput(), 100.0);
@@ -211,7 +213,7 @@ mod tests {
         assert_eq!(w.throughput(), 200.0);
         assert_eq!(w.mean_wait(), Some(Duration::from_nanos(3_000)));
         assert_eq!(w.live_threads, 7);
-        assert_eq!(w.cpu_utilization(), Some(0.5));
+        assert_eq!(w.process_cpu_utilization(), Some(0.5));
         assert_eq!(PoolStats::default().throughput(), 0.0);
     }
 }

@@ -223,9 +223,9 @@ impl Default for HillClimb {
     }
 }
 
-/// Process CPU use over the window as a fraction of all cores.
-fn cpu_utilization(obs: &Observation) -> Option<f64> {
-    let cpu = obs.cpu_time?.as_secs_f64();
+/// The workers' CPU use over the window as a fraction of all cores.
+fn worker_cpu_utilization(obs: &Observation) -> Option<f64> {
+    let cpu = obs.worker_cpu_time?.as_secs_f64();
     let capacity = obs.window.as_secs_f64() * obs.cores.max(1) as f64;
     (capacity > 0.0).then(|| cpu / capacity)
 }
@@ -311,7 +311,7 @@ impl HillClimb {
         let gain = MAX_CHANGE_PER_SECOND * secs;
         let mut step = signal.abs().powf(GAIN_EXPONENT).copysign(signal) * gain;
         step = step.min(MAX_CHANGE_PER_SAMPLE);
-        if step > 0.0 && cpu_utilization(obs).is_some_and(|u| u > CPU_HIGH) {
+        if step > 0.0 && worker_cpu_utilization(obs).is_some_and(|u| u > CPU_HIGH) {
             step = 0.0;
         }
         self.control += step;
@@ -531,7 +531,7 @@ mod tests {
                     min: 1,
                     max: 100,
                     cores: 2,
-                    cpu_time: Some(cpu),
+                    worker_cpu_time: Some(cpu),
                     ..Observation::default()
                 };
                 target = p.decide(&obs).target.unwrap();

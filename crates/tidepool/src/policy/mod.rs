@@ -169,7 +169,7 @@ pub struct Observation {
     pub busy_time: Duration,
     /// CPU time the pool's worker threads consumed during the window (not the
     /// whole process: other pools and threads do not blur it), if the OS tells.
-    pub cpu_time: Option<Duration>,
+    pub worker_cpu_time: Option<Duration>,
     /// Logical CPUs available to the process.
     pub cores: usize,
     /// Time the pool's workers were runnable but waiting for a CPU during the
@@ -207,7 +207,7 @@ impl Observation {
     /// one, or runnable and waiting for one), in `0.0..=1.0` (1.0 = all
     /// compute, near 0.0 = all blocked). `None` without CPU data or busy time.
     pub fn cpu_fraction(&self) -> Option<f64> {
-        let cpu = (self.cpu_time? + self.run_delay.unwrap_or_default()).as_secs_f64();
+        let cpu = (self.worker_cpu_time? + self.run_delay.unwrap_or_default()).as_secs_f64();
         let busy = self.busy_time.as_secs_f64();
         (busy > 0.0).then(|| (cpu / busy).clamp(0.0, 1.0))
     }

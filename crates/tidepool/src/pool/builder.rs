@@ -129,7 +129,7 @@ pub(crate) struct Config {
     /// The user chose the initial size: a policy's first target does not apply.
     pub(crate) initial_set: bool,
     pub(crate) statistics: bool,
-    pub(crate) size_series: bool,
+    pub(crate) live_threads_series: bool,
     pub(crate) worker_slice: Option<Duration>,
     pub(crate) threads: Threads,
     pub(crate) history_len: usize,
@@ -146,7 +146,7 @@ pub(crate) struct Config {
 /// [`Fixed`] when it has not (no controller thread then); a policy named
 /// explicitly must have room to move, or `build` says so. The keep-alive
 /// and the initial size are the user's when set; otherwise the policy's
-/// (`auto`: 2 s and one worker per CPU), or 10 s and `min`. The decision log and the size series
+/// (`auto`: 2 s and one worker per CPU), or 10 s and `min`. The decision log and the live-threads series
 /// keep the newest [`DEFAULT_HISTORY_LEN`] entries ([`history_len`](Builder::history_len)),
 /// so a pool that runs for days holds constant memory.
 ///
@@ -163,7 +163,7 @@ pub(crate) struct Config {
 ///     .queue(QueueFlavor::LockFree)
 ///     .keep_alive(Duration::from_secs(30))
 ///     .build()?;
-/// assert_eq!(pool.size(), 2);
+/// assert_eq!(pool.live_threads(), 2);
 /// # Ok::<(), tidepool::BuildError>(())
 /// ```
 pub struct Builder {
@@ -176,7 +176,7 @@ pub struct Builder {
     flavor: QueueFlavor,
     keep_alive: Option<Duration>,
     statistics: Option<bool>,
-    size_series: bool,
+    live_threads_series: bool,
     worker_slice: Option<Duration>,
     threads: Threads,
     history_len: usize,
@@ -195,7 +195,7 @@ impl Default for Builder {
             flavor: QueueFlavor::default(),
             keep_alive: None,
             statistics: None,
-            size_series: false,
+            live_threads_series: false,
             worker_slice: None,
             threads: Threads::default(),
             history_len: DEFAULT_HISTORY_LEN,
@@ -278,7 +278,7 @@ impl Builder {
         self
     }
 
-    /// The queue flavour (default: lock-free, the fastest).
+    /// The queue flavor (default: lock-free, the fastest).
     pub fn queue(mut self, flavor: QueueFlavor) -> Self {
         self.flavor = flavor;
         self
@@ -324,9 +324,9 @@ impl Builder {
         self
     }
 
-    /// Record a sample of the pool size at every change (default off).
-    pub fn record_size_series(mut self, on: bool) -> Self {
-        self.size_series = on;
+    /// Record the live threads and the target at every change (default off).
+    pub fn record_live_threads_series(mut self, on: bool) -> Self {
+        self.live_threads_series = on;
         self
     }
 
@@ -395,7 +395,7 @@ impl Builder {
     }
 
     /// How many of the newest decision records ([`Pool::decisions`]) and size
-    /// samples ([`Pool::size_series`]) the pool keeps (default
+    /// samples ([`Pool::live_threads_series`]) the pool keeps (default
     /// [`DEFAULT_HISTORY_LEN`], 1 to [`MAX_HISTORY_LEN`]). Older ones are
     /// dropped and counted in [`PoolStats::decisions_dropped`]: the chattiest
     /// policy, `xu-bode`, logs 200 decisions a second at 1,000 tasks/s.
@@ -558,7 +558,7 @@ fn validate(b: Builder) -> Result<Config, BuildError> {
         keep_alive_set: b.keep_alive.is_some(),
         initial_set: b.initial.is_some(),
         statistics: b.statistics.unwrap_or(true),
-        size_series: b.size_series,
+        live_threads_series: b.live_threads_series,
         worker_slice: b.worker_slice,
         threads: b.threads,
         history_len: b.history_len,

@@ -208,7 +208,7 @@ mod tests {
     fn the_size_series_is_a_ring_too() {
         let pool = Pool::builder()
             .threads(1)
-            .record_size_series(true)
+            .record_live_threads_series(true)
             .history_len(64)
             .build()
             .unwrap();
@@ -217,7 +217,7 @@ mod tests {
             pool.inner.shared.set_target(1 + i % 2);
             pool.inner.shared.sample_size();
         }
-        let series = pool.size_series();
+        let series = pool.live_threads_series();
         assert_eq!(series.len(), 64);
         assert_eq!(series.last().map(|s| s.target), Some(2));
         assert!(lock(pool.inner.shared.series.as_ref().unwrap()).allocated() < 128);

@@ -280,7 +280,7 @@ fn reserved(config: super::builder::Config, initial: usize) -> Arc<Shared> {
 /// and blocks; a worker pops a task, making room, and notifies. The submitter
 /// always gets its task in. loom's `wait_timeout` never times out, so the
 /// safety-net poll cannot hide a lost wake-up: loom reports a deadlock. The
-/// mutex flavour stands for the lock-based ones (one shared `Deque`, whose
+/// mutex flavor stands for the lock-based ones (one shared `Deque`, whose
 /// length is mirrored with a `Release` store).
 #[test]
 fn loom_blocked_submitter_is_woken() {
@@ -312,7 +312,7 @@ fn loom_blocked_submitter_is_woken() {
 }
 
 /// Shrink while two workers decide to retire and a submitter spawns on
-/// demand: `live` never drops below the target and never exceeds `max`.
+/// demand: `live_threads` never drops below the target and never exceeds `max`.
 #[test]
 fn loom_resize_and_retire_keep_live_in_bounds() {
     model(|| {
@@ -340,7 +340,7 @@ fn loom_resize_and_retire_keep_live_in_bounds() {
         };
         spawner.join().unwrap();
         let gone: usize = retirees.into_iter().map(|t| t.join().unwrap()).sum();
-        let live = s.live();
+        let live = s.live_threads();
         assert!(live <= 3, "live {live} above max");
         assert!(live >= 1, "live {live} below min");
         assert!(gone <= 2);
@@ -367,12 +367,12 @@ fn loom_retire_racing_a_grow_never_undershoots() {
             })
         };
         s.set_target(3);
-        while s.live() < 3 && s.reserve_worker(3) {}
+        while s.live_threads() < 3 && s.reserve_worker(3) {}
         worker.join().unwrap();
         assert!(
-            s.live() >= s.target(),
+            s.live_threads() >= s.target(),
             "live {} below target {}",
-            s.live(),
+            s.live_threads(),
             s.target()
         );
     });
@@ -393,7 +393,7 @@ fn loom_keep_alive_expiry_stops_at_min() {
         let retired: usize = expiring.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(retired, 1);
         assert_eq!(s.counters.retired.load(Relaxed), 1);
-        assert_eq!(s.live(), 1);
+        assert_eq!(s.live_threads(), 1);
         assert_eq!(s.target(), 1);
     });
 }

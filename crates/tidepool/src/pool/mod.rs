@@ -26,7 +26,7 @@ pub use join::JoinHandle;
 pub use scope::Scope;
 
 use crate::error::{BuildError, Rejected, SubmitError};
-use crate::metrics::{PoolStats, SizeSample};
+use crate::metrics::{LiveThreadsSample, PoolStats};
 use crate::policy::{Decision, DecisionRecord, SizingPolicy};
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys as os;
@@ -328,7 +328,7 @@ impl Pool {
     ///
     /// Shutdown protocol: the submitter pushes, issues a `SeqCst` fence (in
     /// `notify_work_after`, or the push itself was a `SeqCst` read-modify-write)
-    /// and reads the shutdown flag with `SeqCst`; `close` sets the flag and
+    /// and reads the shutdown flag with `SeqCst`; `begin_shutdown` sets the flag and
     /// issues a `SeqCst` fence before anyone drains the queue for the last
     /// time. If the submitter read "not shut down", its task was pushed before
     /// the final drains look, so a worker, `shutdown` or `shutdown_now` takes
@@ -412,7 +412,7 @@ impl Pool {
     /// // `auto` (the default) on any number of cores.
     /// let pool = tidepool::Pool::builder().min_threads(1).max_threads(16).build()?;
     /// pool.set_min_threads(12)?; // more than the cores: still the user's call
-    /// assert!(pool.size() >= 12);
+    /// assert!(pool.live_threads() >= 12);
     /// assert_eq!(pool.stats().max_threads, 16);
     /// assert!(pool.set_min_threads(17).is_err()); // above max
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -496,8 +496,8 @@ impl Pool {
     }
 
     /// Xu & Bode's `threadpool_size`: worker threads alive now.
-    pub fn size(&self) -> usize {
-        self.inner.shared.live()
+    pub fn live_threads(&self) -> usize {
+        self.inner.shared.live_threads()
     }
 
     /// The size the pool is steering toward.
@@ -522,9 +522,9 @@ impl Pool {
         window
     }
 
-    /// The pool size at every change, if the builder asked to record it:
-    /// the newest [`Builder::history_len`] samples.
-    pub fn size_series(&self) -> Vec<SizeSample> {
+    /// The live threads and the target at every change, if the builder
+    /// asked to record them: the newest [`Builder::history_len`] samples.
+    pub fn live_threads_series(&self) -> Vec<LiveThreadsSample> {
         self.inner
             .shared
             .series
@@ -549,7 +549,7 @@ impl Pool {
         let backoff = crossbeam_utils::Backoff::new();
         let mut pause = Duration::from_micros(20);
         loop {
-            if shared.queue.is_empty() && shared.sleepers.idle() + me >= shared.live() {
+            if shared.queue.is_empty() && shared.sleepers.idle() + me >= shared.live_threads() {
                 return;
             }
             if !backoff.is_completed() {
@@ -572,7 +572,7 @@ impl Pool {
     /// task cancels it; [`Task::run`] runs it here.
     pub fn shutdown_now(&self) -> Vec<Task> {
         let inner = &*self.inner;
-        inner.close();
+        inner.begin_shutdown();
         let mut pending = Vec::new();
         while let Some(task) = inner.shared.queue.pop() {
             pending.push(task);
@@ -601,12 +601,12 @@ impl Pool {
     pub fn shutdown_timeout(&self, timeout: Duration) -> bool {
         let inner = &*self.inner;
         let shared = &*inner.shared;
-        inner.close();
+        inner.begin_shutdown();
         // A task of this pool shutting it down: its own worker stays busy.
         let me = worker::is_worker_of(shared) as usize;
         let deadline = Instant::now().checked_add(timeout);
         let mut pause = Duration::from_micros(50);
-        while shared.live() > me || (me == 1 && !shared.queue.is_empty()) {
+        while shared.live_threads() > me || (me == 1 && !shared.queue.is_empty()) {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 inner.detached.store(true, Relaxed);
@@ -625,11 +625,30 @@ impl Pool {
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.is_shutdown()
     }
+
+    /// True if the calling thread is one of this pool's workers: the code
+    /// runs inside a task of this pool (or a hook this pool calls on its
+    /// workers). A library built on the pool asks this before it does
+    /// something that would wait for its own task, such as refusing a
+    /// shutdown from inside a task instead of leaving it half done.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let pool = Arc::new(tidepool::Pool::new(1)?);
+    /// assert!(!pool.is_worker_thread());
+    /// let p = pool.clone();
+    /// assert!(pool.submit(move || p.is_worker_thread())?.join()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_worker_thread(&self) -> bool {
+        worker::is_worker_of(&self.inner.shared)
+    }
 }
 
 impl Inner {
     fn shutdown(&self) {
-        self.close();
+        self.begin_shutdown();
         self.join_workers();
         // Anything a worker could not take (e.g. the pool had no workers).
         while let Some(task) = self.shared.queue.pop() {
@@ -637,9 +656,9 @@ impl Inner {
         }
     }
 
-    fn close(&self) {
+    fn begin_shutdown(&self) {
         let shared = &*self.shared;
-        shared.close();
+        shared.begin_shutdown();
         shared.control.raise(|f| f.stop = true);
     }
 
@@ -681,14 +700,14 @@ impl Inner {
 #[inline]
 pub(crate) fn grow_if_starved(shared: &Arc<Shared>) {
     if !crate::control::wants_worker(
-        shared.live(),
+        shared.live_threads(),
         || shared.grow_on_demand.load(Relaxed),
         || shared.sleepers.searching(),
         || shared.queue.len(),
     ) {
         return;
     }
-    if !shared.reserve_worker(shared.on_demand_limit().max(1)) {
+    if !shared.reserve_worker(shared.effective_spawn_limit().max(1)) {
         shared.control.at_max();
         return;
     }
@@ -703,14 +722,14 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
     let target = shared.limits().clamp(n);
     shared.set_target(target);
     if !shared.is_shutdown() {
-        while shared.live() < target && shared.reserve_worker(target) {
+        while shared.live_threads() < target && shared.reserve_worker(target) {
             if worker::spawn(shared).is_err() {
                 break;
             }
         }
     }
     // Wake idle workers so surplus ones notice and retire now.
-    let surplus = shared.live().saturating_sub(target);
+    let surplus = shared.live_threads().saturating_sub(target);
     for _ in 0..surplus {
         if !shared.sleepers.wake_one() {
             break;
@@ -722,7 +741,7 @@ pub(crate) fn apply_target(shared: &Arc<Shared>, n: usize) -> usize {
 
 /// Build a statistics snapshot from the shared state.
 pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
-    let live = shared.live();
+    let live = shared.live_threads();
     let idle = (shared.sleepers.idle() + shared.sleepers.searching()).min(live);
     let blocked = shared.blocked.load(Relaxed).min(live - idle);
     let c = &shared.counters;
@@ -735,7 +754,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         target_size: shared.target(),
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),
-        spawn_limit: shared.on_demand_limit(),
+        spawn_limit: shared.effective_spawn_limit(),
         queue_len: shared.queue.len(),
         rejected: c.rejected.load(Relaxed),
         panicked: c.panicked.load(Relaxed),
@@ -745,7 +764,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         expired: shared.outcomes.expired.load(Relaxed),
         cancelled: shared.outcomes.cancelled.load(Relaxed),
         decisions_dropped: lock(&shared.decisions).dropped(),
-        cpu_time: os::process_cpu_time(),
+        process_cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
         cores: os::cores(),
         ..PoolStats::default()
@@ -762,7 +781,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         // Accepted = started by a worker + still queued: counted without a
         // shared counter on the submit path.
         stats.submitted = totals.started + stats.queue_len as u64;
-        stats.response = totals.response_with_zeros();
+        stats.submit_blocked = totals.submit_blocked_with_zeros();
         stats.wait = totals.wait;
         stats.service = totals.service;
     }
@@ -773,7 +792,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if self.detached.load(Relaxed) {
             // `shutdown_timeout` gave up: let the workers finish unjoined.
-            self.close();
+            self.begin_shutdown();
             return;
         }
         self.shutdown();

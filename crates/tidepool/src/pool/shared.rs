@@ -15,7 +15,7 @@ use crate::metrics::clock::Clock;
 use crate::metrics::record::Records;
 use crate::metrics::sampling::Sampler;
 use crate::metrics::series::Ring;
-use crate::metrics::SizeSample;
+use crate::metrics::LiveThreadsSample;
 use crate::policy::DecisionRecord;
 use crate::queue::PoolQueue;
 use crate::sync::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
@@ -42,7 +42,7 @@ const LIVE_MASK: u64 = u32::MAX as u64;
 
 #[inline]
 fn pack(s: Sizes) -> u64 {
-    ((s.target as u64) << 32) | s.live as u64
+    ((s.target as u64) << 32) | s.live_threads as u64
 }
 
 #[inline]
@@ -170,10 +170,10 @@ pub(crate) struct Shared {
     pub(crate) sleepers: Sleepers,
     pub(crate) sizes: CachePadded<PackedSizes>,
     /// Set when shutdown begins (see `Pool::push` for the protocol).
-    pub(crate) shut: CachePadded<AtomicBool>,
+    pub(crate) shutdown: CachePadded<AtomicBool>,
     /// Set once shutdown has begun and every in-flight submit has finished:
     /// from then on an empty queue stays empty and workers may exit.
-    pub(crate) closed: AtomicBool,
+    pub(crate) shutdown_settled: AtomicBool,
     pub(crate) grow_on_demand: AtomicBool,
     pub(crate) keep_alive_ns: AtomicU64,
     /// The user chose the keep-alive (builder or `Pool::set_keep_alive`):
@@ -198,7 +198,7 @@ pub(crate) struct Shared {
     limits_lock: Mutex<()>,
     pub(crate) started_instant: std::time::Instant,
     /// The newest `history_len` size samples (if recorded) and decisions.
-    pub(crate) series: Option<Mutex<Ring<SizeSample>>>,
+    pub(crate) series: Option<Mutex<Ring<LiveThreadsSample>>>,
     pub(crate) decisions: Mutex<Ring<DecisionRecord>>,
     pub(crate) threads: Mutex<Vec<(u64, std::thread::JoinHandle<()>)>>,
     /// Handles of workers that retired and may still be on their way out;
@@ -221,8 +221,8 @@ impl Shared {
             )),
             queue,
             sleepers: Sleepers::default(),
-            shut: CachePadded::new(AtomicBool::new(false)),
-            closed: AtomicBool::new(false),
+            shutdown: CachePadded::new(AtomicBool::new(false)),
+            shutdown_settled: AtomicBool::new(false),
             grow_on_demand: AtomicBool::new(false),
             worker_slice_ns: AtomicU64::new(config.worker_slice.map_or(NO_SLICE, slice_ns)),
             keep_alive_ns: AtomicU64::new(config.keep_alive.as_nanos() as u64),
@@ -237,7 +237,7 @@ impl Shared {
             limits_lock: Mutex::new(()),
             started_instant: std::time::Instant::now(),
             series: config
-                .size_series
+                .live_threads_series
                 .then(|| Mutex::new(Ring::new(config.history_len))),
             decisions: Mutex::new(Ring::new(config.history_len)),
             threads: Mutex::new(Vec::new()),
@@ -256,12 +256,12 @@ impl Shared {
 
     #[inline]
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.shut.load(SeqCst)
+        self.shutdown.load(SeqCst)
     }
 
     #[inline]
-    pub(crate) fn live(&self) -> usize {
-        self.sizes.load().live
+    pub(crate) fn live_threads(&self) -> usize {
+        self.sizes.load().live_threads
     }
 
     #[inline]
@@ -349,11 +349,11 @@ impl Shared {
         self.started_instant.elapsed()
     }
 
-    /// Where on-demand growth stops ([`Limits::on_demand_limit`]), read
+    /// Where on-demand growth stops ([`Limits::effective_spawn_limit`]), read
     /// without the rest of the limits.
-    pub(crate) fn on_demand_limit(&self) -> usize {
+    pub(crate) fn effective_spawn_limit(&self) -> usize {
         let s = &self.sizes;
-        crate::control::on_demand_limit(
+        crate::control::effective_spawn_limit(
             s.spawn_limit.load(Relaxed),
             s.min.load(Relaxed),
             s.max.load(Relaxed),
@@ -396,13 +396,15 @@ impl Shared {
     /// Record the pool size in the time series, if it is being recorded.
     pub(crate) fn sample_size(&self) {
         if let Some(series) = &self.series {
-            let sample = SizeSample {
+            let sample = LiveThreadsSample {
                 at: self.elapsed(),
-                live: self.live(),
+                live_threads: self.live_threads(),
                 target: self.target(),
             };
             let mut s = lock(series);
-            if s.last().map(|l| (l.live, l.target)) != Some((sample.live, sample.target)) {
+            if s.last().map(|l| (l.live_threads, l.target))
+                != Some((sample.live_threads, sample.target))
+            {
                 s.push(sample);
             }
         }
@@ -474,16 +476,16 @@ impl Shared {
 
     /// Refuse new submissions, then let workers exit once the queue is
     /// empty and wake everyone who waits (workers, blocked submitters).
-    pub(crate) fn close(&self) {
-        self.shut.store(true, SeqCst);
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, SeqCst);
         fence(SeqCst);
-        self.closed.store(true, Release);
+        self.shutdown_settled.store(true, Release);
         self.room.notify_all();
         self.sleepers.wake_all();
     }
 
     #[inline]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Acquire)
+    pub(crate) fn is_shutdown_settled(&self) -> bool {
+        self.shutdown_settled.load(Acquire)
     }
 }

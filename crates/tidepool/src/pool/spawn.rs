@@ -200,7 +200,7 @@ mod tests {
         let target = pool.resize(8);
         injected::allow(None);
         assert_eq!(target, 8);
-        assert_eq!(pool.size(), 3);
+        assert_eq!(pool.live_threads(), 3);
         let stats = pool.stats();
         assert_eq!((stats.spawn_failures, stats.threads_created), (1, 3));
         let sum: u64 = (0..100u64)
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(sum, 4950);
         // Once the OS gives threads again, the next resize reaches the target.
         pool.resize(8);
-        assert_eq!(pool.size(), 8);
+        assert_eq!(pool.live_threads(), 8);
     }
 
     #[test]

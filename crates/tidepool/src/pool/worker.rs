@@ -15,14 +15,15 @@ use crate::sync::{lock, Arc};
 use crate::sys as os;
 use crate::task::Task;
 
-/// Start one worker thread. The caller has already reserved its slot in `live`.
+/// Start one worker thread. The caller has already reserved its slot in `live_threads`.
 ///
-/// Spawning happens under the `threads` lock and is refused once the pool is
-/// closed, so `shutdown` (which closes, then joins until `threads` stays
-/// empty) never misses a worker that a racing `resize` or submit started.
+/// Spawning happens under the `threads` lock and is refused once the pool's
+/// shutdown has settled, so `shutdown` (which settles it, then joins until
+/// `threads` stays empty) never misses a worker that a racing `resize` or
+/// submit started.
 pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let mut threads = lock(&shared.threads);
-    if shared.is_closed() {
+    if shared.is_shutdown_settled() {
         shared.drop_live();
         return Err(std::io::Error::other("the pool is shut down"));
     }
@@ -161,7 +162,7 @@ impl Worker {
     fn run_with_hooks(self) {
         let shared = self.shared.clone();
         let threads = &shared.config.threads;
-        // A panicking hook must not kill the worker (its `live` slot would
+        // A panicking hook must not kill the worker (its `live_threads` slot would
         // never be given back); the panic hook has already reported it.
         let hook = |f: &Option<super::builder::ThreadFn>| {
             if let Some(f) = f {
@@ -203,7 +204,7 @@ impl Worker {
                 self.execute(task);
                 continue;
             }
-            if shared.is_closed() && shared.queue.is_empty() {
+            if shared.is_shutdown_settled() && shared.queue.is_empty() {
                 // Shutdown: the pool is going away, no floor to respect.
                 shared.drop_live();
                 break;
@@ -211,7 +212,8 @@ impl Worker {
             if self.surplus() {
                 continue;
             }
-            let has_work = || !shared.queue.is_empty() || shared.is_closed() || self.surplus();
+            let has_work =
+                || !shared.queue.is_empty() || shared.is_shutdown_settled() || self.surplus();
             let parked_at = Clock::ticks();
             let woke = shared
                 .sleepers
@@ -236,7 +238,7 @@ impl Worker {
     }
 
     /// The queue looked empty: spin (then yield) a little, when the queue
-    /// flavour is cheap to poll. A spinner that finds work while it was the
+    /// flavor is cheap to poll. A spinner that finds work while it was the
     /// last one spinning wakes a parked peer, so bursts ramp up to full
     /// parallelism.
     ///
@@ -247,14 +249,14 @@ impl Worker {
     /// wake-up a queued task needs for milliseconds.
     fn search(&self) -> Option<Task> {
         let shared = &*self.shared;
-        if !shared.queue.spin_before_park() || shared.is_closed() {
+        if !shared.queue.spin_before_park() || shared.is_shutdown_settled() {
             return None;
         }
         if parks_at_once(
             self.woke_from_idle.get(),
             self.since_wake.get(),
             shared.sleepers.idle(),
-            shared.live(),
+            shared.live_threads(),
         ) {
             // Once: woken again soon, it is in a burst and searches.
             self.woke_from_idle.set(false);
@@ -404,7 +406,7 @@ impl Worker {
         }
     }
 
-    /// Leave the pool for good after `live` was decremented.
+    /// Leave the pool for good after `live_threads` was decremented.
     fn retire(&self, keep_alive_expired: bool) {
         let shared = &*self.shared;
         shared.sample_size();

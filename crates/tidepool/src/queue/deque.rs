@@ -1,4 +1,4 @@
-//! The bounded deque that the lock-based flavours guard, with a length that
+//! The bounded deque that the lock-based flavors guard, with a length that
 //! can be read without taking their lock.
 
 use std::collections::VecDeque;

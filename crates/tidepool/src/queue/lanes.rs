@@ -8,7 +8,7 @@
 //! before it looks for a sleeping worker; `is_empty` reads `used` and
 //! `queued` with `SeqCst` (a plain load on x86). A worker about to park
 //! therefore either sees the lane task or is seen, and woken, by its
-//! submitter — as with the mutex queue flavour.
+//! submitter — as with the mutex queue flavor.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -1,4 +1,4 @@
-//! The fastest flavour: crossbeam's lock-free queues.
+//! The fastest flavor: crossbeam's lock-free queues.
 //!
 //! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is one
 //! shard per core (up to four); each shard is a preallocated ring that

@@ -1,4 +1,4 @@
-//! The lock-based flavours: one bounded deque behind a lock, generic over
+//! The lock-based flavors: one bounded deque behind a lock, generic over
 //! the lock. `mutex`, `spin` and `hybrid` differ only in how a thread waits
 //! for the lock, and whether an idle worker spins before it parks.
 
@@ -82,11 +82,11 @@ pub(crate) struct LockedQueue<L> {
     len: AtomicUsize,
 }
 
-/// The `mutex` flavour.
+/// The `mutex` flavor.
 pub(crate) type MutexQueue = LockedQueue<MutexLock>;
-/// The `spin` flavour.
+/// The `spin` flavor.
 pub(crate) type SpinQueue = LockedQueue<SpinLock<Deque>>;
-/// The `hybrid` flavour.
+/// The `hybrid` flavor.
 pub(crate) type HybridQueue = LockedQueue<HybridLock>;
 
 impl<L> LockedQueue<L> {

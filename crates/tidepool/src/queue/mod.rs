@@ -1,7 +1,7 @@
-//! Task queues: one trait, four flavours.
+//! Task queues: one trait, four flavors.
 //!
 //! A queue only stores tasks; waiting for work is the pool's idle protocol
-//! (`pool::sleep`). What a flavour decides is how threads contend for the
+//! (`pool::sleep`). What a flavor decides is how threads contend for the
 //! queue itself, and whether an idle worker spins a little before it parks.
 
 mod deque;
@@ -25,7 +25,7 @@ pub use lock_free::LockFreeQueue;
 use locked::{HybridQueue, MutexQueue, SpinQueue};
 
 /// A multi-producer multi-consumer queue of tasks, optionally bounded: FIFO
-/// for each producing thread (the default flavour is sharded, so tasks of
+/// for each producing thread (the default flavor is sharded, so tasks of
 /// different producers need not come out in the order they went in, and in
 /// a backlog a rare race can take one task ahead of older ones of its
 /// producer: `spill`, "What the order is").
@@ -84,7 +84,7 @@ impl QueueFlavor {
         sleep: Duration::from_millis(10),
     };
 
-    /// Build a queue of this flavour holding at most `capacity` tasks
+    /// Build a queue of this flavor holding at most `capacity` tasks
     /// (`None`: unbounded).
     pub(crate) fn build(self, capacity: Option<usize>) -> Box<dyn TaskQueue> {
         match self {
@@ -97,7 +97,7 @@ impl QueueFlavor {
         }
     }
 
-    /// The flavour's short name (`mutex`, `spin`, `hybrid`, `lock-free`).
+    /// The flavor's short name (`mutex`, `spin`, `hybrid`, `lock-free`).
     pub fn name(&self) -> &'static str {
         match self {
             QueueFlavor::Mutex => "mutex",
@@ -108,7 +108,7 @@ impl QueueFlavor {
     }
 }
 
-/// The queue a pool holds: the flavour's queue for `Normal` tasks, and the
+/// The queue a pool holds: the flavor's queue for `Normal` tasks, and the
 /// priority lanes beside it (`lanes`), which cost one relaxed load per pop
 /// until a task of another priority comes.
 #[derive(Debug)]
@@ -118,17 +118,17 @@ pub(crate) struct PoolQueue {
     capacity: Option<usize>,
 }
 
-/// The default flavour by value, so its `push` and `pop` inline into the
+/// The default flavor by value, so its `push` and `pop` inline into the
 /// submit path and the worker loop (a task then moves once into a slot and
 /// once out, not through a virtual call's return slot and extra stack
-/// copies); the other flavours behind the trait.
+/// copies); the other flavors behind the trait.
 // One per pool: its size does not matter, the missing indirection does.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum MainQueue {
-    /// The default flavour.
+    /// The default flavor.
     LockFree(LockFreeQueue),
-    /// Any other flavour.
+    /// Any other flavor.
     Dyn(Box<dyn TaskQueue>),
 }
 
@@ -239,9 +239,9 @@ impl fmt::Display for QueueFlavor {
     }
 }
 
-/// Error for an unknown queue flavour name.
+/// Error for an unknown queue flavor name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown queue flavour `{0}`: expected one of mutex, spin, hybrid, lock-free")]
+#[error("unknown queue flavor `{0}`: expected one of mutex, spin, hybrid, lock-free")]
 pub struct UnknownFlavor(pub String);
 
 impl FromStr for QueueFlavor {

@@ -23,7 +23,7 @@
 //! use tidepool::sys;
 //!
 //! assert!(sys::cores() >= 1);
-//! if sys::SUPPORT.cpu_time {
+//! if sys::SUPPORT.cpu_clocks {
 //!     assert!(sys::process_cpu_time().is_some());
 //! }
 //! ```
@@ -103,9 +103,9 @@ pub use switches::voluntary_switches;
 #[non_exhaustive]
 pub struct Support {
     /// [`process_cpu_time`] and [`thread_cpu_time`] read real clocks.
-    pub cpu_time: bool,
+    pub cpu_clocks: bool,
     /// The controller reads each worker's CPU time from outside the worker
-    /// (`PoolStats::cpu_time` per worker, `auto`'s compute share).
+    /// (`PoolStats::worker_cpu_time`, `auto`'s compute share).
     pub worker_cpu_time: bool,
     /// Per-thread run delay (time runnable but waiting for a core).
     pub run_delay: bool,
@@ -123,7 +123,7 @@ pub struct Support {
 pub const SUPPORT: Support = {
     let linux = cfg!(all(target_os = "linux", not(tidepool_no_os)));
     Support {
-        cpu_time: POSIX,
+        cpu_clocks: POSIX,
         worker_cpu_time: linux,
         run_delay: linux,
         load_average: POSIX,
@@ -139,8 +139,8 @@ mod tests {
 
     #[test]
     fn support_matches_what_the_calls_return() {
-        assert_eq!(process_cpu_time().is_some(), SUPPORT.cpu_time);
-        assert_eq!(thread_cpu_time().is_some(), SUPPORT.cpu_time);
+        assert_eq!(process_cpu_time().is_some(), SUPPORT.cpu_clocks);
+        assert_eq!(thread_cpu_time().is_some(), SUPPORT.cpu_clocks);
         assert_eq!(ThreadClock::current().is_some(), SUPPORT.worker_cpu_time);
         assert_eq!(thread_id().is_some(), SUPPORT.thread_info);
         assert_eq!(thread_name().is_some(), SUPPORT.thread_info);
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(
             SUPPORT,
             Support {
-                cpu_time: false,
+                cpu_clocks: false,
                 worker_cpu_time: false,
                 run_delay: false,
                 load_average: false,

@@ -1,4 +1,4 @@
-//! tidepool's `Pool`, in its default configuration and per queue flavour.
+//! tidepool's `Pool`, in its default configuration and per queue flavor.
 
 use std::time::Duration;
 

@@ -77,8 +77,8 @@ pub struct LocalNodeArgs {
     /// Sizing policy of each node's pool (auto, frequency, fixed:N, ...).
     #[arg(long, value_name = "SPEC", default_value = "auto")]
     pub policy: String,
-    /// Queue flavour of each node's pool (lock-free, mutex, spin, hybrid).
-    #[arg(long, value_name = "FLAVOUR", default_value = "lock-free")]
+    /// Queue flavor of each node's pool (lock-free, mutex, spin, hybrid).
+    #[arg(long, value_name = "FLAVOR", default_value = "lock-free")]
     pub queue: String,
     /// Upper bound of each node's pool.
     #[arg(long, value_name = "N", default_value_t = 256)]
@@ -385,7 +385,7 @@ fn render(r: &ClusterRun) -> String {
     let m = &r.metrics;
     let mut t = Table::new(vec!["metric", "mean", "p50", "p99", "max"]);
     for (name, l) in [
-        ("response (submit → stored)", &m.response),
+        ("response (submit → stored)", &m.submit_blocked),
         ("wait (stored → started)", &m.wait),
         ("processing", &m.processing),
         ("turnaround (submit → finished)", &m.turnaround),

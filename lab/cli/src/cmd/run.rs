@@ -133,7 +133,7 @@ pub fn latency_table(r: &RunResult) -> Table {
     let mut t = Table::new(["latency", "mean", "p50", "p90", "p99", "p99.9", "max"]);
     let rows: [(&str, &LatencySummary); 5] = [
         ("wait (queue, AIT)", &r.wait),
-        ("response (submit)", &r.response),
+        ("submit blocked", &r.submit_blocked),
         ("processing", &r.processing),
         ("turnaround", &r.turnaround),
         ("replay lateness", &r.lateness),
@@ -179,7 +179,11 @@ pub fn summary(label: &str, o: &RunOutput<'_>) -> String {
     ));
     kv.push((
         "CPU utilisation".to_string(),
-        format!("{} of {} cores", fmt_pct(r.cpu_utilisation), r.cores),
+        format!(
+            "{} of {} cores",
+            fmt_pct(r.process_cpu_utilization),
+            r.cores
+        ),
     ));
     kv.push((
         "load average".to_string(),

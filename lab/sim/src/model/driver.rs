@@ -162,7 +162,7 @@ impl Sim {
         let k = (t - 1 - self.next_sample) / self.sample_interval + 1;
         let sample = ThreadSample {
             at_ns: self.next_sample,
-            live: self.live(),
+            live: self.live_threads(),
             queued: self.queue.len(),
             target: (!self.per_request).then_some(self.sizes.target),
         };
@@ -256,17 +256,17 @@ impl Sim {
             },
             mean_wait_us: wait.mean_us,
             p99_wait_us: wait.p99_us,
-            mean_response_us: 0.0,
-            p99_response_us: 0.0,
+            mean_submit_blocked_us: 0.0,
+            p99_submit_blocked_us: 0.0,
             mean_turnaround_us: turnaround.mean_us,
             p99_turnaround_us: turnaround.p99_us,
-            response: zeros(self.accepted),
+            submit_blocked: zeros(self.accepted),
             wait,
             processing: self.processing.summary(),
             turnaround,
             lateness: zeros(self.submitted),
-            cpu_time_s: cpu_s,
-            cpu_utilisation: if duration_s > 0.0 {
+            process_cpu_time_s: cpu_s,
+            process_cpu_utilization: if duration_s > 0.0 {
                 cpu_s / duration_s / self.cores as f64
             } else {
                 0.0

@@ -428,7 +428,7 @@ impl Sim {
     /// ∫ live threads dt up to now.
     #[inline]
     fn threads_ns(&self) -> u128 {
-        self.threads_ns + u128::from(self.now - self.threads_at) * self.live() as u128
+        self.threads_ns + u128::from(self.now - self.threads_at) * self.live_threads() as u128
     }
 
     /// Bring [`threads_ns`](Self::threads_ns) up to now: before the count
@@ -442,18 +442,18 @@ impl Sim {
     /// New sizes (the count of live threads may change).
     #[inline]
     fn set_sizes(&mut self, s: Sizes) {
-        if s.live != self.sizes.live {
+        if s.live_threads != self.sizes.live_threads {
             self.sync_threads();
         }
         self.sizes = s;
     }
 
     #[inline]
-    fn live(&self) -> usize {
+    fn live_threads(&self) -> usize {
         if self.per_request {
             self.threads
         } else {
-            self.sizes.live
+            self.sizes.live_threads
         }
     }
 }

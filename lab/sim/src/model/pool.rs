@@ -80,12 +80,15 @@ impl Sim {
         if !self.idle.is_empty() {
             self.notify_work();
         } else if wants_worker(
-            self.sizes.live,
+            self.sizes.live_threads,
             || self.limits.grow_on_demand,
             || 0,
             || self.queue.len(),
         ) {
-            match self.sizes.reserve(self.limits.on_demand_limit().max(1)) {
+            match self
+                .sizes
+                .reserve(self.limits.effective_spawn_limit().max(1))
+            {
                 Some(s) => {
                     self.set_sizes(s.raise_target_to_live().unwrap_or(s));
                     self.spawn_worker(None);
@@ -429,12 +432,12 @@ impl Sim {
     /// Call the policy for `trigger` and apply its decision.
     pub(super) fn call(&mut self, trigger: Trigger) {
         let now = self.now;
-        let idle = self.idle.len().min(self.sizes.live);
+        let idle = self.idle.len().min(self.sizes.live_threads);
         // PoolStats is non_exhaustive: start from the default, set the gauges.
         let mut gauges = PoolStats::default();
         gauges.elapsed = Duration::from_nanos(now);
-        gauges.live_threads = self.sizes.live;
-        gauges.busy_threads = self.sizes.live - idle;
+        gauges.live_threads = self.sizes.live_threads;
+        gauges.busy_threads = self.sizes.live_threads - idle;
         gauges.idle_threads = idle;
         gauges.target_size = self.sizes.target;
         gauges.min_threads = self.limits.min;
@@ -477,7 +480,7 @@ impl Sim {
     pub(super) fn apply_target(&mut self, n: usize) -> usize {
         let target = self.limits.clamp(n);
         self.set_sizes(self.sizes.with_target(target));
-        while self.sizes.live < target {
+        while self.sizes.live_threads < target {
             match self.sizes.reserve(target) {
                 Some(s) => {
                     self.set_sizes(s);

@@ -31,9 +31,9 @@ pub struct Headline {
     /// 99th percentile wait, µs.
     pub p99_wait_us: f64,
     /// Mean submission latency, µs.
-    pub mean_response_us: f64,
+    pub mean_submit_blocked_us: f64,
     /// 99th percentile submission latency, µs.
-    pub p99_response_us: f64,
+    pub p99_submit_blocked_us: f64,
     /// Mean turnaround, µs.
     pub mean_turnaround_us: f64,
     /// 99th percentile turnaround, µs.
@@ -51,8 +51,8 @@ impl Headline {
             throughput: r.throughput,
             mean_wait_us: r.mean_wait_us,
             p99_wait_us: r.p99_wait_us,
-            mean_response_us: r.mean_response_us,
-            p99_response_us: r.p99_response_us,
+            mean_submit_blocked_us: r.mean_submit_blocked_us,
+            p99_submit_blocked_us: r.p99_submit_blocked_us,
             mean_turnaround_us: r.mean_turnaround_us,
             p99_turnaround_us: r.p99_turnaround_us,
             threads_created: r.threads_created,
@@ -92,7 +92,7 @@ pub struct PolicyRow {
     /// Most live threads.
     pub max_threads: usize,
     /// Process CPU use over the run, fraction of all cores.
-    pub cpu_utilisation: f64,
+    pub process_cpu_utilization: f64,
     /// Tasks completed.
     pub completed: u64,
     /// True when the run stopped early (Ctrl-C or drain timeout).
@@ -133,7 +133,7 @@ impl PolicyRow {
             policy: r.executor.clone(),
             headline: Headline::from_run(r),
             max_threads: r.max_threads,
-            cpu_utilisation: r.cpu_utilisation,
+            process_cpu_utilization: r.process_cpu_utilization,
             completed: r.completed,
             cancelled: r.cancelled,
             throughput_vs_oracle: oracle.and_then(|o| ratio(r.throughput, o.headline.throughput)),

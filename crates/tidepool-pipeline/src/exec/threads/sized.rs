@@ -32,7 +32,7 @@ impl<B: Send + 'static> Node<B> {
                     .name(self.name.clone())
                     .min_threads(1)
                     .max_threads(max)
-                    .record_size_series(true)
+                    .record_live_threads_series(true)
                     .policy_boxed(p)
                     .build()
                     .map_err(|e| e.to_string())
@@ -104,16 +104,16 @@ impl<B: Send + 'static> Node<B> {
             total.items += inst.items;
         }
         total.threads = pool
-            .size_series()
+            .live_threads_series()
             .iter()
-            .map(|s| s.live)
+            .map(|s| s.live_threads)
             .max()
             .unwrap_or(1)
             .max(1);
         total.sizes = pool
-            .size_series()
+            .live_threads_series()
             .iter()
-            .map(|s| (s.at.as_secs_f64(), s.live))
+            .map(|s| (s.at.as_secs_f64(), s.live_threads))
             .collect();
         total.wait_input = st.wait_input;
         total.cpu = ps.worker_cpu_time;

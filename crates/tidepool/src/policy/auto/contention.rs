@@ -53,7 +53,7 @@ impl Auto {
         if obs.window < MIN_THREAD_WINDOW {
             return;
         }
-        let (Some(cpu), Some(delay)) = (obs.cpu_time, obs.run_delay) else {
+        let (Some(cpu), Some(delay)) = (obs.worker_cpu_time, obs.run_delay) else {
             return;
         };
         let wanted = cpu + delay;

@@ -625,7 +625,7 @@ impl Default for Auto {
 /// CPU time plus run delay (the time runnable but waiting for a core) less
 /// than the window times the cores. `false` without run-delay data.
 fn leaves_a_core_unwanted(obs: &Observation) -> bool {
-    let (Some(cpu), Some(delay)) = (obs.cpu_time, obs.run_delay) else {
+    let (Some(cpu), Some(delay)) = (obs.worker_cpu_time, obs.run_delay) else {
         return false;
     };
     (cpu + delay).as_secs_f64() < obs.window.as_secs_f64() * obs.cores.max(1) as f64
@@ -633,7 +633,7 @@ fn leaves_a_core_unwanted(obs: &Observation) -> bool {
 
 /// CPU use of the pool's workers over the window, as a fraction of all cores.
 fn utilization(obs: &Observation) -> Option<f64> {
-    let cpu = obs.cpu_time?.as_secs_f64();
+    let cpu = obs.worker_cpu_time?.as_secs_f64();
     let capacity = obs.window.as_secs_f64() * obs.cores.max(1) as f64;
     (capacity > 0.0).then(|| cpu / capacity)
 }

@@ -156,7 +156,9 @@ impl Auto {
         if busy < MIN_BUSY_FOR_CPU.as_secs_f64() {
             return;
         }
-        let Some(cpu) = obs.cpu_time else { return };
+        let Some(cpu) = obs.worker_cpu_time else {
+            return;
+        };
         let cpu = cpu.as_secs_f64();
         if let Some(delay) = obs.run_delay {
             // Time waiting for a core is neither compute nor blocking: take it

@@ -38,7 +38,7 @@ fn busy_tick(at: u32, live: usize, phi: f64, queue_len: usize, completions: u64)
         min: 1,
         max: 512,
         busy_time: busy,
-        cpu_time: Some(cpu),
+        worker_cpu_time: Some(cpu),
         cores: CORES,
         ..Observation::default()
     }
@@ -54,7 +54,7 @@ fn quiet_tick(at: u32, live: usize) -> Observation {
         target: live,
         min: 1,
         max: 512,
-        cpu_time: Some(Duration::ZERO),
+        worker_cpu_time: Some(Duration::ZERO),
         cores: CORES,
         ..Observation::default()
     }
@@ -145,7 +145,7 @@ fn cpu_bound_never_grows_even_if_oversubscribed() {
         for at in 1..=50 {
             let mut obs = busy_tick(at, live, 1.0, 1000, 400);
             if with_run_delay {
-                obs.run_delay = Some(obs.busy_time - obs.cpu_time.unwrap());
+                obs.run_delay = Some(obs.busy_time - obs.worker_cpu_time.unwrap());
             }
             let d = p.decide(&obs);
             apply(&mut live, &d);
@@ -177,7 +177,7 @@ fn run_delay_does_not_read_as_blocking_or_as_compute() {
     for at in 21..=40 {
         let mut obs = busy_tick(at, 12, 0.05, 0, 60);
         obs.run_delay = Some(obs.busy_time / 2);
-        obs.sampled_task_cpu = obs.cpu_time.unwrap();
+        obs.sampled_task_cpu = obs.worker_cpu_time.unwrap();
         obs.sampled_task_time = obs.busy_time / 2;
         obs.sampled_tasks = 60;
         p.decide(&obs);
@@ -205,7 +205,7 @@ fn workers_busy_at_both_ends_count_only_without_completions_between() {
     obs.busy = 3;
     obs.completions = 20;
     obs.busy_time = Duration::from_millis(20);
-    obs.cpu_time = Some(Duration::from_millis(20));
+    obs.worker_cpu_time = Some(Duration::from_millis(20));
     obs.run_delay = Some(Duration::ZERO);
     p.decide(&obs);
     p.decide(&obs);
@@ -223,7 +223,7 @@ fn a_small_first_window_is_soon_outweighed() {
     first.window = Duration::from_millis(6);
     first.completions = 3;
     first.busy_time = Duration::from_millis(6);
-    first.cpu_time = Some(Duration::from_millis(6));
+    first.worker_cpu_time = Some(Duration::from_millis(6));
     first.run_delay = Some(Duration::ZERO);
     p.decide(&first);
     assert_eq!(p.cpu_fraction(), 1.0);
@@ -383,7 +383,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     obs.completions = 0;
     obs.busy = CORES + 2;
     obs.threads_created = 1;
-    obs.cpu_time = Some(Duration::from_millis(15));
+    obs.worker_cpu_time = Some(Duration::from_millis(15));
     obs.run_delay = Some(Duration::ZERO);
     // The first call cannot tell how long its busy workers were busy.
     p.decide(&obs);
@@ -404,7 +404,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     // The same window with CPU-bound workers keeps the limit.
     let mut p = Auto::new();
     start(&mut p);
-    obs.cpu_time = Some(Duration::from_millis(150));
+    obs.worker_cpu_time = Some(Duration::from_millis(150));
     p.decide(&obs);
     p.decide(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
@@ -424,7 +424,7 @@ fn contended_or_stalled_thread_totals_are_no_evidence_of_blocking() {
     obs.trigger = Trigger::AtMax;
     obs.window = Duration::from_millis(6);
     for (cpu, delay) in [(330, 110), (0, 0)] {
-        obs.cpu_time = Some(Duration::from_micros(cpu));
+        obs.worker_cpu_time = Some(Duration::from_micros(cpu));
         obs.run_delay = Some(Duration::from_micros(delay));
         for _ in 0..50 {
             p.decide(&obs);
@@ -434,7 +434,7 @@ fn contended_or_stalled_thread_totals_are_no_evidence_of_blocking() {
     }
     // The same window uncontended is blocking work.
     obs.run_delay = Some(Duration::ZERO);
-    obs.cpu_time = Some(Duration::from_micros(330));
+    obs.worker_cpu_time = Some(Duration::from_micros(330));
     p.decide(&obs);
     assert!(p.cpu_fraction() < 0.5, "{}", p.cpu_fraction());
 }
@@ -451,7 +451,7 @@ fn starvation_jumps_to_the_demand_once_phi_is_known() {
     obs.threads_created = 1;
     obs.arrivals = 60;
     obs.completions = 0;
-    obs.cpu_time = Some(Duration::from_millis(15));
+    obs.worker_cpu_time = Some(Duration::from_millis(15));
     obs.run_delay = Some(Duration::ZERO);
     p.decide(&obs);
     obs.completions = 1;
@@ -514,7 +514,7 @@ fn millisecond_windows_neither_guess_from_threads_nor_waste_samples() {
     let mut obs = starved(5, 4, 10);
     obs.trigger = Trigger::AtMax;
     obs.window = Duration::from_micros(1300);
-    obs.cpu_time = Some(Duration::from_micros(375));
+    obs.worker_cpu_time = Some(Duration::from_micros(375));
     obs.run_delay = Some(Duration::from_micros(857));
     p.decide(&obs);
     p.decide(&obs);
@@ -587,8 +587,8 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
     for at in 6..=30 {
         // More workers win more CPU share, so throughput follows them.
         let mut obs = busy_tick(at, live, 1.0, 50, 50 * live as u64);
-        obs.cpu_time = Some(WINDOW * CORES as u32 / 2);
-        obs.run_delay = Some(obs.busy_time - obs.cpu_time.unwrap());
+        obs.worker_cpu_time = Some(WINDOW * CORES as u32 / 2);
+        obs.run_delay = Some(obs.busy_time - obs.worker_cpu_time.unwrap());
         let d = p.decide(&obs);
         apply(&mut live, &d);
         trace.push(live);
@@ -608,8 +608,8 @@ fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
     let mut live = start(&mut p).target.unwrap();
     let quiet = |at: u32, live: usize, queue_len: usize| {
         let mut obs = busy_tick(at, live, 1.0, queue_len, 200);
-        obs.cpu_time = Some(WINDOW * CORES as u32 / 2);
-        obs.busy_time = obs.cpu_time.unwrap();
+        obs.worker_cpu_time = Some(WINDOW * CORES as u32 / 2);
+        obs.busy_time = obs.worker_cpu_time.unwrap();
         obs.run_delay = Some(Duration::ZERO);
         obs.sampled_task_time = Duration::from_millis(10);
         obs.sampled_task_cpu = Duration::from_millis(10);
@@ -716,7 +716,7 @@ fn growth_that_does_not_pay_is_capped_with_short_windows() {
         obs.now = Duration::from_millis(25) * at;
         obs.busy_time = obs.window * live as u32;
         obs.mean_service = Some(obs.busy_time / 25);
-        obs.cpu_time = Some(obs.busy_time.mul_f64(0.1));
+        obs.worker_cpu_time = Some(obs.busy_time.mul_f64(0.1));
         let d = p.decide(&obs);
         apply(&mut live, &d);
     }
@@ -832,7 +832,7 @@ fn contended_tick(at: u32, live: usize, cpu_share: f64) -> Observation {
     obs.sampled_task_cpu = Duration::from_millis(3);
     obs.sampled_tasks = 10;
     let cpu = (WINDOW * CORES as u32).mul_f64(cpu_share);
-    obs.cpu_time = Some(cpu);
+    obs.worker_cpu_time = Some(cpu);
     obs.run_delay = Some(cpu);
     obs
 }
@@ -896,7 +896,7 @@ fn workers_queueing_for_each_other_are_not_contention() {
     start(&mut p);
     for at in 1..=30 {
         let mut obs = contended_tick(at, 24, 0.85);
-        obs.run_delay = Some(WINDOW * 16 - obs.cpu_time.unwrap());
+        obs.run_delay = Some(WINDOW * 16 - obs.worker_cpu_time.unwrap());
         p.decide(&obs);
     }
     assert!((p.contention() - 0.15).abs() < 1e-6, "{}", p.contention());
@@ -905,7 +905,7 @@ fn workers_queueing_for_each_other_are_not_contention() {
     start(&mut p);
     for at in 1..=30 {
         let mut obs = contended_tick(at, 3, 0.25);
-        obs.run_delay = Some(WINDOW * 3 - obs.cpu_time.unwrap());
+        obs.run_delay = Some(WINDOW * 3 - obs.worker_cpu_time.unwrap());
         p.decide(&obs);
     }
     assert!(
@@ -925,7 +925,7 @@ fn contention_turns_the_short_slices_off_and_back_on() {
     for (from, share, delay) in [(1, 0.3, 0.0), (11, 0.5, 1.0), (41, 0.3, 0.0)] {
         for at in from..from + 30 {
             let mut obs = contended_tick(at, live, share);
-            obs.run_delay = obs.cpu_time.map(|c| c.mul_f64(delay));
+            obs.run_delay = obs.worker_cpu_time.map(|c| c.mul_f64(delay));
             let d = p.decide(&obs);
             apply(&mut live, &d);
             if let Some(s) = d.worker_slice {
@@ -1131,7 +1131,7 @@ fn overloaded_tick(at_ms: u64, live: usize, queue_len: usize) -> Observation {
         min: 1,
         max: 512,
         busy_time: window * live as u32,
-        cpu_time: Some((window * CORES as u32).mul_f64(0.88)),
+        worker_cpu_time: Some((window * CORES as u32).mul_f64(0.88)),
         run_delay: Some(Duration::ZERO),
         sampled_task_time: Duration::from_millis(10),
         sampled_task_cpu: Duration::from_millis(9),
@@ -1237,7 +1237,7 @@ fn workers_that_hold_every_core_get_the_default_slice() {
     for (from, cpu_share) in [(1, 0.5), (6, 0.95), (11, 0.5)] {
         for at in from..from + 5 {
             let mut obs = busy_tick(at, live, 0.5, 0, 40);
-            obs.cpu_time = Some((WINDOW * CORES as u32).mul_f64(cpu_share));
+            obs.worker_cpu_time = Some((WINDOW * CORES as u32).mul_f64(cpu_share));
             obs.run_delay = Some(Duration::ZERO);
             obs.sampled_task_time = Duration::from_millis(10);
             obs.sampled_task_cpu = Duration::from_millis(5);
@@ -1255,7 +1255,7 @@ fn workers_that_hold_every_core_get_the_default_slice() {
     );
     // A millisecond window (a spawn's call) does not turn them off.
     let mut obs = starved(1_600, live, 3);
-    obs.cpu_time = Some(Duration::from_millis(4));
+    obs.worker_cpu_time = Some(Duration::from_millis(4));
     assert_eq!(p.decide(&obs).worker_slice, None);
 }
 
@@ -1268,7 +1268,7 @@ fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
     // the pool grows to the 2 × cores floor.
     let tick = |at_ms: u64, live: usize, delay_share: f64| {
         let mut obs = overloaded_tick(at_ms, live, 300);
-        obs.cpu_time = Some((TICK * CORES as u32).mul_f64(0.92));
+        obs.worker_cpu_time = Some((TICK * CORES as u32).mul_f64(0.92));
         obs.run_delay = Some((TICK * CORES as u32).mul_f64(delay_share));
         obs
     };
@@ -1304,7 +1304,7 @@ fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
     obs.window = Duration::from_micros(100);
     (obs.arrivals, obs.completions) = (0, 0);
     (obs.mean_wait, obs.mean_service) = (None, None);
-    obs.cpu_time = Some((obs.window * CORES as u32).mul_f64(0.88));
+    obs.worker_cpu_time = Some((obs.window * CORES as u32).mul_f64(0.88));
     obs.busy_time = obs.window * live as u32;
     p.decide(&obs);
     assert!(
