@@ -115,14 +115,21 @@ mod tests {
         assert!(sleep(b"five").unwrap_err().contains("microseconds"));
         assert!(sleep(b"99999999999").unwrap_err().contains("1 h"));
         assert!(spin(b"five").unwrap_err().contains("spin payload"));
-        let echo = &builtins().into_iter().find(|(n, _)| *n == "echo").unwrap().1;
+        let echo = &builtins()
+            .into_iter()
+            .find(|(n, _)| *n == "echo")
+            .unwrap()
+            .1;
         assert_eq!(echo(b"hi"), Ok(b"hi".to_vec()));
     }
 
     #[test]
     fn spin_burns_its_cpu_time_on_its_own_thread() {
         let before = thread_cpu_time();
-        assert_eq!(spin(&spin_payload(Duration::from_millis(20))), Ok(Vec::new()));
+        assert_eq!(
+            spin(&spin_payload(Duration::from_millis(20))),
+            Ok(Vec::new())
+        );
         let used = thread_cpu_time() - before;
         // At least what was asked (however loaded the machine: CPU time,
         // not wall time); the upper bound is loose (one clock tick).

@@ -4,7 +4,7 @@
 //! cargo run --release -p tidepool-bench -- dispatch            # table
 //! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
 //! cargo run --release -p tidepool-bench -- snapshot            # cost of Pool::stats
-//! cargo run --release -p tidepool-bench -- soak --duration 600  # RSS over a long run
+//! cargo run --release -p tidepool-bench -- soak --duration 10m  # RSS over a long run
 //! cargo run --release -p tidepool-bench -- server --quick      # HTTP + PostgreSQL + wrk
 //! cargo run --release -p tidepool-bench -- celery --quick      # the cluster against Celery
 //! ```

@@ -56,7 +56,9 @@ impl Executions {
 
     /// Of `0..requests`, those whose work was never done.
     pub fn never_finished(&self, requests: u64) -> u64 {
-        (0..requests).filter(|id| !self.finished.contains_key(id)).count() as u64
+        (0..requests)
+            .filter(|id| !self.finished.contains_key(id))
+            .count() as u64
     }
 }
 
@@ -67,7 +69,11 @@ pub fn finished_so_far(paths: &[PathBuf]) -> u64 {
         .iter()
         .map(|p| {
             std::fs::read(p)
-                .map(|b| b.split(|&c| c == b'\n').filter(|l| l.starts_with(b"F ")).count() as u64)
+                .map(|b| {
+                    b.split(|&c| c == b'\n')
+                        .filter(|l| l.starts_with(b"F "))
+                        .count() as u64
+                })
                 .unwrap_or(0)
         })
         .sum()

@@ -169,7 +169,11 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
                     systems.reverse();
                 }
                 for system in systems {
-                    let dir = root.join(format!("{system}-{}-{repeat}-{}", kind.name(), if kill { "kill" } else { "run" }));
+                    let dir = root.join(format!(
+                        "{system}-{}-{repeat}-{}",
+                        kind.name(),
+                        if kill { "kill" } else { "run" }
+                    ));
                     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                     let spec = Spec {
                         kind,
@@ -186,7 +190,9 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
                         _ => pyside::run(&spec, &venv)?,
                     };
                     let ex = journal::Executions::read(
-                        &(0..WORKERS).map(|i| journal::path(&dir, i)).collect::<Vec<_>>(),
+                        &(0..WORKERS)
+                            .map(|i| journal::path(&dir, i))
+                            .collect::<Vec<_>>(),
                     );
                     let run = Run::new(system, kind.name(), kill, repeat, &samples, &ex, killed_at);
                     eprintln!(
@@ -216,7 +222,10 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
             rows,
             ratios,
         };
-        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
     } else {
         print!("{}", report::table(&rows, &ratios, args.repeats as usize));
     }

@@ -22,9 +22,15 @@ impl Group {
     /// Start `cmd` as the leader of a new process group; stdout and stderr
     /// go to `log`. Prints `started WHAT pid=PID` on stderr (the tests use it
     /// to check that nothing is left behind).
-    pub fn spawn(cmd: Command, what: &str, log: &std::path::Path, grace: Duration) -> Result<Group, String> {
+    pub fn spawn(
+        cmd: Command,
+        what: &str,
+        log: &std::path::Path,
+        grace: Duration,
+    ) -> Result<Group, String> {
         let mut cmd = cleanup::detached(cmd);
-        let out = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let out = std::fs::File::create(log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
         let child: Child = cmd

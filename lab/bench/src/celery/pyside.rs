@@ -26,7 +26,10 @@ fn python(venv: &Path, program: &str, broker: &str, spec: &Spec) -> Command {
     let mut cmd = Command::new(venv.join("bin").join(program));
     cmd.current_dir(python_dir())
         .env("BENCH_BROKER", broker)
-        .env("BENCH_REDELIVER_S", spec.redeliver.as_secs_f64().to_string())
+        .env(
+            "BENCH_REDELIVER_S",
+            spec.redeliver.as_secs_f64().to_string(),
+        )
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONPATH", python_dir());
     cmd
@@ -45,23 +48,39 @@ pub fn run(spec: &Spec, venv: &Path) -> Result<(Vec<Sample>, Option<u64>), Strin
         let mut cmd = python(venv, "celery", &url, spec);
         cmd.env("BENCH_RECORD", j)
             .env("BENCH_READY", &ready)
-            .args(["-A", "bench_app", "worker", "--pool", "prefork", "--concurrency"])
+            .args([
+                "-A",
+                "bench_app",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+            ])
             .arg(spec.concurrency.to_string())
             .args(["--prefetch-multiplier", "1"])
-            .args(["--without-gossip", "--without-mingle", "--without-heartbeat"])
-            .args(["-n", &format!("w{i}@tidepool-bench"), "--loglevel", "WARNING"])
+            .args([
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ])
+            .args([
+                "-n",
+                &format!("w{i}@tidepool-bench"),
+                "--loglevel",
+                "WARNING",
+            ])
             .arg("--logfile")
             .arg(spec.dir.join(format!("celery-{i}.log")));
-        let log = spec.dir.join(format!("celery-{i}.out"));
-        let w = Group::spawn(cmd, &format!("celery-{i}"), &log, Duration::from_secs(10))?;
-        workers.push((w, ready, log));
+        let out = spec.dir.join(format!("celery-{i}.out"));
+        let w = Group::spawn(cmd, &format!("celery-{i}"), &out, Duration::from_secs(10))?;
+        workers.push((w, ready, spec.dir.join(format!("celery-{i}.log"))));
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     for (w, ready, log) in &workers {
         while !ready.exists() {
             if !w.running() || Instant::now() > deadline {
                 let text = std::fs::read_to_string(log).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(8).collect();
+                let tail: Vec<&str> = text.lines().rev().take(3).collect();
                 return Err(format!(
                     "a Celery worker did not get ready: {}",
                     tail.into_iter().rev().collect::<Vec<_>>().join("\n")

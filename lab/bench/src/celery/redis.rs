@@ -20,13 +20,27 @@ impl Redis {
     /// Start one in `dir` (which must exist).
     pub fn start(dir: &Path) -> Result<Redis, String> {
         let bin = find()?;
-        let port = tidepool_cluster::server::free_port().map_err(|e| format!("no free port: {e}"))?;
+        let port =
+            tidepool_cluster::server::free_port().map_err(|e| format!("no free port: {e}"))?;
         let mut cmd = Command::new(bin);
         cmd.args(["--bind", "127.0.0.1", "--port"])
             .arg(port.to_string())
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes", "--dir"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "yes",
+                "--dir",
+            ])
             .arg(dir);
-        let proc = Group::spawn(cmd, "redis-server", &dir.join("redis.log"), Duration::from_secs(10))?;
+        let proc = Group::spawn(
+            cmd,
+            "redis-server",
+            &dir.join("redis.log"),
+            Duration::from_secs(10),
+        )?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {

@@ -46,6 +46,9 @@ pub struct Run {
     pub killed_at: Option<u64>,
     /// Results per second, first submit to last result.
     pub throughput: f64,
+    /// Submits per second, first to last: how fast the client queued the
+    /// requests (a slower client queues less, so its latencies are shorter).
+    pub submit_rate: f64,
     /// Median submit → result, ms.
     pub p50_ms: f64,
     /// 99th percentile submit → result, ms.
@@ -77,6 +80,12 @@ impl Run {
             .unwrap_or(0);
         let last = got.iter().map(|s| s.received_ns).max().unwrap_or(first);
         let span = (last.saturating_sub(first)) as f64 / 1e9;
+        let last_submit = samples
+            .iter()
+            .map(|s| s.submitted_ns)
+            .max()
+            .unwrap_or(first);
+        let submit_span = last_submit.saturating_sub(first) as f64 / 1e9;
         let n = samples.len() as u64;
         Run {
             system: system.into(),
@@ -91,7 +100,16 @@ impl Run {
             restarted: ex.restarted(),
             never_finished: ex.never_finished(n),
             killed_at,
-            throughput: if span > 0.0 { got.len() as f64 / span } else { 0.0 },
+            throughput: if span > 0.0 {
+                got.len() as f64 / span
+            } else {
+                0.0
+            },
+            submit_rate: if submit_span > 0.0 {
+                n as f64 / submit_span
+            } else {
+                0.0
+            },
             p50_ms: quantile(&lat, 0.50),
             p99_ms: quantile(&lat, 0.99),
         }
@@ -116,6 +134,8 @@ pub struct Row {
     pub system: String,
     /// Median throughput (results/s) of the runs without a kill.
     pub throughput: f64,
+    /// Median submit rate (requests/s) of the runs without a kill.
+    pub submit_rate: f64,
     /// Median p50 (ms).
     pub p50_ms: f64,
     /// Median p99 (ms).
@@ -163,6 +183,7 @@ pub fn summarise(runs: &[Run], kinds: &[&str], systems: &[&str]) -> (Vec<Row>, V
                 kind: kind.into(),
                 system: system.into(),
                 throughput: median(of(false).map(|r| r.throughput)),
+                submit_rate: median(of(false).map(|r| r.submit_rate)),
                 p50_ms: median(of(false).map(|r| r.p50_ms)),
                 p99_ms: median(of(false).map(|r| r.p99_ms)),
                 lost: of(true).map(|r| r.lost).sum(),
@@ -179,7 +200,10 @@ pub fn summarise(runs: &[Run], kinds: &[&str], systems: &[&str]) -> (Vec<Row>, V
         let pairs: Vec<(&Run, &Run)> = (0..repeats)
             .filter_map(|i| Some((pick("tidepool", i)?, pick("celery", i)?)))
             .collect();
-        let throughput: Vec<f64> = pairs.iter().map(|(t, c)| t.throughput / c.throughput).collect();
+        let throughput: Vec<f64> = pairs
+            .iter()
+            .map(|(t, c)| t.throughput / c.throughput)
+            .collect();
         let p99: Vec<f64> = pairs.iter().map(|(t, c)| t.p99_ms / c.p99_ms).collect();
         ratios.push(Ratios {
             kind: kind.into(),
@@ -195,20 +219,43 @@ pub fn summarise(runs: &[Run], kinds: &[&str], systems: &[&str]) -> (Vec<Row>, V
 /// The table: one line per kind × system, then the ratios per kind.
 pub fn table(rows: &[Row], ratios: &[Ratios], kill_runs: usize) -> String {
     let mut out = format!(
-        "{:<6} {:<9} {:>10} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6}\n",
-        "kind", "system", "req/s", "p50 ms", "p99 ms", "lost", "ran twice", "restarted", "failed"
+        "{:<6} {:<9} {:>10} {:>10} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6}\n",
+        "kind",
+        "system",
+        "req/s",
+        "submit/s",
+        "p50 ms",
+        "p99 ms",
+        "lost",
+        "ran twice",
+        "restarted",
+        "failed"
     );
     for r in rows {
         out += &format!(
-            "{:<6} {:<9} {:>10.0} {:>9.1} {:>9.1} {:>6} {:>9} {:>9} {:>6}\n",
-            r.kind, r.system, r.throughput, r.p50_ms, r.p99_ms, r.lost, r.ran_twice, r.restarted, r.failed
+            "{:<6} {:<9} {:>10.0} {:>10.0} {:>9.1} {:>9.1} {:>6} {:>9} {:>9} {:>6}\n",
+            r.kind,
+            r.system,
+            r.throughput,
+            r.submit_rate,
+            r.p50_ms,
+            r.p99_ms,
+            r.lost,
+            r.ran_twice,
+            r.restarted,
+            r.failed
         );
     }
     out += &format!(
-        "(req/s, p50, p99: medians of the runs without a kill; lost, ran twice, restarted: \
+        "(req/s, submit/s, p50, p99: medians of the runs without a kill; lost, ran twice, restarted: \
          sums over {kill_runs} run(s) per row with one worker SIGKILLed)\n"
     );
-    let list = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     for q in ratios {
         out += &format!(
             "{}: tidepool ÷ celery per repeat: throughput {} (median {:.2}), p99 {} (median {:.2})\n",
@@ -240,7 +287,15 @@ mod tests {
             .map(|i| s(1, 1 + (i + 1) * 1_000_000))
             .chain([s(0, 0)])
             .collect();
-        let r = Run::new("tidepool", "sleep", false, 0, &samples, &Executions::default(), None);
+        let r = Run::new(
+            "tidepool",
+            "sleep",
+            false,
+            0,
+            &samples,
+            &Executions::default(),
+            None,
+        );
         assert_eq!((r.requests, r.results, r.lost), (101, 100, 1));
         assert_eq!(r.p50_ms, 50.0);
         assert_eq!(r.p99_ms, 99.0);
@@ -264,6 +319,7 @@ mod tests {
             never_finished: 0,
             killed_at: None,
             throughput: tp,
+            submit_rate: tp,
             p50_ms: 1.0,
             p99_ms: 100.0 / tp,
         };
@@ -280,7 +336,15 @@ mod tests {
         assert_eq!(rows[0].lost, 1);
         assert_eq!(ratios[0].throughput, vec![2.0, 3.0]);
         let t = table(&rows, &ratios, 1);
-        for field in ["req/s", "p50 ms", "p99 ms", "lost", "ran twice", "tidepool ÷ celery"] {
+        for field in [
+            "req/s",
+            "submit/s",
+            "p50 ms",
+            "p99 ms",
+            "lost",
+            "ran twice",
+            "tidepool ÷ celery",
+        ] {
             assert!(t.contains(field), "{field} missing from\n{t}");
         }
     }

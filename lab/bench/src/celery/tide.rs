@@ -96,10 +96,18 @@ pub fn run(spec: &Spec) -> Result<(Vec<Sample>, Option<u64>), String> {
             .arg(j)
             .args(["--nats", &url, "--name", &format!("node-{i}")])
             .args(["--max-threads", &spec.concurrency.to_string()])
-            .args(["--ack-wait", &tidepool_cluster::duration::show(spec.redeliver)])
+            .args([
+                "--ack-wait",
+                &tidepool_cluster::duration::show(spec.redeliver),
+            ])
             .args(["--drain-timeout", "5s"]);
         let log = spec.dir.join(format!("node-{i}.log"));
-        nodes.push(Group::spawn(cmd, &format!("node-{i}"), &log, Duration::from_secs(10))?);
+        nodes.push(Group::spawn(
+            cmd,
+            &format!("node-{i}"),
+            &log,
+            Duration::from_secs(10),
+        )?);
     }
     let victim = nodes[0].pid();
     let settings = Settings {
@@ -118,7 +126,9 @@ pub fn run(spec: &Spec) -> Result<(Vec<Sample>, Option<u64>), String> {
         tidepool_cluster::status::wait_for_nodes(client.nats(), WORKERS, Duration::from_secs(60))
             .await?;
         let killer = kill.then(|| {
-            Killer::arm(journals2, n as u64 / 3, move || super::procs::kill_group(victim, "node-0"))
+            Killer::arm(journals2, n as u64 / 3, move || {
+                super::procs::kill_group(victim, "node-0")
+            })
         });
         let pending = client.submit_batch(task, payloads).await?;
         let deadline = tokio::time::Instant::now() + timeout;

@@ -18,7 +18,7 @@ pub fn venv_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("celery-venv")
+    target.canonicalize().unwrap_or(target).join("celery-venv")
 }
 
 /// The virtualenv, made or brought up to date when its stamp differs.
@@ -28,10 +28,15 @@ pub fn ensure() -> Result<PathBuf, String> {
     let wanted = std::fs::read_to_string(&requirements)
         .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
     let stamp = dir.join("tidepool-requirements.txt");
-    if dir.join("bin/python").is_file() && std::fs::read_to_string(&stamp).ok().as_ref() == Some(&wanted) {
+    if dir.join("bin/python").is_file()
+        && std::fs::read_to_string(&stamp).ok().as_ref() == Some(&wanted)
+    {
         return Ok(dir);
     }
-    eprintln!("making the Celery virtualenv in {} (pip needs the network once)", dir.display());
+    eprintln!(
+        "making the Celery virtualenv in {} (pip needs the network once)",
+        dir.display()
+    );
     if !dir.join("bin/python").is_file() {
         run(
             Command::new("python3").arg("-m").arg("venv").arg(&dir),
@@ -49,7 +54,9 @@ pub fn ensure() -> Result<PathBuf, String> {
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{what}: cannot run: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run: {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().rev().take(6).collect();
