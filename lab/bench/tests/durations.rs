@@ -39,3 +39,12 @@ fn durations_out_of_range_name_the_range() {
     refused(&["soak", "--every", "2h"], &["--every", "1s..=1h"]);
     refused(&["soak", "--duration", "8d"], &["--duration", "1s..=7days"]);
 }
+
+#[test]
+fn a_rate_needs_its_unit_and_a_range() {
+    refused(&["celery", "--rate", "150"], &["--rate", "no unit", "N/s"]);
+    refused(
+        &["celery", "--rate", "1000000/s"],
+        &["--rate", "0.1/s..=100000/s"],
+    );
+}

@@ -5,6 +5,7 @@
 //! cargo run --release -p tidepool-bench -- celery            # 10,000 requests per kind, 3 repeats
 //! cargo run --release -p tidepool-bench -- celery --quick    # 200 requests, 1 repeat
 //! cargo run --release -p tidepool-bench -- celery --json     # the runs, rows and ratios as JSON
+//! cargo run --release -p tidepool-bench -- celery --rate 150/s  # latency at the same offered load
 //! ```
 //!
 //! Each system gets two worker processes with `--concurrency` slots each:
@@ -80,12 +81,24 @@ pub struct Spec {
     pub timeout: Duration,
     /// Kill one worker mid-run.
     pub kill: bool,
+    /// Submits per second (`None`: as fast as the client can).
+    pub rate: Option<f64>,
     /// The run's directory (journals, logs, broker data).
     pub dir: PathBuf,
 }
 
 fn sleep_length(s: &str) -> Result<Duration, String> {
     duration::parse_within(s, Duration::from_micros(1)..=Duration::from_secs(10))
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let r = tidepool_cluster::limits::parse_rate(s)?;
+    if !(0.1..=100_000.0).contains(&r) {
+        return Err(format!(
+            "rate {r}/s is out of range: allowed 0.1/s..=100000/s"
+        ));
+    }
+    Ok(r)
 }
 
 fn redeliver(s: &str) -> Result<Duration, String> {
@@ -119,6 +132,11 @@ pub struct CeleryArgs {
     /// How long to wait for the results after the last submit (1s..=1d).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration::result_timeout)]
     timeout: Duration,
+    /// Submit at this rate (R/s, e.g. 150/s) instead of as fast as each
+    /// client can: latency at the same offered load for both systems
+    /// (0.1/s..=100000/s).
+    #[arg(long, value_name = "R/s", value_parser = rate)]
+    rate: Option<f64>,
     /// A smoke run: 200 requests per kind, one repeat (the kill included).
     #[arg(long)]
     quick: bool,
@@ -137,6 +155,7 @@ struct Doc {
     sleep_ms: f64,
     spin_ms: f64,
     redeliver_after_s: f64,
+    rate_per_s: Option<f64>,
     runs: Vec<Run>,
     rows: Vec<report::Row>,
     ratios: Vec<report::Ratios>,
@@ -183,6 +202,7 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
                         redeliver: args.redeliver_after,
                         timeout: args.timeout,
                         kill,
+                        rate: args.rate,
                         dir: dir.clone(),
                     };
                     let (samples, killed_at) = match system {
@@ -196,10 +216,10 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
                     );
                     let run = Run::new(system, kind.name(), kill, repeat, &samples, &ex, killed_at);
                     eprintln!(
-                        "repeat {repeat} {} {system}{}: {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, lost {}, ran twice {}, restarted {}",
+                        "repeat {repeat} {} {system}{}: {:.0} req/s, submit {:.0}/s, p50 {:.1} ms, p99 {:.1} ms, lost {}, never finished {}, ran twice {}, restarted {}",
                         kind.name(),
                         if kill { " (kill)" } else { "" },
-                        run.throughput, run.p50_ms, run.p99_ms, run.lost, run.ran_twice, run.restarted
+                        run.throughput, run.submit_rate, run.p50_ms, run.p99_ms, run.lost, run.never_finished, run.ran_twice, run.restarted
                     );
                     runs.push(run);
                     let _ = std::fs::remove_dir_all(&dir);
@@ -218,6 +238,7 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
             sleep_ms: args.sleep.as_secs_f64() * 1e3,
             spin_ms: args.spin.as_secs_f64() * 1e3,
             redeliver_after_s: args.redeliver_after.as_secs_f64(),
+            rate_per_s: args.rate,
             runs,
             rows,
             ratios,

@@ -106,6 +106,9 @@ pub fn run(spec: &Spec, venv: &Path) -> Result<(Vec<Sample>, Option<u64>), Strin
         .arg(spec.timeout.as_secs_f64().to_string())
         .arg("--out")
         .arg(&out);
+    if let Some(r) = spec.rate {
+        cmd.arg("--rate").arg(r.to_string());
+    }
     let driver_log = spec.dir.join("celery-driver.log");
     let driver = Group::spawn(cmd, "celery-client", &driver_log, Duration::from_secs(5))?;
     // Submitting, then waiting up to the timeout, then writing the file.

@@ -72,6 +72,29 @@ pub fn node_main(cmd: NodeCmd) -> Result<(), String> {
     run().map_err(|e| format!("{e:#}"))
 }
 
+/// Submit one request every `1/rate` s by the clock (each submit on a task
+/// of its own, so that a slow broker acknowledgement does not delay the
+/// next).
+async fn paced(
+    client: &Client,
+    task: &'static str,
+    payloads: Vec<Vec<u8>>,
+    rate: f64,
+) -> anyhow::Result<Vec<tidepool_cluster::Pending>> {
+    let start = tokio::time::Instant::now();
+    let mut handles = Vec::with_capacity(payloads.len());
+    for (i, p) in payloads.into_iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+        let c = client.clone();
+        handles.push(tokio::spawn(async move { c.submit(task, p).await }));
+    }
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await??);
+    }
+    Ok(out)
+}
+
 /// One `write(2)` of a whole line (atomic with `O_APPEND`).
 fn record(file: &std::fs::File, kind: &str, id: &str) {
     use std::io::Write;
@@ -119,7 +142,7 @@ pub fn run(spec: &Spec) -> Result<(Vec<Sample>, Option<u64>), String> {
         .map(|id| format!("{id} {}", spec.length.as_micros()).into_bytes())
         .collect();
     let task = task_name(spec.kind);
-    let (timeout, kill) = (spec.timeout, spec.kill);
+    let (timeout, kill, rate) = (spec.timeout, spec.kill, spec.rate);
     let journals2 = journals.clone();
     let out = tidepool_cluster::args::block_on(async move {
         let client = Client::connect(&url, &settings, Duration::from_secs(30)).await?;
@@ -130,7 +153,10 @@ pub fn run(spec: &Spec) -> Result<(Vec<Sample>, Option<u64>), String> {
                 super::procs::kill_group(victim, "node-0")
             })
         });
-        let pending = client.submit_batch(task, payloads).await?;
+        let pending = match rate {
+            None => client.submit_batch(task, payloads).await?,
+            Some(r) => paced(&client, task, payloads, r).await?,
+        };
         let deadline = tokio::time::Instant::now() + timeout;
         let mut samples = Vec::with_capacity(n);
         for p in pending {
