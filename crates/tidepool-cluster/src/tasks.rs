@@ -81,7 +81,7 @@ fn spin(payload: &[u8]) -> Outcome {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
         }
         rounds = rounds.wrapping_add(1);
-        if rounds % 64 == 0 && crate::cancel::cancelled() {
+        if rounds.is_multiple_of(64) && crate::cancel::cancelled() {
             return Err("cancelled while spinning".into());
         }
     }
