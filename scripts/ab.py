@@ -27,7 +27,7 @@ ORACLE = {"cpu": "2", "io": "32", "mixed": "8", "steps": "8", "bursty": "16", "a
 def run(binary, workload, policy):
     out = subprocess.run(
         [binary, "compare", "-w", workload, "--scale", "0.25", "-s", ORACLE[workload],
-         "-p", policy, "-q", "--json", "--drain-timeout", "15"],
+         "-p", policy, "-q", "--json", "--drain-timeout", "15s"],
         capture_output=True, text=True, check=True).stdout
     d = json.loads(out)
     o, a = d["oracle"], d["policies"][0]

@@ -26,6 +26,9 @@ apt_need nats-server nats-server # the distributed pool's broker (tidepool-clust
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 apt_need wrk wrk             # the server benchmark's load generator
 apt_need chromium chromium       # the cluster dashboard's browser test
+apt_need redis-server redis-server # the Celery comparison's broker (tidepool-bench celery)
+# the Celery comparison's virtualenv (Debian splits venv and ensurepip out of python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -37,4 +40,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+# The Celery comparison's Python side (tidepool-bench celery): a virtualenv
+# under the target directory with the pinned requirements, made again when
+# they change (the benchmark checks the same stamp and makes it itself if
+# this did not run).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${CARGO_TARGET_DIR:-$root/target}/celery-venv"
+req="$root/lab/bench/celery/requirements.txt"
+if ! cmp -s "$req" "$venv/tidepool-requirements.txt"; then
+  echo "== making the Celery virtualenv in $venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$venv/tidepool-requirements.txt"
 fi

@@ -9,7 +9,7 @@
 #   scripts/sim-agreement.sh [OUT_DIR] [SCALE]      # defaults: sim-agreement 0.5
 #   WORKLOADS="cpu io" scripts/sim-agreement.sh     # a subset
 #   SIM_ONLY=1 scripts/sim-agreement.sh DIR         # the simulated side again, against DIR's real sweeps
-#   SIM_ARGS="--preempt 300" scripts/sim-agreement.sh   # extra options of tidepool sim
+#   SIM_ARGS="--preempt 300us" scripts/sim-agreement.sh   # extra options of tidepool sim
 #   REAL_FROM="lab/sim/tests/agreement/real-a lab/sim/tests/agreement/real-c" \
 #     scripts/sim-agreement.sh /tmp/x     # the simulated side once into /tmp/x, scored against each
 #                                         # folder's real sweeps (they are read, never written), then

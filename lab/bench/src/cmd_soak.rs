@@ -3,7 +3,7 @@
 //! decision log and size series are bounded rings).
 //!
 //! ```text
-//! cargo run --release -p tidepool-bench -- soak --duration 600 --out soak.json
+//! cargo run --release -p tidepool-bench -- soak --duration 10m --out soak.json
 //! ```
 
 use std::time::{Duration, Instant};
@@ -12,24 +12,25 @@ use clap::Args;
 use serde::Serialize;
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
+use tidepool_cluster::duration;
 
 use tidepool_workload::BusyLoop;
 
 /// Options of `soak`.
 #[derive(Debug, Args)]
 pub struct SoakArgs {
-    /// How long to run, in seconds.
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=7 * 86_400))]
-    duration: u64,
+    /// How long to run (1s..=7d).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = run_length)]
+    duration: Duration,
     /// Tasks submitted per second, paced evenly.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     rate: u64,
-    /// Work per task, in microseconds of spinning.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    task_us: u64,
-    /// Seconds between two RSS samples.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3_600))]
-    every: u64,
+    /// Work per task, spinning (0s..=1s).
+    #[arg(long, value_name = "DURATION", default_value = "50us", value_parser = task_length)]
+    task: Duration,
+    /// Time between two RSS samples (1s..=1h).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = sample_every)]
+    every: Duration,
     /// The sizing policy (default: the chattiest, `xu-bode`).
     #[arg(long, default_value = "xu-bode", value_parser = parse_policy)]
     policy: PolicySpec,
@@ -39,6 +40,18 @@ pub struct SoakArgs {
     /// Also write the JSON report to this file (checked before the run).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+}
+
+fn run_length(s: &str) -> Result<Duration, String> {
+    duration::parse_within(s, Duration::from_secs(1)..=Duration::from_secs(7 * 86_400))
+}
+
+fn task_length(s: &str) -> Result<Duration, String> {
+    duration::parse_within(s, Duration::ZERO..=Duration::from_secs(1))
+}
+
+fn sample_every(s: &str) -> Result<Duration, String> {
+    duration::parse_within(s, Duration::from_secs(1)..=Duration::from_secs(3600))
 }
 
 fn parse_policy(s: &str) -> Result<PolicySpec, String> {
@@ -135,22 +148,22 @@ fn run(args: &SoakArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let load_average_start = tidepool::sys::load_average();
     eprintln!(
-        "soak: {} at {} tasks/s of {} µs for {} s, RSS every {} s; load average {:?}",
+        "soak: {} at {} tasks/s of {} for {}, RSS every {}; load average {:?}",
         args.policy.name(),
         args.rate,
-        args.task_us,
-        args.duration,
-        args.every,
+        duration::show(args.task),
+        duration::show(args.duration),
+        duration::show(args.every),
         load_average_start
     );
     let start = Instant::now();
-    let end = start + Duration::from_secs(args.duration);
+    let end = start + args.duration;
     let gap = Duration::from_secs(1) / args.rate as u32;
-    let every = Duration::from_secs(args.every);
+    let every = args.every;
     let mut samples = Vec::new();
     let mut next_sample = start;
     let mut next_task = start;
-    let task_us = args.task_us;
+    let task = args.task;
     loop {
         let now = Instant::now();
         if now >= next_sample {
@@ -171,7 +184,7 @@ fn run(args: &SoakArgs) -> Result<(), String> {
         if now < next_task {
             std::thread::sleep(next_task - now);
         }
-        pool.execute(move || BusyLoop::global().burn(Duration::from_micros(task_us)))
+        pool.execute(move || BusyLoop::global().burn(task))
             .map_err(|e| e.to_string())?;
         // Paced by the clock, not by the sleeps: a late wake-up catches up.
         next_task += gap;
@@ -182,8 +195,8 @@ fn run(args: &SoakArgs) -> Result<(), String> {
     let report = SoakReport {
         policy: args.policy.name().to_string(),
         rate: args.rate,
-        task_us: args.task_us,
-        duration_s: args.duration,
+        task_us: args.task.as_micros() as u64,
+        duration_s: args.duration.as_secs(),
         submitted: stats.submitted,
         completed: stats.completed,
         spawn_failures: stats.spawn_failures,

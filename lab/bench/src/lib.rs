@@ -19,9 +19,11 @@
 //! their own: [`pipeline`] (tidepool-pipeline against peer pipeline crates)
 //! and [`roysden`] (per-stage priority scheduling, with [`welch`]'s t-test);
 //! [`paired`] summarises a tidepool row against each peer, per repeat.
-//! [`server`] runs a real HTTP service over a real PostgreSQL under `wrk`.
+//! [`server`] runs a real HTTP service over a real PostgreSQL under `wrk`;
+//! [`celery`] the distributed pool against Celery on Redis.
 #![warn(missing_docs)]
 
+pub mod celery;
 pub mod cmd_pipeline;
 pub mod cmd_soak;
 pub mod harness;

@@ -4,8 +4,9 @@
 //! cargo run --release -p tidepool-bench -- dispatch            # table
 //! cargo run --release -p tidepool-bench -- dispatch --json     # one JSON object
 //! cargo run --release -p tidepool-bench -- snapshot            # cost of Pool::stats
-//! cargo run --release -p tidepool-bench -- soak --duration 600  # RSS over a long run
+//! cargo run --release -p tidepool-bench -- soak --duration 10m  # RSS over a long run
 //! cargo run --release -p tidepool-bench -- server --quick      # HTTP + PostgreSQL + wrk
+//! cargo run --release -p tidepool-bench -- celery --quick      # the cluster against Celery
 //! ```
 
 use std::time::{Duration, Instant};
@@ -44,6 +45,12 @@ enum Command {
     /// A real HTTP service over a real PostgreSQL under wrk: tidepool's
     /// policies against static sizes, thread-per-request and tokio.
     Server(tidepool_bench::server::ServerArgs),
+    /// The cluster against Celery on Redis: throughput, latency, and what a
+    /// SIGKILLed worker costs each.
+    Celery(tidepool_bench::celery::CeleryArgs),
+    /// A node of the Celery comparison (started by `celery`).
+    #[command(hide = true)]
+    CeleryNode(tidepool_bench::celery::NodeCmd),
 }
 
 #[derive(Debug, Args)]
@@ -339,6 +346,18 @@ fn main() {
         Command::Soak(args) => tidepool_bench::cmd_soak::soak(args),
         Command::Server(args) => {
             if let Err(e) = tidepool_bench::server::server(args) {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+        Command::Celery(args) => {
+            if let Err(e) = tidepool_bench::celery::celery(args) {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+        Command::CeleryNode(args) => {
+            if let Err(e) = tidepool_bench::celery::node_main(args) {
                 eprintln!("error: {e}");
                 std::process::exit(1);
             }

@@ -766,9 +766,9 @@ fn sim_one_worker_on_one_core(workload: &str, extra: &[&str]) -> Value {
         "--policies",
         "fixed:1",
         "--spawn-cost",
-        "0",
+        "0s",
         "--wake-cost",
-        "0",
+        "0s",
         "--json",
         "-q",
     ];
@@ -786,11 +786,11 @@ fn sim_runs_a_closed_loop_as_a_closed_loop() {
         "closed:clients=1,think=const:1ms,n=400,service=const:1ms",
         &[
             "--sleep-cpu",
-            "0",
+            "0s",
             "--handoff-cpu",
-            "0",
+            "0s",
             "--driver-spin",
-            "0",
+            "0s",
         ],
     );
     let throughput = v["policies"][0]["throughput"].as_f64().unwrap();
@@ -804,17 +804,17 @@ fn sim_ideal_sets_every_cost_to_zero_and_each_cost_option_still_counts() {
     let workload = "poisson:rate=1500,n=300,service=exp:400us,free=50,seed=3";
     let zeros = [
         "--oversleep",
-        "0",
+        "0s",
         "--preempt",
-        "0",
+        "0s",
         "--slice",
-        "0",
+        "0s",
         "--driver-spin",
-        "0",
+        "0s",
         "--sleep-cpu",
-        "0",
+        "0s",
         "--handoff-cpu",
-        "0",
+        "0s",
     ];
     let ideal = sim_one_worker_on_one_core(workload, &["--ideal"]);
     let each = sim_one_worker_on_one_core(workload, &zeros);
@@ -828,7 +828,7 @@ fn sim_ideal_sets_every_cost_to_zero_and_each_cost_option_still_counts() {
         v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
     };
     assert_eq!(turnaround(&["--ideal"]), 950.0);
-    let spun = turnaround(&["--ideal", "--driver-spin", "100"]);
+    let spun = turnaround(&["--ideal", "--driver-spin", "100us"]);
     assert!(spun > 990.0, "{spun}");
     let bad = tidepool(&["sim", "--ideal", "--bench"]);
     assert!(!bad.status.success());
@@ -836,35 +836,47 @@ fn sim_ideal_sets_every_cost_to_zero_and_each_cost_option_still_counts() {
 
 #[test]
 fn sim_charges_the_replay_drivers_spin_unless_told_not_to() {
-    // One core: without the slice's rule (`--slice 0`) a 950 µs task shares
+    // One core: without the slice's rule (`--slice 0s`) a 950 µs task shares
     // its last 50 µs with the driver's spin before the next arrival (the
     // replay's 100 µs by default); with it (the default) the woken driver
     // waits for the task's part and spins what is left, and the task is
     // not stretched.
     let run = |extra: &[&str]| {
-        let mut args = vec!["--sleep-cpu", "0", "--handoff-cpu", "0"];
+        let mut args = vec!["--sleep-cpu", "0s", "--handoff-cpu", "0s"];
         args.extend_from_slice(extra);
         let v = sim_one_worker_on_one_core("periodic:rate=1000,n=200,service=const:950us", &args);
         v["policies"][0]["mean_turnaround_us"].as_f64().unwrap()
     };
-    assert_eq!(run(&["--driver-spin", "0", "--slice", "0"]), 950.0);
-    let spun = run(&["--slice", "0"]);
+    assert_eq!(run(&["--driver-spin", "0s", "--slice", "0s"]), 950.0);
+    let spun = run(&["--slice", "0s"]);
     assert!(spun > 990.0, "{spun}");
     assert_eq!(run(&[]), 950.0);
-    let bad = tidepool(&["sim", "-w", TINY, "--preempt", "2000000"]);
-    assert!(!bad.status.success());
+    let bad = tidepool(&["sim", "-w", TINY, "--preempt", "2s"]);
+    assert_eq!(bad.status.code(), Some(2));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
-        err.contains("--preempt 2000000 must be between 0 and 1000000"),
+        err.contains("--preempt") && err.contains("0s..=1s"),
         "{err}"
     );
-    let bad = tidepool(&["sim", "-w", TINY, "--slice", "2000000"]);
-    assert!(!bad.status.success());
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        err.contains("--slice 2000000 must be between 0 and 1000000"),
-        "{err}"
-    );
+    // Every cost option wants a unit: a bare number names the units.
+    for flag in [
+        "--spawn-cost",
+        "--wake-cost",
+        "--oversleep",
+        "--preempt",
+        "--slice",
+        "--driver-spin",
+        "--sleep-cpu",
+        "--handoff-cpu",
+    ] {
+        let bad = tidepool(&["sim", "-w", TINY, flag, "100"]);
+        assert_eq!(bad.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            err.contains(flag) && err.contains("no unit") && err.contains("units: ns, us"),
+            "{flag}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -213,7 +213,15 @@ fn hostile_specs_and_options_are_usage_errors() {
         ),
         (
             vec!["run", "-w", TINY, "--drain-timeout", "1e300"],
-            vec!["--drain-timeout 1e300", "1e9"],
+            vec!["--drain-timeout", "not a duration", "units"],
+        ),
+        (
+            vec!["run", "-w", TINY, "--drain-timeout", "15"],
+            vec!["--drain-timeout", "no unit", "15s"],
+        ),
+        (
+            vec!["run", "-w", TINY, "--drain-timeout", "9999d"],
+            vec!["--drain-timeout", "1ms..=7days"],
         ),
         (
             vec!["run", "-w", TINY, "--speed", "1e-300"],

@@ -17,10 +17,10 @@ fn json_report_names_every_stage_and_the_limiting_one() {
         "60",
         "--replicas",
         "2",
-        "--io-us",
-        "50",
-        "--compute-us",
-        "50",
+        "--io",
+        "50us",
+        "--compute",
+        "50us",
         "--json",
     ]);
     assert!(
@@ -46,10 +46,10 @@ fn json_report_names_every_stage_and_the_limiting_one() {
         "pipeline",
         "--items",
         "30",
-        "--io-us",
-        "10",
-        "--compute-us",
-        "10",
+        "--io",
+        "10us",
+        "--compute",
+        "10us",
     ]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("limiting stage"));
 }
@@ -62,10 +62,10 @@ fn out_writes_the_report_and_charts() {
         "pipeline",
         "--items",
         "40",
-        "--io-us",
-        "20",
-        "--compute-us",
-        "20",
+        "--io",
+        "20us",
+        "--compute",
+        "20us",
         "--out",
         d,
     ]);
@@ -92,6 +92,11 @@ fn bad_options_are_usage_errors_that_name_the_option() {
             "fixed priority only",
         ),
         (vec!["pipeline", "--buffers", "0"], "--buffers"),
+        // Durations need a unit and stay within 0s..=1s.
+        (vec!["pipeline", "--io", "300"], "no unit"),
+        (vec!["pipeline", "--compute", "600"], "no unit"),
+        (vec!["pipeline", "--transform-io", "2000"], "no unit"),
+        (vec!["pipeline", "--compute", "2s"], "0s..=1s"),
     ] {
         let out = tidepool(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -112,10 +117,10 @@ fn an_output_folder_that_cannot_be_written_is_an_error() {
             "pipeline",
             "--items",
             "5",
-            "--io-us",
-            "1",
-            "--compute-us",
-            "1",
+            "--io",
+            "1us",
+            "--compute",
+            "1us",
             "--out",
             dir,
         ]);

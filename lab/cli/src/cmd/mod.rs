@@ -143,8 +143,13 @@ pub struct RepeatArgs {
 
 /// Allowed `--speed`.
 pub const SPEED_RANGE: (f64, f64) = (1e-6, 1e6);
-/// Longest `--drain-timeout`, seconds (about 31.7 years).
-pub const MAX_DRAIN_TIMEOUT: f64 = 1e9;
+/// `--drain-timeout`: 1ms..=7d, with a unit.
+fn drain_timeout(s: &str) -> Result<Duration, String> {
+    tidepool_cluster::duration::parse_within(
+        s,
+        Duration::from_millis(1)..=Duration::from_secs(7 * 86_400),
+    )
+}
 
 /// Replay and pool options shared by `run`, `sweep` and `compare`.
 #[derive(Debug, Clone, Args)]
@@ -159,10 +164,10 @@ pub struct ReplayArgs {
     /// 1e-6 to 1e6.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub speed: f64,
-    /// Stop waiting for unfinished tasks this many seconds after the last
-    /// submission (the run is then marked as stopped early); at most 1e9.
-    #[arg(long, value_name = "SECS")]
-    pub drain_timeout: Option<f64>,
+    /// Stop waiting for unfinished tasks this long after the last
+    /// submission (the run is then marked as stopped early); 1ms..=7d.
+    #[arg(long, value_name = "DURATION", value_parser = drain_timeout)]
+    pub drain_timeout: Option<Duration>,
     /// No progress output on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -192,16 +197,7 @@ impl ReplayArgs {
                 SPEED_RANGE.1
             )));
         }
-        let drain_timeout = match self.drain_timeout {
-            None => None,
-            Some(s) if s > 0.0 && s <= MAX_DRAIN_TIMEOUT => Some(Duration::from_secs_f64(s)),
-            Some(s) => {
-                return Err(usage(format!(
-                    "--drain-timeout {} must be > 0 and at most {MAX_DRAIN_TIMEOUT:e} seconds",
-                    shown_f64(s)
-                )))
-            }
-        };
+        let drain_timeout = self.drain_timeout;
         Ok(Settings {
             min_threads: self.min_threads,
             max_threads: self.max_threads,

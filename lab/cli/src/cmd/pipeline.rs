@@ -20,12 +20,18 @@ Examples:
   tidepool pipeline --replicas 1                     # the transform on one thread: it limits
   tidepool pipeline --io-priority nice:19 --json     # I/O stages niced up, JSON report
   tidepool pipeline --out pipeline-report/           # report.json, stages.csv, depth.svg, threads.svg
-  tidepool pipeline --buffers 64 --compute-us 20 --transform-io-us 2000   # I/O-bound transform: auto grows it
+  tidepool pipeline --buffers 64 --compute 20us --transform-io 2ms   # I/O-bound transform: auto grows it
 
-Stages: read (blocks --io-us), transform (computes --compute-us, blocks
---transform-io-us; --replicas N or
+Stages: read (blocks --io), transform (computes --compute, blocks
+--transform-io; --replicas N or
 auto, a self-sizing stage run by tidepool's `auto` policy), checksum (computes
---compute-us / 8), write (blocks --io-us). See docs/pipelines.md.";
+--compute / 8), write (blocks --io). Durations take a unit (300us, 2ms, 1s).
+See docs/pipelines.md.";
+
+/// A per-item time (`--io`, `--compute`, `--transform-io`): 0s..=1s.
+fn item_time(s: &str) -> Result<Duration, String> {
+    tidepool_cluster::duration::parse_within(s, Duration::ZERO..=Duration::from_secs(1))
+}
 
 /// Options of `tidepool pipeline`.
 #[derive(Debug, Args)]
@@ -43,16 +49,16 @@ pub struct PipelineArgs {
     /// Most threads a self-sizing transform may use.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_threads: usize,
-    /// Blocking time of read and write per item, in microseconds.
-    #[arg(long, value_name = "US", default_value_t = 300)]
-    pub io_us: u64,
-    /// CPU time of the transform per item, in microseconds.
-    #[arg(long, value_name = "US", default_value_t = 600)]
-    pub compute_us: u64,
-    /// Blocking time of the transform per item, in microseconds (an
-    /// I/O-bound transform: a self-sizing one grows past the core count).
-    #[arg(long, value_name = "US", default_value_t = 0)]
-    pub transform_io_us: u64,
+    /// Blocking time of read and write per item (0s..=1s).
+    #[arg(long, value_name = "DURATION", default_value = "300us", value_parser = item_time)]
+    pub io: Duration,
+    /// CPU time of the transform per item (0s..=1s).
+    #[arg(long, value_name = "DURATION", default_value = "600us", value_parser = item_time)]
+    pub compute: Duration,
+    /// Blocking time of the transform per item (0s..=1s; an I/O-bound
+    /// transform: a self-sizing one grows past the core count).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = item_time)]
+    pub transform_io: Duration,
     /// Priority of the read and write threads (nice:N, batch[:N], idle,
     /// dynamic-up[:STEP], dynamic-up-down[:STEP], backpressure[:STEP]).
     #[arg(long, value_name = "SPEC")]
@@ -92,11 +98,6 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
             tidepool::MAX_THREADS
         )));
     }
-    if a.io_us > 1_000_000 || a.compute_us > 1_000_000 {
-        return Err(usage(
-            "--io-us and --compute-us must be at most 1000000 (one second)",
-        ));
-    }
     let replicas = match a.replicas.as_str() {
         "auto" => None,
         n => match n.parse::<usize>() {
@@ -120,9 +121,9 @@ pub fn run(a: PipelineArgs) -> anyhow::Result<()> {
         output::check_out_dir(dir)?;
     }
     let busy = BusyLoop::global();
-    let io = TaskBody::new(Duration::ZERO, Duration::from_micros(a.io_us));
-    let compute = Duration::from_micros(a.compute_us);
-    let transform_body = TaskBody::new(compute, Duration::from_micros(a.transform_io_us));
+    let io = TaskBody::new(Duration::ZERO, a.io);
+    let compute = a.compute;
+    let transform_body = TaskBody::new(compute, a.transform_io);
     let items = a.items;
     // Ctrl-C ends the stream at the next round: the report covers what ran.
     let cancel = crate::cancel::flag();

@@ -38,7 +38,7 @@ The simulator runs the same policies through the same control rules as the pool
 (processor sharing), task bodies of compute and sleep slices as the replay runs them,
 thread start, wake-up and oversleep delays and the CPU of sleeps and hand-offs as
 measured on this machine (or given), and the replay driver's spin before each arrival
-(--driver-spin 0 leaves it out); --ideal sets every one of these costs to zero. Each workload is swept over --sizes on static pools
+(--driver-spin 0s leaves it out); --ideal sets every one of these costs to zero. Each workload is swept over --sizes on static pools
 (the oracle), then each policy runs; the tables and --out report are those of
 `tidepool compare`. Runs are deterministic: the
 same command prints the same numbers. Generator specs are streamed: ten million tasks
@@ -83,36 +83,36 @@ pub struct SimArgs {
     /// CPU); a cost option given as well still sets its own.
     #[arg(long, conflicts_with_all = ["validate", "bench", "measure_costs"])]
     pub ideal: bool,
-    /// Thread start cost, µs (default: measured on the project's machine).
-    #[arg(long, value_name = "US")]
-    pub spawn_cost: Option<f64>,
-    /// Wake-up cost of a parked worker, µs.
-    #[arg(long, value_name = "US")]
-    pub wake_cost: Option<f64>,
-    /// Oversleep of each sleep of a task body, µs.
-    #[arg(long, value_name = "US")]
-    pub oversleep: Option<f64>,
+    /// Thread start cost (default: measured on the project's machine).
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub spawn_cost: Option<Duration>,
+    /// Wake-up cost of a parked worker.
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub wake_cost: Option<Duration>,
+    /// Oversleep of each sleep of a task body.
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub oversleep: Option<Duration>,
     /// Longest wait for a core of a thread that becomes runnable while every
-    /// core computes, µs (0: processor sharing from the first moment).
-    #[arg(long, value_name = "US")]
-    pub preempt: Option<f64>,
-    /// The scheduler's slice, µs: a thread that becomes runnable while every
+    /// core computes (0s: processor sharing from the first moment).
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub preempt: Option<Duration>,
+    /// The scheduler's slice: a thread that becomes runnable while every
     /// core computes waits for the compute part on the core it lands on to
     /// end, at most this long (default: this machine's EEVDF base slice,
-    /// 1400; 0: processor sharing from the first moment).
-    #[arg(long, value_name = "US")]
-    pub slice: Option<f64>,
-    /// How long the replay's driver spins on a core before each arrival, µs
-    /// (default: the replay's, 100; 0: arrivals cost no CPU).
-    #[arg(long, value_name = "US")]
-    pub driver_spin: Option<f64>,
-    /// CPU a thread spends on each sleep besides sleeping, µs.
-    #[arg(long, value_name = "US")]
-    pub sleep_cpu: Option<f64>,
+    /// 1400us; 0s: processor sharing from the first moment).
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub slice: Option<Duration>,
+    /// How long the replay's driver spins on a core before each arrival
+    /// (default: the replay's, 100us; 0s: arrivals cost no CPU).
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub driver_spin: Option<Duration>,
+    /// CPU a thread spends on each sleep besides sleeping.
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub sleep_cpu: Option<Duration>,
     /// CPU a worker spends parking and being woken for a task, beyond taking
-    /// it while spinning, µs.
-    #[arg(long, value_name = "US")]
-    pub handoff_cpu: Option<f64>,
+    /// it while spinning.
+    #[arg(long, value_name = "DURATION", value_parser = cost)]
+    pub handoff_cpu: Option<Duration>,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -266,20 +266,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A machine cost option (`--spawn-cost 40us`): 0s..=1s, with a unit.
+fn cost(s: &str) -> Result<Duration, String> {
+    tidepool_cluster::duration::parse_within(s, Duration::ZERO..=Duration::from_secs(1))
+}
+
 /// The costs asked for: the calibrated defaults (all zero with `--ideal`),
 /// overridden one by one.
 fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
-    let us = |v: Option<f64>, name: &str, default: Duration| -> anyhow::Result<Duration> {
-        match v {
-            None => Ok(default),
-            Some(x) if x.is_finite() && (0.0..=1e6).contains(&x) => {
-                Ok(Duration::from_secs_f64(x / 1e6))
-            }
-            Some(x) => Err(usage(format!(
-                "--{name} {x} must be between 0 and 1000000 (µs)"
-            ))),
-        }
-    };
     let (d, driver) = if a.ideal {
         (Costs::ZERO, Duration::ZERO)
     } else {
@@ -287,14 +281,14 @@ fn costs(a: &SimArgs) -> anyhow::Result<Costs> {
         (Costs::CALIBRATED, ReplayOptions::default().spin)
     };
     Ok(Costs {
-        spawn: us(a.spawn_cost, "spawn-cost", d.spawn)?,
-        wake: us(a.wake_cost, "wake-cost", d.wake)?,
-        oversleep: us(a.oversleep, "oversleep", d.oversleep)?,
-        preempt: us(a.preempt, "preempt", d.preempt)?,
-        slice: us(a.slice, "slice", d.slice)?,
-        driver: us(a.driver_spin, "driver-spin", driver)?,
-        sleep_cpu: us(a.sleep_cpu, "sleep-cpu", d.sleep_cpu)?,
-        handoff_cpu: us(a.handoff_cpu, "handoff-cpu", d.handoff_cpu)?,
+        spawn: a.spawn_cost.unwrap_or(d.spawn),
+        wake: a.wake_cost.unwrap_or(d.wake),
+        oversleep: a.oversleep.unwrap_or(d.oversleep),
+        preempt: a.preempt.unwrap_or(d.preempt),
+        slice: a.slice.unwrap_or(d.slice),
+        driver: a.driver_spin.unwrap_or(driver),
+        sleep_cpu: a.sleep_cpu.unwrap_or(d.sleep_cpu),
+        handoff_cpu: a.handoff_cpu.unwrap_or(d.handoff_cpu),
     })
 }
 
@@ -414,8 +408,8 @@ fn measure_costs(json: bool) -> anyhow::Result<()> {
             "spawn {:.1} µs, wake {:.1} µs, oversleep {:.1} µs (medians), \
              preempt {:.1} µs (mean), slice {:.0} µs (the kernel's base slice), \
              sleep CPU {:.1} µs, hand-off CPU {:.1} µs (load average {})\n\
-             use with: --spawn-cost {:.0} --wake-cost {:.0} --oversleep {:.0} --preempt {:.0} \
-             --slice {:.0} --sleep-cpu {:.1} --handoff-cpu {:.1}\n\
+             use with: --spawn-cost {:.0}us --wake-cost {:.0}us --oversleep {:.0}us --preempt {:.0}us \
+             --slice {:.0}us --sleep-cpu {:.1}us --handoff-cpu {:.1}us\n\
              (the hand-off CPU here is an isolated condvar ping-pong's, a lower bound: \
              the defaults of oversleep, sleep CPU and hand-off CPU, 61, 25 and 29 µs, were \
              measured in the replay by tidepool-sim's wait_probe example; \
