@@ -77,10 +77,10 @@ struct DispatchArgs {
     /// Lone tasks per `latency-idle` run.
     #[arg(long, default_value_t = 1_000)]
     samples: usize,
-    /// Pause between two latency samples or bursts, in microseconds (lets
-    /// the pool go idle).
-    #[arg(long, default_value_t = 500)]
-    idle_us: u64,
+    /// Pause between two latency samples or bursts, with a unit (`500us`;
+    /// 1µs to 1s), which lets the pool go idle.
+    #[arg(long, value_name = "DURATION", default_value = "500us", value_parser = idle_gap)]
+    idle: Duration,
     /// Bursts per `burst-idle` run.
     #[arg(long, default_value_t = 100)]
     bursts: usize,
@@ -151,6 +151,11 @@ impl Visit for RunOne<'_> {
 }
 
 /// The 1-, 5- and 15-minute load averages, as `/proc/loadavg` shows them.
+/// `--idle`: a duration with a unit, 1 µs to 1 s.
+fn idle_gap(s: &str) -> Result<Duration, String> {
+    tidepool_cluster::duration::parse_within(s, Duration::from_micros(1)..=Duration::from_secs(1))
+}
+
 fn load_average() -> Option<[f64; 3]> {
     tidepool::sys::load_average()
 }
@@ -191,7 +196,7 @@ fn dispatch(args: DispatchArgs) {
         tasks: args.tasks,
         work_tasks: args.work_tasks,
         samples: args.samples,
-        idle_gap: Duration::from_micros(args.idle_us),
+        idle_gap: args.idle,
         bursts: args.bursts,
         burst_tasks: args.burst_tasks,
         zero_sized: args.zero_sized,
@@ -271,14 +276,14 @@ fn dispatch(args: DispatchArgs) {
     let header = format!(
         "tidepool-bench dispatch: {threads} threads, median (min–max) of {repeats} repeats \
          (throughput: best of {} back-to-back runs each); {} empty tasks, \
-         {} ~1 µs tasks, {} bursts of {}, {} latency samples ({} µs apart); {:.0} s total",
+         {} ~1 µs tasks, {} bursts of {}, {} latency samples ({} apart); {:.0} s total",
         params.inner,
         params.tasks,
         params.work_tasks,
         params.bursts,
         params.burst_tasks,
         params.samples,
-        args.idle_us,
+        tidepool_cluster::duration::show(args.idle),
         started.elapsed().as_secs_f64()
     );
     output(&args, &report, &header);

@@ -26,6 +26,7 @@ fn a_bare_number_is_refused_naming_the_flag_and_the_units() {
         ("soak", "--duration"),
         ("soak", "--task"),
         ("soak", "--every"),
+        ("dispatch", "--idle"),
     ] {
         refused(&[sub, flag, "10"], &[flag, "no unit", "10s", "ms"]);
     }
@@ -37,6 +38,7 @@ fn durations_out_of_range_name_the_range() {
     refused(&["celery", "--redeliver-after", "500ms"], &["1s..=1h"]);
     refused(&["soak", "--task", "2s"], &["--task", "0s..=1s"]);
     refused(&["soak", "--every", "2h"], &["--every", "1s..=1h"]);
+    refused(&["dispatch", "--idle", "2s"], &["--idle", "1us..=1s"]);
     refused(&["soak", "--duration", "8d"], &["--duration", "1s..=7days"]);
 }
 
