@@ -679,14 +679,21 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
         ));
     }
     if let Some((count, _)) = &b.buffers {
-        if *count >= u32::MAX as usize {
+        // Every buffer, fork notice and broadcast copy has a u32 id.
+        let ids = crate::exec::pooled::ids_needed(&b.groups, *count);
+        if ids.is_none_or(|n| n >= u32::MAX as usize) {
             errors.push(format!(
-                "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers",
+                "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers (counting \
+                 each broadcast's copies: buffers × branches)",
                 u32::MAX
             ));
         }
     }
-    for g in &b.groups {
+    validate_pooled_groups(&b.groups, errors);
+}
+
+fn validate_pooled_groups<B>(groups: &[GroupSpec<B>], errors: &mut Vec<String>) {
+    for g in groups {
         let stage = g.name();
         if g.priority.is_some() {
             errors.push(format!(
@@ -708,10 +715,16 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
                 u16::MAX
             ));
         }
-        if g.fork.is_some() {
-            errors.push(format!(
-                "fork after `{stage}`: fork/join runs thread per stage only; drop `pooled`"
-            ));
+        if let Some(f) = &g.fork {
+            if f.branches.len() > usize::from(u16::MAX) {
+                errors.push(format!(
+                    "fork after `{stage}`: a pooled pipeline's fork has at most {} branches",
+                    u16::MAX
+                ));
+            }
+            for br in &f.branches {
+                validate_pooled_groups(&br.groups, errors);
+            }
         }
         if g.shared.is_some() {
             errors.push(format!(

@@ -26,10 +26,66 @@
 //! would. An ordered replicated group's outputs pass through a reorder
 //! ring keyed by input index, as in thread-per-stage mode. The last-buffer
 //! notice goes with the pop that takes a group's `total`-th buffer, where
-//! `total` is the stream's round count, set by the source's task before it
-//! conveys its last buffer (every group sees every round: pooled pipelines
-//! have no forks). The run ends when the last group has conveyed `total`
-//! buffers, or at the first failure.
+//! each group's `total` is the number of buffers that will reach it, set
+//! before the one that completes it moves: the stream's round count, set by
+//! the source's task before it conveys its last buffer, or a route fork's
+//! count for its branch ("Forks and joins"). The run ends when the stream
+//! has ended and every root (below) is back in the free stack, or at the
+//! first failure.
+//!
+//! # Forks and joins
+//!
+//! Forks, broadcasts and their joins become fixed successors between
+//! groups (`graph.rs` flattens the nested description into one list, the
+//! branches after their fork, in pre-order, so "downstream first" still
+//! scans the list backwards). A group's finished buffer goes to its `next`:
+//! a group's input, the free stack, a fork, a route fork's join, or a
+//! broadcast's gather. Everything below happens under the run's lock, in
+//! the critical section that completes the task, except user code (a
+//! route, a copy, a merge), which runs in tasks like a stage's.
+//!
+//! **Route forks.** A fork follows a single-instance group (the builder
+//! insists), so the fork group's task calls `route` on each buffer after
+//! its stages, in input order, and notes the branch in the buffer's batch
+//! entry; its completion pushes the buffer into that branch's first group.
+//! Each buffer records its position at the fork (its arrival index at the
+//! fork group) in a slot per nesting depth. A branch's groups count
+//! against the branch's own *scope*: when the fork conveys its last buffer
+//! it sets every branch's groups' total (what reached the branch's first
+//! group, plus one) and sends each other branch an empty *notice*, so that
+//! every stage of every branch gets the last-buffer notice once. The
+//! notices are buffers of their own, `branches − 1` per fork, made with the
+//! pipeline's buffers and never used for data (their content, round and
+//! emptiness are written by the fork group's task, which owns them until
+//! its completion hands them on). The join is not a task: a branch's last
+//! group delivers to it, and it drops its own notices (they go to the free
+//! stack), reorders by position at the fork if the fork is ordered (a ring
+//! like a replicated group's), and passes buffers on to what follows the
+//! fork, whose groups count against the fork group's scope.
+//!
+//! **Broadcasts.** Copies are paired with buffers statically: every *root*
+//! (a pipeline buffer or a notice) has `branches − 1` copies per broadcast,
+//! made before the run, so a broadcast never waits for a free copy and
+//! never allocates. A root has at most one buffer at a broadcast at a time
+//! (the original comes back only after the gather released its copies), so
+//! a copy is free whenever its root's buffer arrives. The fork group's task
+//! fills the copies (`copy`) after its stages; its completion pushes the
+//! original into branch 0 and copy `b` into branch `b`, each carrying the
+//! original's positions. The gather counts, per position, the branches
+//! that have delivered (a ring of counts and of the originals); a round
+//! complete in position order goes to the broadcast's *merge group*, a
+//! single-instance group without stages whose task folds the copies into
+//! the original (`merge`, in branch order; not for empty buffers) and
+//! conveys it on. The merge group is scheduled like any group (kind,
+//! sizing), and is not a row of the report (as the join is not a stage
+//! thread-per-stage).
+//!
+//! Every ring is `width` wide, the number of roots: a group's input, a
+//! reorder ring and a join's ring never hold two buffers of one root.
+//! Nothing here waits: the new synchronisation is none, and the protocol
+//! below is unchanged (a completion makes work runnable only under the
+//! lock). The `loom` model `loom_pooled_fork_and_broadcast` runs a route
+//! fork inside a broadcast on two workers.
 //!
 //! # Scheduling
 //!
@@ -134,8 +190,9 @@
 //! word and the run's scalars (`next_round`, `total`, `parked`,
 //! `notified`, the spinner count, a failed flag) fill one line of their
 //! own. Each group's counters (its input ring's head and length,
-//! `popped`, `items`, idle-instance count, reorder position, kind) are 32
-//! bytes, two groups to a line. The queues carry small ids, not buffers or
+//! `popped`, `total`, idle-instance count, reorder position, kind) are 32
+//! bytes, two groups to a line (a join's release position takes an entry
+//! after the groups'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
 //! instances: every group's input ring, idle-instance stack and reorder
 //! ring, and the free stack, are regions of one packed id array. So a pick
 //! or a completion writes a few bytes on three or four lines, and scanning
@@ -192,6 +249,7 @@
 //! report's wait columns are zero; the workers' idle time (parked with
 //! nothing runnable) and CPU time are in the report's notes.
 
+mod graph;
 mod state;
 mod worker;
 
@@ -202,7 +260,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::builder::{Builder, Order, Replicas, Workers};
+use crate::builder::{Builder, Workers};
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::running::Blocking;
@@ -210,12 +268,16 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-use state::{Buf, Counters, GroupRt, Inst, Packed, State, NONE};
+use graph::{Flat, ForkKind};
+pub(crate) use graph::ids_needed;
+use state::{Buf, Counters, GroupRt, Inst, Packed, Plan, State, NONE};
 use worker::{Cold, Shared};
-#[allow(clippy::type_complexity)]
+/// Make and `init` every group's instances (the source goes to group 0's,
+/// a fork's or gather's extra code to the group's one instance).
 fn make_instances<B: Send + 'static>(
     name: &str,
-    spec: &mut Builder<B>,
+    source: Option<Box<dyn crate::stage::Source<B>>>,
+    flat: &mut [Flat<B>],
     groups: &[GroupRt],
 ) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
     let err = |stage: &str, step, cause| PipelineError {
@@ -225,9 +287,9 @@ fn make_instances<B: Send + 'static>(
         step,
         cause,
     };
-    let mut source = spec.source.take().map(|(_, s)| s);
+    let mut source = source;
     let mut all = Vec::with_capacity(groups.len());
-    for (g, (gs, rt)) in spec.groups.iter().zip(groups).enumerate() {
+    for (g, (gs, rt)) in flat.iter_mut().zip(groups).enumerate() {
         let mut insts = Vec::with_capacity(rt.instances);
         for replica in 0..rt.instances {
             let mut stages = Vec::with_capacity(gs.stages.len());
@@ -247,6 +309,7 @@ fn make_instances<B: Send + 'static>(
             insts.push(Inst {
                 source: if g == 0 { source.take() } else { None },
                 stages,
+                extra: gs.extra.take(),
                 replica,
                 inited: 0,
                 busy: vec![Duration::ZERO; rt.stage_names.len()],
@@ -342,40 +405,51 @@ pub(crate) fn run<B: Send + 'static>(
     let start = Instant::now();
     let name = spec.name.clone();
     let (count, mut make) = spec.buffers.take().expect("validated");
-    let src_name = spec.source.as_ref().expect("validated").0.clone();
-    // The id regions, group by group: input ring, idle stack, reorder ring.
+    let (src_name, source) = spec.source.take().expect("validated");
+    let mut flat = graph::flatten(&mut spec, src_name, count);
+    let width = flat.width;
+    // The id regions: per group its input ring, idle stack and reorder
+    // ring, per fork its join's region, then every id's positions.
     let mut at = 0;
-    let groups: Vec<GroupRt> = spec
+    let groups: Vec<GroupRt> = flat
         .groups
         .iter()
-        .enumerate()
-        .map(|(g, gs)| {
-            let mut stage_names: Vec<String> = Vec::with_capacity(gs.stages.len() + 1);
-            if g == 0 {
-                stage_names.push(src_name.clone());
-            }
-            stage_names.extend(gs.stages.iter().map(|s| s.name.clone()));
-            let instances = match gs.replicas {
-                Replicas::Fixed(n) => n,
-                Replicas::Sized { .. } => unreachable!("refused by build()"),
-            };
-            let ordered = instances > 1 && gs.order == Order::Ordered;
+        .map(|f| {
             let ring = at;
-            let idle = ring + count;
-            let reorder = idle + instances;
-            at = reorder + if ordered { count } else { 0 };
+            let idle = ring + width;
+            let reorder = idle + f.instances;
+            at = reorder + if f.ordered { width } else { 0 };
             GroupRt {
-                name: stage_names.join("+"),
-                stage_names,
-                repeat: gs.repeat.max(1),
-                ordered,
-                instances,
+                name: f.names.join("+"),
+                stage_names: f.names.clone(),
+                repeat: f.repeat,
+                ordered: f.ordered,
+                instances: f.instances,
                 ring,
                 idle,
                 reorder,
+                next: f.next,
+                scope: f.scope,
+                merge: f.merge,
+                fork: f.fork,
             }
         })
         .collect();
+    let mut gathers = Vec::new();
+    for fk in &mut flat.forks {
+        fk.region = at;
+        at += match fk.kind {
+            ForkKind::Route { ordered: true, .. } => width,
+            ForkKind::Route { ordered: false, .. } => 0,
+            ForkKind::Broadcast { .. } => {
+                gathers.push(at);
+                2 * width
+            }
+        };
+    }
+    let seqs = at;
+    let ids_total = flat.roots.len();
+    at += ids_total * flat.depths;
     // A worker per instance: no more tasks can run at once.
     let (workers, compute) = match workers {
         Workers::Fixed(n) => (n, usize::MAX),
@@ -384,14 +458,14 @@ pub(crate) fn run<B: Send + 'static>(
             (instances.clamp(1, usize::from(u16::MAX)), compute.max(1))
         }
     };
-    let (mut insts, error) = make_instances(&name, &mut spec, &groups);
+    let (mut insts, error) = make_instances(&name, Some(source), &mut flat.groups, &groups);
     if let Some(e) = error {
         let mut refs: Vec<Vec<&mut Inst<B>>> =
             insts.iter_mut().map(|g| g.iter_mut().collect()).collect();
         cleanup(&name, &mut refs, &groups);
         return Err(e);
     }
-    let bufs = (0..count)
+    let bufs = (0..ids_total)
         .map(|_| {
             Mutex::new(Buf {
                 buf: make(),
@@ -401,7 +475,15 @@ pub(crate) fn run<B: Send + 'static>(
         })
         .collect();
     let mut ids = Packed::new(at, NONE);
-    let mut counters = Packed::new(groups.len(), Counters::default());
+    for &g in &gathers {
+        for k in 0..width {
+            ids[g + k] = 0; // no branch has brought the round yet
+        }
+    }
+    let mut counters = Packed::new(groups.len() + flat.forks.len(), Counters {
+        total: u64::MAX,
+        ..Counters::default()
+    });
     for (g, rt) in groups.iter().enumerate() {
         for i in 0..rt.instances {
             ids[rt.idle + i] = i as u32; // validated: fewer than u32::MAX
@@ -411,6 +493,7 @@ pub(crate) fn run<B: Send + 'static>(
             // Blocking until sampled; under `loom` (which samples nothing)
             // the kinds alternate, so that the model covers declining.
             blocks: !cfg!(loom) || g % 2 == 1,
+            total: u64::MAX,
             ..Counters::default()
         };
     }
@@ -431,8 +514,14 @@ pub(crate) fn run<B: Send + 'static>(
             failed: false,
         })),
         name: name.clone(),
-        groups,
-        width: count,
+        plan: Plan {
+            groups,
+            forks: flat.forks,
+            width,
+            roots: flat.roots,
+            depths: flat.depths,
+            seqs,
+        },
         cv: Condvar::new(),
         start,
         bufs,
@@ -492,17 +581,19 @@ pub(crate) fn run<B: Send + 'static>(
         .iter()
         .map(|g| g.iter().map(lock).collect())
         .collect();
-    let cleanup_error = cleanup(&name, &mut retired, &shared.groups);
+    let cleanup_error = cleanup(&name, &mut retired, &shared.plan.groups);
     let mut cold = lock(&shared.cold);
     if let Some(e) = cold.error.take().or(cleanup_error) {
         return Err(e);
     }
     let elapsed = start.elapsed();
     let stages = shared
+        .plan
         .groups
         .iter()
         .zip(&mut retired)
         .enumerate()
+        .filter(|(_, (rt, _))| !rt.merge)
         .map(|(g, (rt, insts))| {
             let mut busy_by = vec![Duration::ZERO; rt.stage_names.len()];
             let mut depth = Vec::new();
@@ -518,7 +609,8 @@ pub(crate) fn run<B: Send + 'static>(
                 name: rt.name.clone(),
                 pipelines: vec![name.clone()],
                 threads: rt.instances,
-                items: s.groups[g].items,
+                // Every buffer taken was conveyed: the run is over.
+                items: if g == 0 { s.next_round } else { s.groups[g].popped },
                 busy: busy_by.iter().sum(),
                 busy_by_stage: rt.stage_names.iter().cloned().zip(busy_by).collect(),
                 wait_input: Duration::ZERO,

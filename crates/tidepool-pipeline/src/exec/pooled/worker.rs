@@ -13,7 +13,8 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-use super::state::{Buf, Done, GroupRt, Held, Inst, Pick, State};
+use super::graph::{Extra, ForkKind};
+use super::state::{Buf, Done, GroupRt, Held, Inst, Pick, Plan, State};
 
 /// What the workers touch once per run, off the hot lines.
 pub(super) struct Cold {
@@ -29,8 +30,7 @@ pub(super) struct Shared<B> {
     /// The lock and the run's scalars, on lines of their own.
     pub(super) state: CachePadded<Mutex<State>>,
     pub(super) name: String,
-    pub(super) groups: Vec<GroupRt>,
-    pub(super) width: usize,
+    pub(super) plan: Plan,
     pub(super) cv: Condvar,
     pub(super) start: Instant,
     /// The buffers, by id: an id is in exactly one place (a ring, the free
@@ -119,7 +119,7 @@ impl<B: Send + 'static> Shared<B> {
     /// Run a task's user code (no run lock held); also says whether the
     /// group's user code blocks.
     pub(super) fn run_task(&self, p: &Pick, batch: &mut [Held]) -> (Done, bool) {
-        let rt = &self.groups[p.group];
+        let rt = &self.plan.groups[p.group];
         let done = Done {
             filled: batch.len(),
             ended: false,
@@ -132,7 +132,12 @@ impl<B: Send + 'static> Shared<B> {
         let mark = Instant::now();
         inst.depth
             .record(mark.duration_since(self.start).as_secs_f64(), p.depth);
-        let done = self.run_user(rt, inst, batch, p.round, done, mark);
+        let mut done = self.run_user(rt, inst, batch, p.round, done, mark);
+        if done.error.is_none() {
+            if let Some(extra) = inst.extra.as_mut() {
+                done.error = self.run_extra(p.group, extra, &mut batch[..done.filled]);
+            }
+        }
         inst.blocking.after(sample);
         (done, inst.blocking.blocks())
     }
@@ -220,12 +225,86 @@ impl<B: Send + 'static> Shared<B> {
         done
     }
 
+    /// After the stages: a fork's route (each buffer's branch, and the
+    /// notices' content at the last) or copies, or a gather's merges (see
+    /// the module doc, "Forks and joins"). The ids it touches belong to
+    /// this task: the batch's, and the copies and notices paired with them.
+    fn run_extra(&self, g: usize, extra: &mut Extra<B>, batch: &mut [Held]) -> Option<PipelineError> {
+        let rt = &self.plan.groups[g];
+        let name = &rt.name;
+        let f = &self.plan.forks[rt.fork.expect("a group with extra code has a fork")];
+        let n = f.branches.len();
+        let copy_of = |id: u32, b: usize| {
+            let ForkKind::Broadcast { copies, .. } = f.kind else {
+                unreachable!("copies belong to a broadcast")
+            };
+            copies as usize + self.plan.roots[id as usize] as usize * (n - 1) + b - 1
+        };
+        for h in batch.iter_mut() {
+            let mut orig = lock(&self.bufs[h.id as usize]);
+            let (round, empty) = (orig.round, orig.empty);
+            let fail = |step, cause| Some(self.err(name, Some(round), step, cause));
+            match extra {
+                Extra::Route(route) => {
+                    // Empty buffers (the stream's end, an outer fork's
+                    // notice) carry nothing to route by: branch 0.
+                    if !empty {
+                        let cx = Context::new(name, &self.name, round, h.last, false, 0);
+                        match catch_unwind(AssertUnwindSafe(|| route(&orig.buf, &cx))) {
+                            Ok(b) if b < n => h.branch = b as u16, // validated: n <= u16::MAX
+                            Ok(b) => {
+                                let msg = format!("route chose branch {b}; the fork has branches 0..{n}");
+                                return fail(Step::Route, Cause::Failed(msg.into()));
+                            }
+                            Err(p) => return fail(Step::Route, Cause::Panicked(panic_message(&*p))),
+                        }
+                    }
+                    if h.last {
+                        let ForkKind::Route { notices, .. } = f.kind else {
+                            unreachable!("a route belongs to a route fork")
+                        };
+                        for k in 0..n as u32 - 1 {
+                            let mut c = lock(&self.bufs[(notices + k) as usize]);
+                            c.round = round;
+                            c.empty = true;
+                        }
+                    }
+                }
+                Extra::Copy(copy) => {
+                    for b in 1..n {
+                        let mut c = lock(&self.bufs[copy_of(h.id, b)]);
+                        c.round = round;
+                        c.empty = empty;
+                        if !empty {
+                            let r = catch_unwind(AssertUnwindSafe(|| copy(&orig.buf, &mut c.buf, b)));
+                            if let Err(p) = r {
+                                return fail(Step::Copy, Cause::Panicked(panic_message(&*p)));
+                            }
+                        }
+                    }
+                }
+                Extra::Merge(merge) => {
+                    if empty {
+                        continue;
+                    }
+                    for b in 1..n {
+                        let c = lock(&self.bufs[copy_of(h.id, b)]);
+                        if let Err(cause) = guarded(|| merge(&mut orig.buf, &c.buf, b)) {
+                            return fail(Step::Merge, cause);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// One worker: take tasks while any is runnable, park when none is,
     /// return at the end of the run.
     pub(super) fn worker(&self) {
         let cpu0 = crate::sys::thread_cpu_time();
         let mut idle = Duration::ZERO;
-        let most = self.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
+        let most = self.plan.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
         let mut batch: Vec<Held> = Vec::with_capacity(most);
         let mut s = lock(&self.state);
         let mut last = None;
@@ -235,13 +314,13 @@ impl<B: Send + 'static> Shared<B> {
             batch: false,
         };
         loop {
-            if s.over(&self.groups) {
+            if s.over(&self.plan) {
                 break;
             }
             let prev = last.take();
-            if let Some(p) = s.pick(&self.groups, prev, &mut batch, self.width, self.compute) {
+            if let Some(p) = s.pick(&self.plan.groups, prev, &mut batch, self.plan.width, self.compute) {
                 let computing = !s.groups[p.group].blocks;
-                let more = s.any_runnable(&self.groups, self.compute);
+                let more = s.any_runnable(&self.plan.groups, self.compute);
                 let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
@@ -255,7 +334,7 @@ impl<B: Send + 'static> Shared<B> {
                 let (done, blocks) = self.run_task(&p, &mut batch);
                 last = Some(p.group);
                 s = lock(&self.state);
-                if let Some(e) = s.complete(&self.groups, &p, &batch, done, blocks, self.width) {
+                if let Some(e) = s.complete(&self.plan, &p, &batch, done, blocks) {
                     self.fail(&mut s, e);
                 }
                 if s.spinning > 0 {
@@ -263,7 +342,7 @@ impl<B: Send + 'static> Shared<B> {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 spun = false;
-                if s.over(&self.groups) && s.parked > 0 {
+                if s.over(&self.plan) && s.parked > 0 {
                     self.cv.notify_all();
                 }
                 continue;
@@ -271,7 +350,7 @@ impl<B: Send + 'static> Shared<B> {
             // Nothing runnable at all, and a worker that is running may
             // finish soon: watch for a finished task a little first
             // (counted in `spinning`, so that finishing tasks bump `epoch`).
-            if self.spin && !spun && !s.any_runnable(&self.groups, self.compute) {
+            if self.spin && !spun && !s.any_runnable(&self.plan.groups, self.compute) {
                 spun = true;
                 s.spinning += 1;
                 let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
@@ -292,7 +371,7 @@ impl<B: Send + 'static> Shared<B> {
             }
             // Nothing runnable for this worker: what is runnable (of the
             // other kind) goes to a spare worker, woken here.
-            let wake = s.any_runnable(&self.groups, self.compute) && s.parked > s.notified;
+            let wake = s.any_runnable(&self.plan.groups, self.compute) && s.parked > s.notified;
             if wake {
                 s.notified += 1;
                 self.cv.notify_one();
@@ -308,7 +387,7 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             s.parked += 1;
-            s.check(s.any_runnable(&self.groups, self.compute));
+            s.check(s.any_runnable(&self.plan.groups, self.compute));
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
