@@ -35,11 +35,12 @@ pub enum Order {
 }
 
 /// Pooled mode's workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Workers {
-    /// A worker per group instance, at most `compute` of them running
-    /// computing groups at once (the run's module doc, "Blocking stages").
-    Sized { compute: usize },
+    /// A worker per group instance, as many of them running at once as
+    /// `policy` decides, at most `compute` of them running computing groups
+    /// (the run's module doc, "Blocking stages").
+    Sized { policy: PolicySpec, compute: usize },
     /// This many workers, each running any task.
     Fixed(usize),
 }
@@ -553,18 +554,34 @@ impl<B: Send + 'static> Builder<B> {
     /// assert!(report.notes[0].starts_with("pooled"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn pooled(mut self) -> Self {
+    pub fn pooled(self) -> Self {
+        self.pooled_policy(PolicySpec::Auto)
+    }
+
+    /// Pooled mode (see [`pooled`](Builder::pooled)) whose workers follow
+    /// the tidepool sizing policy `policy` instead of `auto`: the policy is
+    /// fed what the workers measure (tasks done, their busy time and
+    /// sampled CPU time, the buffers waiting, the tasks running), as a
+    /// pool's policy is, and its decision is how many tasks may run at once
+    /// (its spawn limit while it grows on demand, else its target; e.g.
+    /// `fixed:2` runs at most two). Computing tasks still never outnumber
+    /// the cores. `tpr` is not a pool policy and is refused.
+    pub fn pooled_policy(mut self, policy: PolicySpec) -> Self {
         self.workers = Some(Workers::Sized {
+            policy,
             compute: tidepool::sys::cores(),
         });
         self
     }
 
     /// Self-sizing pooled mode with at most `compute` computing tasks at
-    /// once (the loom models' small machine).
+    /// once (the loom models' small machine; no policy runs under `loom`).
     #[cfg(all(test, loom))]
     pub(crate) fn pooled_compute(mut self, compute: usize) -> Self {
-        self.workers = Some(Workers::Sized { compute });
+        self.workers = Some(Workers::Sized {
+            policy: PolicySpec::Auto,
+            compute,
+        });
         self
     }
 
@@ -660,12 +677,21 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
 
 /// What pooled mode refuses: each needs a thread per stage.
 pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
-    let workers = match b.workers {
-        None => return,
-        Some(Workers::Fixed(n)) => n,
-        Some(Workers::Sized { .. }) => 1,
-    };
     let name = &b.name;
+    let workers = match &b.workers {
+        None => return,
+        Some(Workers::Fixed(n)) => *n,
+        Some(Workers::Sized { policy, .. }) => {
+            if policy.build().is_none() {
+                errors.push(format!(
+                    "pipeline `{name}`: pooled_policy `{}` is not a pool sizing policy; use \
+                     auto, fixed:N, watermark:MIN..MAX, xu-bode, hisdyn, frequency or hill-climb",
+                    policy.name()
+                ));
+            }
+            1
+        }
+    };
     if workers == 0 {
         errors.push(format!(
             "pipeline `{name}`: pooled_threads must be at least 1"

@@ -75,7 +75,11 @@ fn chain(rng: &mut Rng, depth: u32, next_id: &mut u64, len: u64) -> Vec<StageDes
             StageDesc {
                 id,
                 replicas,
-                repeat: if depth == 0 && replicas == 1 && rng.below(4) == 0 { 2 } else { 1 },
+                repeat: if depth == 0 && replicas == 1 && rng.below(4) == 0 {
+                    2
+                } else {
+                    1
+                },
                 order: rng.order(),
                 fork,
             }
@@ -135,7 +139,9 @@ fn add(mut b: Builder<Counted>, c: &[StageDesc], notices: &Notices) -> Builder<C
                         to.value = from.value;
                     },
                     |into: &mut Counted, from: &Counted, br| -> R {
-                        into.value = into.value.wrapping_add(from.value.wrapping_mul(br as u64 + 7));
+                        into.value = into
+                            .value
+                            .wrapping_add(from.value.wrapping_mul(br as u64 + 7));
                         Ok(())
                     },
                 )
@@ -303,7 +309,10 @@ fn pooled_broadcast_makes_its_copies_once() {
         .unwrap()
         .run()
         .unwrap();
-    assert_eq!(*out.lock().unwrap(), (0..500).map(|r| 3 * r).collect::<Vec<_>>());
+    assert_eq!(
+        *out.lock().unwrap(),
+        (0..500).map(|r| 3 * r).collect::<Vec<_>>()
+    );
     assert_eq!(bufs.made.load(Ordering::SeqCst), 4 * 3);
     assert_eq!(bufs.live.load(Ordering::SeqCst), 0);
 }
@@ -319,7 +328,10 @@ fn a_route_out_of_range_fails_a_pooled_run_by_name() {
         .stage("a", pass)
         .fork(
             |b: &Counted, _: &Context| if b.round == 5 { 7 } else { 0 },
-            vec![Builder::branch().stage("p", pass), Builder::branch().stage("q", pass)],
+            vec![
+                Builder::branch().stage("p", pass),
+                Builder::branch().stage("q", pass),
+            ],
             Order::Ordered,
         )
         .pooled_threads(2)
@@ -328,7 +340,10 @@ fn a_route_out_of_range_fails_a_pooled_run_by_name() {
         .run()
         .expect_err("route out of range");
     let msg = e.to_string();
-    assert!(msg.contains("route chose branch 7") && msg.contains("0..2"), "{msg}");
+    assert!(
+        msg.contains("route chose branch 7") && msg.contains("0..2"),
+        "{msg}"
+    );
     assert_eq!(e.round, Some(5));
 }
 

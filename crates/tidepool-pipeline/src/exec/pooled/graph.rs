@@ -2,7 +2,9 @@
 //! kinds with fixed successors, and where every buffer id lives (see the
 //! parent module's doc, "Forks and joins").
 
-use crate::builder::{Builder, CopyFn, GroupSpec, MergeFn, Order, Replicas, Route, Spread, StageSpec};
+use crate::builder::{
+    Builder, CopyFn, GroupSpec, MergeFn, Order, Replicas, Route, Spread, StageSpec,
+};
 
 /// Where a group's finished buffers go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

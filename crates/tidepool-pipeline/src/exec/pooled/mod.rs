@@ -250,6 +250,7 @@
 //! nothing runnable) and CPU time are in the report's notes.
 
 mod graph;
+mod sizing;
 mod state;
 mod worker;
 
@@ -268,9 +269,11 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-use graph::{Flat, ForkKind};
 pub(crate) use graph::ids_needed;
+use graph::{Flat, ForkKind};
+use sizing::Sizer;
 use state::{Buf, Counters, GroupRt, Inst, Packed, Plan, State, NONE};
+use tidepool::policy::Trigger;
 use worker::{Cold, Shared};
 /// Make and `init` every group's instances (the source goes to group 0's,
 /// a fork's or gather's extra code to the group's one instance).
@@ -451,13 +454,34 @@ pub(crate) fn run<B: Send + 'static>(
     let ids_total = flat.roots.len();
     at += ids_total * flat.depths;
     // A worker per instance: no more tasks can run at once.
-    let (workers, compute) = match workers {
-        Workers::Fixed(n) => (n, usize::MAX),
-        Workers::Sized { compute } => {
+    let (workers, compute, policy) = match workers {
+        Workers::Fixed(n) => (n, usize::MAX, None),
+        Workers::Sized { compute, policy } => {
             let instances: usize = groups.iter().map(|g| g.instances).sum();
-            (instances.clamp(1, usize::from(u16::MAX)), compute.max(1))
+            // No policy under `loom`, whose model is the protocol.
+            let policy = policy.build().filter(|_| !cfg!(loom));
+            (
+                instances.clamp(1, usize::from(u16::MAX) - 1),
+                compute.max(1),
+                policy,
+            )
         }
     };
+    // The policy's first decision, before any worker starts.
+    let mut limit = u16::MAX;
+    let sizer = policy.map(|p| {
+        let mut sz = Sizer::new(p, workers);
+        let now = sizing::Now {
+            at: Duration::ZERO,
+            queued: 0,
+            running: 0,
+            parked: 0,
+            limit: workers,
+        };
+        let l = sz.decide(Trigger::Start, now, &[]).unwrap_or(workers);
+        limit = l as u16; // at most `workers`, below u16::MAX
+        sz
+    });
     let (mut insts, error) = make_instances(&name, Some(source), &mut flat.groups, &groups);
     if let Some(e) = error {
         let mut refs: Vec<Vec<&mut Inst<B>>> =
@@ -480,10 +504,13 @@ pub(crate) fn run<B: Send + 'static>(
             ids[g + k] = 0; // no branch has brought the round yet
         }
     }
-    let mut counters = Packed::new(groups.len() + flat.forks.len(), Counters {
-        total: u64::MAX,
-        ..Counters::default()
-    });
+    let mut counters = Packed::new(
+        groups.len() + flat.forks.len(),
+        Counters {
+            total: u64::MAX,
+            ..Counters::default()
+        },
+    );
     for (g, rt) in groups.iter().enumerate() {
         for i in 0..rt.instances {
             ids[rt.idle + i] = i as u32; // validated: fewer than u32::MAX
@@ -504,13 +531,13 @@ pub(crate) fn run<B: Send + 'static>(
     counters[0].len = count as u32;
     let shared = Arc::new(Shared {
         state: CachePadded::new(Mutex::new(State {
-            next_round: 0,
             total: u64::MAX,
             groups: counters,
             ids,
             parked: 0,
             notified: 0,
             spinning: 0,
+            limit,
             failed: false,
         })),
         name: name.clone(),
@@ -538,6 +565,11 @@ pub(crate) fn run<B: Send + 'static>(
         epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         compute,
+        next_call: std::sync::atomic::AtomicU64::new(sizer.as_ref().map_or(u64::MAX, |s| {
+            s.next_call(Duration::ZERO).as_nanos().min(u64::MAX as u128) as u64
+        })),
+        sizer: sizer.map(std::sync::Mutex::new),
+        meters: (0..workers).map(|_| CachePadded::default()).collect(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
@@ -545,7 +577,7 @@ pub(crate) fn run<B: Send + 'static>(
         let sh = shared.clone();
         match spawn(
             &format!("{}-w{i}", name.chars().take(10).collect::<String>()),
-            move || sh.worker_guarded(),
+            move || sh.worker_guarded(i),
         ) {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -557,7 +589,7 @@ pub(crate) fn run<B: Send + 'static>(
             }
         }
     }
-    shared.worker_guarded();
+    shared.worker_guarded(0);
     if shared.classes && !cfg!(loom) {
         // The calling thread was worker 0: back to its own class.
         let _ = crate::sys::set_sched_class(SchedClass::Other);
@@ -610,7 +642,7 @@ pub(crate) fn run<B: Send + 'static>(
                 pipelines: vec![name.clone()],
                 threads: rt.instances,
                 // Every buffer taken was conveyed: the run is over.
-                items: if g == 0 { s.next_round } else { s.groups[g].popped },
+                items: s.groups[g].popped,
                 busy: busy_by.iter().sum(),
                 busy_by_stage: rt.stage_names.iter().cloned().zip(busy_by).collect(),
                 wait_input: Duration::ZERO,
@@ -636,7 +668,7 @@ pub(crate) fn run<B: Send + 'static>(
         elapsed,
         pipelines: vec![PipelineReport {
             name,
-            rounds: s.next_round,
+            rounds: s.groups[0].popped,
             buffers: count,
             stopped: shared.stopper.stopped(),
         }],

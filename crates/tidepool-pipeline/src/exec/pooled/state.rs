@@ -101,7 +101,8 @@ pub(super) struct Counters {
     /// length; its head stays 0).
     pub(super) head: u32,
     pub(super) len: u32,
-    /// Buffers taken from the input so far: the next one's arrival index.
+    /// Buffers taken from the input so far: the next one's arrival index
+    /// (group 0: the rounds filled, so the round it fills next).
     pub(super) popped: u64,
     /// How many buffers will reach the input, once known (else
     /// `u64::MAX`): the notice goes with the pop that takes the last.
@@ -145,8 +146,6 @@ impl<T, const N: usize> IndexMut<usize> for Packed<T, N> {
 /// (module doc, "Layout"); 56 bytes, so that with the lock it fills one
 /// line.
 pub(super) struct State {
-    /// The round the source fills next.
-    pub(super) next_round: u64,
     /// The stream's round count once the source has ended it, else
     /// `u64::MAX`.
     pub(super) total: u64,
@@ -161,6 +160,9 @@ pub(super) struct State {
     pub(super) notified: u16,
     /// Workers watching `epoch` before they park.
     pub(super) spinning: u16,
+    /// At most this many tasks run at once (the sizing policy's; module
+    /// doc, "Blocking stages"); `u16::MAX`: no limit.
+    pub(super) limit: u16,
     /// A task failed or a worker panicked (the error is in [`Cold`]).
     pub(super) failed: bool,
 }
@@ -192,30 +194,36 @@ impl State {
         self.failed || (self.total != u64::MAX && self.groups[0].len as usize == plan.width)
     }
 
-    /// Computing tasks running now: the groups marked computing, their
-    /// instances not idle.
-    pub(super) fn computing(&self, groups: &[GroupRt], compute: usize) -> usize {
-        if compute == usize::MAX {
-            return 0; // no limit: nothing to count
+    /// Tasks running now, and of them the computing ones (the groups
+    /// marked computing, their instances not idle).
+    pub(super) fn load(&self, groups: &[GroupRt], compute: usize) -> (usize, usize) {
+        if compute == usize::MAX && self.limit == u16::MAX {
+            return (0, 0); // no limit: nothing to count
         }
-        (0..groups.len())
-            .filter(|&g| !self.groups[g].blocks)
-            .map(|g| groups[g].instances - usize::from(self.groups[g].idle))
-            .sum()
+        let (mut running, mut computing) = (0, 0);
+        for (g, rt) in groups.iter().enumerate() {
+            let busy = rt.instances - usize::from(self.groups[g].idle);
+            running += busy;
+            if !self.groups[g].blocks {
+                computing += busy;
+            }
+        }
+        (running, computing)
     }
 
-    /// Whether group `g` has a task to run (with `computing` computing
-    /// tasks running, at most `compute` of them; module doc, "Blocking
-    /// stages").
+    /// Whether group `g` has a task to run (with `load` tasks running, at
+    /// most `limit` of them, and at most `compute` computing ones; module
+    /// doc, "Blocking stages").
     pub(super) fn runnable(
         &self,
         g: usize,
         rt: &GroupRt,
-        computing: usize,
+        (running, computing): (usize, usize),
         compute: usize,
     ) -> bool {
         let s = &self.groups[g];
-        if s.idle == 0 || (!s.blocks && computing >= compute) {
+        if s.idle == 0 || running >= usize::from(self.limit) || (!s.blocks && computing >= compute)
+        {
             return false;
         }
         let len = u64::from(s.len);
@@ -239,8 +247,8 @@ impl State {
     }
 
     pub(super) fn any_runnable(&self, groups: &[GroupRt], compute: usize) -> bool {
-        let computing = self.computing(groups, compute);
-        (0..groups.len()).any(|g| self.runnable(g, &groups[g], computing, compute))
+        let load = self.load(groups, compute);
+        (0..groups.len()).any(|g| self.runnable(g, &groups[g], load, compute))
     }
 
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
@@ -268,8 +276,8 @@ impl State {
         compute: usize,
     ) -> Option<Pick> {
         let spare = self.parked > self.notified;
-        let computing = self.computing(groups, compute);
-        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], computing, compute);
+        let load = self.load(groups, compute);
+        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], load, compute);
         let g = match last {
             // A spare worker can take the rest: keep to the same stage,
             // then to stages of the same kind (blocking or computing).
@@ -330,7 +338,7 @@ impl State {
         Some(Pick {
             group: g,
             inst,
-            round: self.next_round,
+            round: self.groups[0].popped,
             depth,
         })
     }
@@ -512,10 +520,10 @@ impl State {
             for h in &batch[done.filled..] {
                 self.push_back(&groups[0], 0, h.id, width);
             }
-            self.next_round += done.filled as u64;
+            self.groups[0].popped += done.filled as u64;
             if done.ended {
                 // Before the last buffer moves on (the notice's count).
-                self.total = self.next_round;
+                self.total = self.groups[0].popped;
                 self.set_totals(plan, 0, self.total);
             }
         }

@@ -14,6 +14,7 @@ use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
 use super::graph::{Extra, ForkKind};
+use super::sizing::{Meter, Now, Sizer};
 use super::state::{Buf, Done, GroupRt, Held, Inst, Pick, Plan, State};
 
 /// What the workers touch once per run, off the hot lines.
@@ -47,6 +48,11 @@ pub(super) struct Shared<B> {
     /// At most this many computing tasks at once (module doc, "Blocking
     /// stages").
     pub(super) compute: usize,
+    /// The sizing policy (none with `pooled_threads`, or under `loom`),
+    /// its next call (ns since the start), and each worker's counts.
+    pub(super) sizer: Option<std::sync::Mutex<Sizer>>,
+    pub(super) next_call: std::sync::atomic::AtomicU64,
+    pub(super) meters: Box<[CachePadded<Meter>]>,
     /// Spin before parking (no more workers than cores).
     pub(super) spin: bool,
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
@@ -229,7 +235,12 @@ impl<B: Send + 'static> Shared<B> {
     /// notices' content at the last) or copies, or a gather's merges (see
     /// the module doc, "Forks and joins"). The ids it touches belong to
     /// this task: the batch's, and the copies and notices paired with them.
-    fn run_extra(&self, g: usize, extra: &mut Extra<B>, batch: &mut [Held]) -> Option<PipelineError> {
+    fn run_extra(
+        &self,
+        g: usize,
+        extra: &mut Extra<B>,
+        batch: &mut [Held],
+    ) -> Option<PipelineError> {
         let rt = &self.plan.groups[g];
         let name = &rt.name;
         let f = &self.plan.forks[rt.fork.expect("a group with extra code has a fork")];
@@ -253,10 +264,13 @@ impl<B: Send + 'static> Shared<B> {
                         match catch_unwind(AssertUnwindSafe(|| route(&orig.buf, &cx))) {
                             Ok(b) if b < n => h.branch = b as u16, // validated: n <= u16::MAX
                             Ok(b) => {
-                                let msg = format!("route chose branch {b}; the fork has branches 0..{n}");
+                                let msg =
+                                    format!("route chose branch {b}; the fork has branches 0..{n}");
                                 return fail(Step::Route, Cause::Failed(msg.into()));
                             }
-                            Err(p) => return fail(Step::Route, Cause::Panicked(panic_message(&*p))),
+                            Err(p) => {
+                                return fail(Step::Route, Cause::Panicked(panic_message(&*p)))
+                            }
                         }
                     }
                     if h.last {
@@ -276,7 +290,8 @@ impl<B: Send + 'static> Shared<B> {
                         c.round = round;
                         c.empty = empty;
                         if !empty {
-                            let r = catch_unwind(AssertUnwindSafe(|| copy(&orig.buf, &mut c.buf, b)));
+                            let r =
+                                catch_unwind(AssertUnwindSafe(|| copy(&orig.buf, &mut c.buf, b)));
                             if let Err(p) = r {
                                 return fail(Step::Copy, Cause::Panicked(panic_message(&*p)));
                             }
@@ -301,7 +316,53 @@ impl<B: Send + 'static> Shared<B> {
 
     /// One worker: take tasks while any is runnable, park when none is,
     /// return at the end of the run.
-    pub(super) fn worker(&self) {
+    /// Call the sizing policy if its time has come (`at`: since the start)
+    /// and no other worker is calling it, and apply its limit on running
+    /// tasks: a raised limit may make tasks runnable, so a parked worker is
+    /// woken for them, as after a completion (module doc, "Blocking
+    /// stages").
+    fn resize(&self, at: Duration) {
+        let Some(sizer) = &self.sizer else { return };
+        let Ok(mut sizer) = sizer.try_lock() else {
+            return;
+        };
+        let ns = |d: Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        if ns(at) < self.next_call.load(std::sync::atomic::Ordering::Relaxed) {
+            return; // another worker just called it
+        }
+        let now = {
+            let s = lock(&self.state);
+            let groups = &self.plan.groups;
+            Now {
+                at,
+                queued: (1..groups.len()).map(|g| s.groups[g].len as usize).sum(),
+                running: s.load(groups, self.compute).0,
+                parked: usize::from(s.parked),
+                limit: usize::from(s.limit),
+            }
+        };
+        let decided = sizer.decide(tidepool::policy::Trigger::Tick, now, &self.meters);
+        self.next_call.store(
+            ns(sizer.next_call(at)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        drop(sizer);
+        let Some(limit) = decided else { return };
+        let mut s = lock(&self.state);
+        s.limit = limit as u16; // clamped to the workers, below u16::MAX
+        let more = s.any_runnable(&self.plan.groups, self.compute);
+        let wake = more && s.parked > s.notified;
+        if wake {
+            s.notified += 1;
+        }
+        s.check(more);
+        drop(s);
+        if wake {
+            self.cv.notify_one();
+        }
+    }
+
+    pub(super) fn worker(&self, id: usize) {
         let cpu0 = crate::sys::thread_cpu_time();
         let mut idle = Duration::ZERO;
         let most = self.plan.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
@@ -309,6 +370,7 @@ impl<B: Send + 'static> Shared<B> {
         let mut s = lock(&self.state);
         let mut last = None;
         let mut spun = false;
+        let mut tasks = 0u64;
         let mut class = Class {
             on: self.classes,
             batch: false,
@@ -318,7 +380,13 @@ impl<B: Send + 'static> Shared<B> {
                 break;
             }
             let prev = last.take();
-            if let Some(p) = s.pick(&self.plan.groups, prev, &mut batch, self.plan.width, self.compute) {
+            if let Some(p) = s.pick(
+                &self.plan.groups,
+                prev,
+                &mut batch,
+                self.plan.width,
+                self.compute,
+            ) {
                 let computing = !s.groups[p.group].blocks;
                 let more = s.any_runnable(&self.plan.groups, self.compute);
                 let wake = more && s.parked > s.notified;
@@ -331,7 +399,24 @@ impl<B: Send + 'static> Shared<B> {
                     self.cv.notify_one();
                 }
                 class.take(computing);
+                let measured = self.sizer.is_some();
+                let cpu0 = (measured && Meter::samples(tasks))
+                    .then(crate::sys::thread_cpu_time)
+                    .flatten();
+                let t0 = Instant::now();
                 let (done, blocks) = self.run_task(&p, &mut batch);
+                if measured {
+                    let t1 = Instant::now();
+                    let cpu =
+                        cpu0.and_then(|a| Some(crate::sys::thread_cpu_time()?.saturating_sub(a)));
+                    self.meters[id].record(done.filled as u64, t1 - t0, cpu);
+                    tasks += 1;
+                    let at = t1.duration_since(self.start);
+                    let due = self.next_call.load(std::sync::atomic::Ordering::Relaxed);
+                    if at.as_nanos() >= u128::from(due) {
+                        self.resize(at);
+                    }
+                }
                 last = Some(p.group);
                 s = lock(&self.state);
                 if let Some(e) = s.complete(&self.plan, &p, &batch, done, blocks) {
@@ -411,11 +496,11 @@ impl<B: Send + 'static> Shared<B> {
     /// A framework panic in a worker (user code's are caught where it
     /// runs): fail the run so that every other worker returns. (Under
     /// `loom`, a panic is the model's finding: it goes through.)
-    pub(super) fn worker_guarded(&self) {
+    pub(super) fn worker_guarded(&self, id: usize) {
         if cfg!(loom) {
-            return self.worker();
+            return self.worker(id);
         }
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker())) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker(id))) {
             let e = self.err(
                 &self.name,
                 None,
