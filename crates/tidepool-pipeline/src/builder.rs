@@ -515,12 +515,15 @@ impl<B: Send + 'static> Builder<B> {
     /// pipelines with more stages than cores get closer to their bound.
     ///
     /// Stages that block (I/O) hold a worker while they block, so the
-    /// workers follow each stage's measured kind: at most one computing
-    /// task per core runs at a time, and a task of a blocking stage runs
-    /// on a worker of its own, as with `pooled_threads(cores + blocking
-    /// stages)` set by hand. [`pooled_threads`](Builder::pooled_threads)
-    /// fixes the count instead. `build()` refuses what needs a thread per stage: priorities,
-    /// self-sizing stages, forks and shared stages.
+    /// tasks running at once follow tidepool's `auto` sizing policy, fed
+    /// with the stages' measured busy and CPU time (see
+    /// [`pooled_policy`](Builder::pooled_policy)), and at most one computing
+    /// task per core runs at a time: a task of a blocking stage runs on a
+    /// worker of its own, as with `pooled_threads(cores + blocking stages)`
+    /// set by hand. [`pooled_threads`](Builder::pooled_threads) fixes the
+    /// count instead. Forks and broadcasts work as with a thread per stage.
+    /// `build()` refuses what needs a thread per stage: priorities,
+    /// self-sizing stages and shared stages.
     ///
     /// ```
     /// use tidepool_pipeline::{BoxError, Context, Flow, Order, Pipeline};

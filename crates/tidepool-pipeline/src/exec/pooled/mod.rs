@@ -187,9 +187,9 @@
 //! # Layout
 //!
 //! A hand-off moves as few cache lines between cores as it can. The lock
-//! word and the run's scalars (`next_round`, `total`, `parked`,
-//! `notified`, the spinner count, a failed flag) fill one line of their
-//! own. Each group's counters (its input ring's head and length,
+//! word and the run's scalars (`total`, `parked`, `notified`, the spinner
+//! count, `limit`, a failed flag) fill one line of their own; the rounds
+//! filled are group 0's `popped`. Each group's counters (its input ring's head and length,
 //! `popped`, `total`, idle-instance count, reorder position, kind) are 32
 //! bytes, two groups to a line (a join's release position takes an entry
 //! after the groups'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
@@ -209,33 +209,52 @@
 //! starts the task, and merged by time at the end). A worker keeps its
 //! batch in a vector of its own: a task allocates nothing.
 //!
-//! # Blocking stages: the worker count sizes itself
+//! # Blocking stages: a sizing policy sizes the workers
 //!
 //! A worker blocked in a stage's I/O is a worker lost to the others: with
 //! as many workers as cores, two blocking stages can leave no worker to
 //! compute. So without a fixed count ([`crate::Builder::pooled`]) the run
-//! starts one worker per group instance (no more tasks can run at once)
-//! and lets at most one *computing* task per core run at a time: the
-//! workers that run tasks are the cores plus one per task blocked in a
-//! blocking group, which is the count a user would set by hand
-//! (`pooled_threads(cores + blocking stages)`), following each group's
-//! measured kind as it changes. The rest stay parked.
+//! starts one worker per group instance (no more tasks can run at once),
+//! and two limits decide how many run: at most `limit` tasks, which a
+//! tidepool sizing policy sets (`auto` unless
+//! [`crate::Builder::pooled_policy`] names another), and at most `compute`
+//! *computing* tasks (the cores), so that the workers that run are the
+//! cores plus one per task blocked in a blocking group, which is the count
+//! a user would set by hand (`pooled_threads(cores + blocking stages)`).
+//! The rest stay parked.
 //!
-//! The protocol change is one rule: **a computing group is runnable only
-//! while fewer than `compute` computing tasks run** (`compute`: the cores;
-//! no limit with `pooled_threads`). The running computing tasks are counted
-//! from the groups' counters under the lock (a group's instances not idle,
-//! for the groups marked computing), so the rule needs no state of its own
-//! and every decision above reads it under the lock, as it reads the other
-//! conditions of runnability. Nothing else changes: the invariant *if
-//! something is runnable and a worker is parked, a wake-up is on its way*
-//! holds with this `runnable`, because the count falls only when a task
-//! completes, under the lock, and the completing worker then picks and
-//! wakes as for any completion (it takes the freed place itself, or wakes a
-//! spare for it). A group whose kind changes at a completion is likewise
-//! judged in that critical section. The `loom` models
-//! `loom_pooled_self_sizing_*` run the real executor with the limit at one
-//! computing task and a blocking group beside two computing ones.
+//! **The policy** (`sizing.rs`) is fed an `Observation` as a pool's is:
+//! per window, the buffers done (arrivals equal completions: the pipeline
+//! is a closed loop), the tasks' busy time, the thread CPU time of sampled
+//! tasks (each worker's first four, then one in 16; each worker counts on a
+//! line of its own), and, read under the lock, the buffers waiting in the
+//! groups' inputs, the tasks running and the workers parked. It is called
+//! once before any worker starts, then on its schedule's period, by the
+//! worker that finishes a task once the time has come (the others see the
+//! time has not come, or skip while one calls it), outside the run's lock.
+//! Its decision becomes `limit`: its spawn limit while it grows on demand
+//! (a runnable task waiting with every running worker busy is that demand),
+//! else its target, between 1 and the workers. Under `loom` no policy runs
+//! (no limit).
+//!
+//! The protocol change is one rule: **a group is runnable only while fewer
+//! than `limit` tasks run, and a computing group only while fewer than
+//! `compute` computing tasks run** (no limits with `pooled_threads`). The
+//! running tasks are counted from the groups' counters under the lock (a
+//! group's instances not idle, for the computing ones the groups marked
+//! computing), so the rule needs no state but `limit` and every decision
+//! above reads it under the lock, as it reads the other conditions of
+//! runnability. The invariant *if something is runnable and a worker is
+//! parked, a wake-up is on its way* holds with this `runnable`: the counts
+//! fall only when a task completes, under the lock, and the completing
+//! worker then picks and wakes as for any completion (it takes the freed
+//! place itself, or wakes a spare for it); `limit` rises only under the
+//! lock, by the worker that applies a decision, which then wakes a parked
+//! worker if something became runnable, as a completion does (and wake-ups
+//! chain from there). A group whose kind changes at a completion is
+//! likewise judged in that critical section. The `loom` models
+//! `loom_pooled_self_sizing_*` run the real executor with the computing
+//! limit at one task and a blocking group beside two computing ones.
 //!
 //! The spin before parking stays off when there are more workers than
 //! cores (a spinning worker could hold a core a blocking worker wakes to).
