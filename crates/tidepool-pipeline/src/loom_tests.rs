@@ -479,7 +479,7 @@ fn pooled_fork(rounds: u64, buffers: usize, workers: usize) {
                 Buf(0, 0, live1.clone())
             })
             .source("read", move |b: &mut Buf, cx: &Context| {
-                *b = Buf(cx.round(), 0, b.2.clone());
+                (b.0, b.1) = (cx.round(), 0);
                 Ok(if cx.round() + 1 == rounds {
                     Flow::Last
                 } else {
@@ -530,10 +530,10 @@ fn pooled_fork(rounds: u64, buffers: usize, workers: usize) {
 
 #[test]
 fn loom_pooled_fork_and_broadcast() {
-    pooled_fork(2, 1, 2);
+    pooled_fork(2, 2, 2);
 }
 
 #[test]
-fn loom_pooled_fork_and_broadcast_two_buffers() {
-    pooled_fork(2, 2, 2);
+fn loom_pooled_fork_and_broadcast_three_buffers() {
+    pooled_fork(2, 3, 2);
 }
