@@ -578,7 +578,7 @@ impl<B: Send + 'static> Builder<B> {
     }
 
     /// Self-sizing pooled mode with at most `compute` computing tasks at
-    /// once (the loom models' small machine; no policy runs under `loom`).
+    /// once (the loom models' small machine, with their scripted policy).
     #[cfg(all(test, loom))]
     pub(crate) fn pooled_compute(mut self, compute: usize) -> Self {
         self.workers = Some(Workers::Sized {

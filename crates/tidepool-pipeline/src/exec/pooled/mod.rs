@@ -234,8 +234,9 @@
 //! time has not come, or skip while one calls it), outside the run's lock.
 //! Its decision becomes `limit`: its spawn limit while it grows on demand
 //! (a runnable task waiting with every running worker busy is that demand),
-//! else its target, between 1 and the workers. Under `loom` no policy runs
-//! (no limit).
+//! else its target, between 1 and the workers. Under `loom` a scripted
+//! policy runs one task at a time until the second completion, then raises
+//! the limit to every worker.
 //!
 //! The protocol change is one rule: **a group is runnable only while fewer
 //! than `limit` tasks run, and a computing group only while fewer than
@@ -254,7 +255,9 @@
 //! chain from there). A group whose kind changes at a completion is
 //! likewise judged in that critical section. The `loom` models
 //! `loom_pooled_self_sizing_*` run the real executor with the computing
-//! limit at one task and a blocking group beside two computing ones.
+//! limit at one task, a blocking group beside two computing ones, and the
+//! scripted policy's limit raised from one task to every worker while
+//! work waits for it.
 //!
 //! The spin before parking stays off when there are more workers than
 //! cores (a spinning worker could hold a core a blocking worker wakes to).
@@ -477,8 +480,14 @@ pub(crate) fn run<B: Send + 'static>(
         Workers::Fixed(n) => (n, usize::MAX, None),
         Workers::Sized { compute, policy } => {
             let instances: usize = groups.iter().map(|g| g.instances).sum();
-            // No policy under `loom`, whose model is the protocol.
-            let policy = policy.build().filter(|_| !cfg!(loom));
+            // Under `loom`, a scripted policy that raises the limit once.
+            #[cfg(loom)]
+            let policy: Option<Box<dyn tidepool::policy::SizingPolicy>> = {
+                let _ = policy;
+                Some(Box::new(sizing::Script::default()))
+            };
+            #[cfg(not(loom))]
+            let policy = policy.build();
             (
                 instances.clamp(1, usize::from(u16::MAX) - 1),
                 compute.max(1),

@@ -165,6 +165,35 @@ fn limit(d: &Decision) -> Option<usize> {
     }
 }
 
+/// The policy under `loom`: one task at a time until its second call after
+/// the start (a task has completed while buffers wait upstream), then
+/// every worker, then never called again, so that the models cover a
+/// raised limit's wake-up (module doc, "Blocking stages").
+#[cfg(loom)]
+#[derive(Default)]
+pub(super) struct Script {
+    calls: u32,
+}
+
+#[cfg(loom)]
+impl SizingPolicy for Script {
+    fn name(&self) -> &str {
+        "loom-script"
+    }
+    fn schedule(&self) -> Schedule {
+        if self.calls > 2 {
+            Schedule::default()
+        } else {
+            Schedule::default().with_every(Duration::ZERO)
+        }
+    }
+    fn decide(&mut self, obs: &Observation) -> Decision {
+        self.calls += 1;
+        let n = if self.calls <= 2 { 1 } else { obs.max };
+        Decision::resize(n, "loom script").with_grow_on_demand(false)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
