@@ -35,11 +35,12 @@ pub enum Order {
 }
 
 /// Pooled mode's workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Workers {
-    /// A worker per group instance, at most `compute` of them running
-    /// computing groups at once (the run's module doc, "Blocking stages").
-    Sized { compute: usize },
+    /// A worker per group instance, as many of them running at once as
+    /// `policy` decides, at most `compute` of them running computing groups
+    /// (the run's module doc, "Blocking stages").
+    Sized { policy: PolicySpec, compute: usize },
     /// This many workers, each running any task.
     Fixed(usize),
 }
@@ -514,12 +515,15 @@ impl<B: Send + 'static> Builder<B> {
     /// pipelines with more stages than cores get closer to their bound.
     ///
     /// Stages that block (I/O) hold a worker while they block, so the
-    /// workers follow each stage's measured kind: at most one computing
-    /// task per core runs at a time, and a task of a blocking stage runs
-    /// on a worker of its own, as with `pooled_threads(cores + blocking
-    /// stages)` set by hand. [`pooled_threads`](Builder::pooled_threads)
-    /// fixes the count instead. `build()` refuses what needs a thread per stage: priorities,
-    /// self-sizing stages, forks and shared stages.
+    /// tasks running at once follow tidepool's `auto` sizing policy, fed
+    /// with the stages' measured busy and CPU time (see
+    /// [`pooled_policy`](Builder::pooled_policy)), and at most one computing
+    /// task per core runs at a time: a task of a blocking stage runs on a
+    /// worker of its own, as with `pooled_threads(cores + blocking stages)`
+    /// set by hand. [`pooled_threads`](Builder::pooled_threads) fixes the
+    /// count instead. Forks and broadcasts work as with a thread per stage.
+    /// `build()` refuses what needs a thread per stage: priorities,
+    /// self-sizing stages and shared stages.
     ///
     /// ```
     /// use tidepool_pipeline::{BoxError, Context, Flow, Order, Pipeline};
@@ -553,18 +557,34 @@ impl<B: Send + 'static> Builder<B> {
     /// assert!(report.notes[0].starts_with("pooled"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn pooled(mut self) -> Self {
+    pub fn pooled(self) -> Self {
+        self.pooled_policy(PolicySpec::Auto)
+    }
+
+    /// Pooled mode (see [`pooled`](Builder::pooled)) whose workers follow
+    /// the tidepool sizing policy `policy` instead of `auto`: the policy is
+    /// fed what the workers measure (tasks done, their busy time and
+    /// sampled CPU time, the buffers waiting, the tasks running), as a
+    /// pool's policy is, and its decision is how many tasks may run at once
+    /// (its spawn limit while it grows on demand, else its target; e.g.
+    /// `fixed:2` runs at most two). Computing tasks still never outnumber
+    /// the cores. `tpr` is not a pool policy and is refused.
+    pub fn pooled_policy(mut self, policy: PolicySpec) -> Self {
         self.workers = Some(Workers::Sized {
+            policy,
             compute: tidepool::sys::cores(),
         });
         self
     }
 
     /// Self-sizing pooled mode with at most `compute` computing tasks at
-    /// once (the loom models' small machine).
+    /// once (the loom models' small machine, with their scripted policy).
     #[cfg(all(test, loom))]
     pub(crate) fn pooled_compute(mut self, compute: usize) -> Self {
-        self.workers = Some(Workers::Sized { compute });
+        self.workers = Some(Workers::Sized {
+            policy: PolicySpec::Auto,
+            compute,
+        });
         self
     }
 
@@ -660,12 +680,21 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
 
 /// What pooled mode refuses: each needs a thread per stage.
 pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
-    let workers = match b.workers {
-        None => return,
-        Some(Workers::Fixed(n)) => n,
-        Some(Workers::Sized { .. }) => 1,
-    };
     let name = &b.name;
+    let workers = match &b.workers {
+        None => return,
+        Some(Workers::Fixed(n)) => *n,
+        Some(Workers::Sized { policy, .. }) => {
+            if policy.build().is_none() {
+                errors.push(format!(
+                    "pipeline `{name}`: pooled_policy `{}` is not a pool sizing policy; use \
+                     auto, fixed:N, watermark:MIN..MAX, xu-bode, hisdyn, frequency or hill-climb",
+                    policy.name()
+                ));
+            }
+            1
+        }
+    };
     if workers == 0 {
         errors.push(format!(
             "pipeline `{name}`: pooled_threads must be at least 1"
@@ -679,14 +708,21 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
         ));
     }
     if let Some((count, _)) = &b.buffers {
-        if *count >= u32::MAX as usize {
+        // Every buffer, fork notice and broadcast copy has a u32 id.
+        let ids = crate::exec::pooled::ids_needed(&b.groups, *count);
+        if ids.is_none_or(|n| n >= u32::MAX as usize) {
             errors.push(format!(
-                "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers",
+                "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers (counting \
+                 each broadcast's copies: buffers × branches)",
                 u32::MAX
             ));
         }
     }
-    for g in &b.groups {
+    validate_pooled_groups(&b.groups, errors);
+}
+
+fn validate_pooled_groups<B>(groups: &[GroupSpec<B>], errors: &mut Vec<String>) {
+    for g in groups {
         let stage = g.name();
         if g.priority.is_some() {
             errors.push(format!(
@@ -708,10 +744,16 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
                 u16::MAX
             ));
         }
-        if g.fork.is_some() {
-            errors.push(format!(
-                "fork after `{stage}`: fork/join runs thread per stage only; drop `pooled`"
-            ));
+        if let Some(f) = &g.fork {
+            if f.branches.len() > usize::from(u16::MAX) {
+                errors.push(format!(
+                    "fork after `{stage}`: a pooled pipeline's fork has at most {} branches",
+                    u16::MAX
+                ));
+            }
+            for br in &f.branches {
+                validate_pooled_groups(&br.groups, errors);
+            }
         }
         if g.shared.is_some() {
             errors.push(format!(

@@ -437,3 +437,103 @@ fn loom_pooled_self_sizing_one_computing_task_at_once() {
 fn loom_pooled_self_sizing_two_buffers() {
     pooled(2, 2, None, 1, 0);
 }
+
+/// Pooled mode with a route fork inside a broadcast's branch, on two loom
+/// workers: read → broadcast{ [x], [route{ p | q }] } → sink, `rounds`
+/// rounds over `buffers` buffers. The route's last buffer sends a notice
+/// to the other branch, which its join drops; the gather completes each
+/// round once both branches delivered it. Checks: every round reaches the
+/// sink once and in order with both branches' work merged, every stage
+/// gets the last-buffer notice once, every buffer (copies and notices
+/// too) is dropped after the run, no worker sleeps forever, and the
+/// protocol's invariant at every release of the lock.
+fn pooled_fork(rounds: u64, buffers: usize, workers: usize) {
+    use crate::{Builder, Context, Flow, Order, Pipeline};
+    use std::sync::Mutex;
+    model(move || {
+        type R = Result<(), crate::BoxError>;
+        let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lasts = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        struct Buf(u64, u64, Arc<std::sync::atomic::AtomicUsize>);
+        impl Drop for Buf {
+            fn drop(&mut self) {
+                self.2.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let live1 = live.clone();
+        let stage = |name: &'static str, add: u64| {
+            let l = lasts.clone();
+            move |b: &mut Buf, cx: &Context| -> R {
+                if cx.is_last() {
+                    l.lock().unwrap().push(name);
+                }
+                b.1 += add;
+                Ok(())
+            }
+        };
+        let s = seen.clone();
+        let report = Pipeline::builder("loom-fork")
+            .buffers(buffers, move || {
+                live1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Buf(0, 0, live1.clone())
+            })
+            .source("read", move |b: &mut Buf, cx: &Context| {
+                (b.0, b.1) = (cx.round(), 0);
+                Ok(if cx.round() + 1 == rounds {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            })
+            .broadcast(
+                vec![
+                    Builder::branch().stage("x", stage("x", 1)),
+                    Builder::branch().stage("pre", stage("pre", 0)).fork(
+                        |b: &Buf, _: &Context| (b.0 % 2) as usize,
+                        vec![
+                            Builder::branch().stage("p", stage("p", 10)),
+                            Builder::branch().stage("q", stage("q", 100)),
+                        ],
+                        Order::Ordered,
+                    ),
+                ],
+                |from: &Buf, to: &mut Buf, _| {
+                    to.0 = from.0;
+                    to.1 = from.1;
+                },
+                |into: &mut Buf, from: &Buf, _| -> R {
+                    into.1 += from.1;
+                    Ok(())
+                },
+            )
+            .stage("sink", move |b: &mut Buf, _: &Context| -> R {
+                s.lock().unwrap().push((b.0, b.1));
+                Ok(())
+            })
+            .pooled_threads(workers)
+            .build()
+            .expect("valid")
+            .run()
+            .expect("no stage fails");
+        assert_eq!(report.pipelines[0].rounds, rounds);
+        let want: Vec<(u64, u64)> = (0..rounds)
+            .map(|r| (r, if r % 2 == 0 { 11 } else { 101 }))
+            .collect();
+        assert_eq!(*seen.lock().unwrap(), want);
+        let mut l = lasts.lock().unwrap().clone();
+        l.sort_unstable();
+        assert_eq!(l, ["p", "pre", "q", "x"]);
+        assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn loom_pooled_fork_and_broadcast() {
+    pooled_fork(2, 2, 2);
+}
+
+#[test]
+fn loom_pooled_fork_and_broadcast_three_buffers() {
+    pooled_fork(2, 3, 2);
+}

@@ -146,7 +146,7 @@ pub fn run_all<B: Send + 'static>(
     if let Some(p) = pipelines.iter().find(|p| p.spec.workers.is_some()) {
         if pipelines.len() == 1 {
             let p = pipelines.pop().expect("one pipeline");
-            let workers = p.spec.workers.expect("pooled");
+            let workers = p.spec.workers.clone().expect("pooled");
             return crate::exec::pooled::run(p.spec, workers);
         }
         return Err(PipelineError {

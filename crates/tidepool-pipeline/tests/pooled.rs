@@ -371,20 +371,6 @@ fn features_that_need_a_thread_per_stage_are_refused_by_name() {
         e.contains("stage `s`") && e.contains("self-sizing") && e.contains("pooled_threads"),
         "{e}"
     );
-    let e = refused(
-        base()
-            .stage("a", pass)
-            .fork(
-                |_: &Counted, _: &Context| 0,
-                vec![
-                    Builder::branch().stage("p", pass),
-                    Builder::branch().stage("q", pass),
-                ],
-                Order::Ordered,
-            )
-            .pooled(),
-    );
-    assert!(e.contains("fork after `a`") && e.contains("pooled"), "{e}");
     let shared = SharedStage::new("sh", pass);
     let e = refused(base().shared(&shared).pooled());
     assert!(

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tidepool::policy::PolicySpec;
 use tidepool_pipeline::{BoxError, Builder, Context, Flow, Order, Pipeline};
 
 type R = Result<(), BoxError>;
@@ -211,4 +212,69 @@ fn self_sizing_pooled_mode_gives_what_a_thread_per_stage_gives() {
     let want: Vec<(u64, u64)> = (0..500).map(|r| (r, 9 * r * r + 1)).collect();
     assert_eq!(mixed(false), want);
     assert_eq!(mixed(true), want);
+}
+
+/// Four stages that sleep, pooled under `policy`: the most of their calls
+/// that ran at once.
+fn most_at_once(policy: &str) -> usize {
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let nap = |r: &Arc<AtomicUsize>, p: &Arc<AtomicUsize>| {
+        let (r, p) = (r.clone(), p.clone());
+        move |_: &mut u64, _: &Context| -> R {
+            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+            p.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_micros(300));
+            r.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    };
+    Pipeline::builder("policy")
+        .buffers(8, || 0u64)
+        .source(
+            "read",
+            |_: &mut u64, cx: &Context| -> Result<Flow, BoxError> {
+                Ok(if cx.round() + 1 == 200 {
+                    Flow::Last
+                } else {
+                    Flow::More
+                })
+            },
+        )
+        .stage("a", nap(&running, &peak))
+        .stage("b", nap(&running, &peak))
+        .stage("c", nap(&running, &peak))
+        .stage("d", nap(&running, &peak))
+        .pooled_policy(PolicySpec::parse(policy).unwrap())
+        .build()
+        .unwrap()
+        .run()
+        .unwrap();
+    peak.load(Ordering::SeqCst)
+}
+
+/// The pooled workers follow the sizing policy given: `fixed:1` runs one
+/// task at a time, `fixed:2` at most two, and `auto` lets every blocking
+/// stage run at once (no count, load-independent: a limit is a maximum).
+#[test]
+fn pooled_workers_follow_the_policy_given() {
+    assert_eq!(most_at_once("fixed:1"), 1);
+    assert!(most_at_once("fixed:2") <= 2);
+    // Not a pool policy: refused by name.
+    let e = Pipeline::builder("x")
+        .buffers(2, || 0u64)
+        .source(
+            "read",
+            |_: &mut u64, _: &Context| -> Result<Flow, BoxError> { Ok(Flow::Last) },
+        )
+        .stage("a", |_: &mut u64, _: &Context| -> R { Ok(()) })
+        .pooled_policy(PolicySpec::parse("tpr").unwrap())
+        .build()
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("pooled_policy `tpr`") && e.contains("fixed:N"),
+        "{e}"
+    );
 }

@@ -26,10 +26,66 @@
 //! would. An ordered replicated group's outputs pass through a reorder
 //! ring keyed by input index, as in thread-per-stage mode. The last-buffer
 //! notice goes with the pop that takes a group's `total`-th buffer, where
-//! `total` is the stream's round count, set by the source's task before it
-//! conveys its last buffer (every group sees every round: pooled pipelines
-//! have no forks). The run ends when the last group has conveyed `total`
-//! buffers, or at the first failure.
+//! each group's `total` is the number of buffers that will reach it, set
+//! before the one that completes it moves: the stream's round count, set by
+//! the source's task before it conveys its last buffer, or a route fork's
+//! count for its branch ("Forks and joins"). The run ends when the stream
+//! has ended and every root (below) is back in the free stack, or at the
+//! first failure.
+//!
+//! # Forks and joins
+//!
+//! Forks, broadcasts and their joins become fixed successors between
+//! groups (`graph.rs` flattens the nested description into one list, the
+//! branches after their fork, in pre-order, so "downstream first" still
+//! scans the list backwards). A group's finished buffer goes to its `next`:
+//! a group's input, the free stack, a fork, a route fork's join, or a
+//! broadcast's gather. Everything below happens under the run's lock, in
+//! the critical section that completes the task, except user code (a
+//! route, a copy, a merge), which runs in tasks like a stage's.
+//!
+//! **Route forks.** A fork follows a single-instance group (the builder
+//! insists), so the fork group's task calls `route` on each buffer after
+//! its stages, in input order, and notes the branch in the buffer's batch
+//! entry; its completion pushes the buffer into that branch's first group.
+//! Each buffer records its position at the fork (its arrival index at the
+//! fork group) in a slot per nesting depth. A branch's groups count
+//! against the branch's own *scope*: when the fork conveys its last buffer
+//! it sets every branch's groups' total (what reached the branch's first
+//! group, plus one) and sends each other branch an empty *notice*, so that
+//! every stage of every branch gets the last-buffer notice once. The
+//! notices are buffers of their own, `branches − 1` per fork, made with the
+//! pipeline's buffers and never used for data (their content, round and
+//! emptiness are written by the fork group's task, which owns them until
+//! its completion hands them on). The join is not a task: a branch's last
+//! group delivers to it, and it drops its own notices (they go to the free
+//! stack), reorders by position at the fork if the fork is ordered (a ring
+//! like a replicated group's), and passes buffers on to what follows the
+//! fork, whose groups count against the fork group's scope.
+//!
+//! **Broadcasts.** Copies are paired with buffers statically: every *root*
+//! (a pipeline buffer or a notice) has `branches − 1` copies per broadcast,
+//! made before the run, so a broadcast never waits for a free copy and
+//! never allocates. A root has at most one buffer at a broadcast at a time
+//! (the original comes back only after the gather released its copies), so
+//! a copy is free whenever its root's buffer arrives. The fork group's task
+//! fills the copies (`copy`) after its stages; its completion pushes the
+//! original into branch 0 and copy `b` into branch `b`, each carrying the
+//! original's positions. The gather counts, per position, the branches
+//! that have delivered (a ring of counts and of the originals); a round
+//! complete in position order goes to the broadcast's *merge group*, a
+//! single-instance group without stages whose task folds the copies into
+//! the original (`merge`, in branch order; not for empty buffers) and
+//! conveys it on. The merge group is scheduled like any group (kind,
+//! sizing), and is not a row of the report (as the join is not a stage
+//! thread-per-stage).
+//!
+//! Every ring is `width` wide, the number of roots: a group's input, a
+//! reorder ring and a join's ring never hold two buffers of one root.
+//! Nothing here waits: the new synchronisation is none, and the protocol
+//! below is unchanged (a completion makes work runnable only under the
+//! lock). The `loom` model `loom_pooled_fork_and_broadcast` runs a route
+//! fork inside a broadcast on two workers.
 //!
 //! # Scheduling
 //!
@@ -131,11 +187,12 @@
 //! # Layout
 //!
 //! A hand-off moves as few cache lines between cores as it can. The lock
-//! word and the run's scalars (`next_round`, `total`, `parked`,
-//! `notified`, the spinner count, a failed flag) fill one line of their
-//! own. Each group's counters (its input ring's head and length,
-//! `popped`, `items`, idle-instance count, reorder position, kind) are 32
-//! bytes, two groups to a line. The queues carry small ids, not buffers or
+//! word and the run's scalars (`total`, `parked`, `notified`, the spinner
+//! count, `limit`, a failed flag) fill one line of their own; the rounds
+//! filled are group 0's `popped`. Each group's counters (its input ring's head and length,
+//! `popped`, `total`, idle-instance count, reorder position, kind) are 32
+//! bytes, two groups to a line (a join's release position takes an entry
+//! after the groups'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
 //! instances: every group's input ring, idle-instance stack and reorder
 //! ring, and the free stack, are regions of one packed id array. So a pick
 //! or a completion writes a few bytes on three or four lines, and scanning
@@ -152,33 +209,55 @@
 //! starts the task, and merged by time at the end). A worker keeps its
 //! batch in a vector of its own: a task allocates nothing.
 //!
-//! # Blocking stages: the worker count sizes itself
+//! # Blocking stages: a sizing policy sizes the workers
 //!
 //! A worker blocked in a stage's I/O is a worker lost to the others: with
 //! as many workers as cores, two blocking stages can leave no worker to
 //! compute. So without a fixed count ([`crate::Builder::pooled`]) the run
-//! starts one worker per group instance (no more tasks can run at once)
-//! and lets at most one *computing* task per core run at a time: the
-//! workers that run tasks are the cores plus one per task blocked in a
-//! blocking group, which is the count a user would set by hand
-//! (`pooled_threads(cores + blocking stages)`), following each group's
-//! measured kind as it changes. The rest stay parked.
+//! starts one worker per group instance (no more tasks can run at once),
+//! and two limits decide how many run: at most `limit` tasks, which a
+//! tidepool sizing policy sets (`auto` unless
+//! [`crate::Builder::pooled_policy`] names another), and at most `compute`
+//! *computing* tasks (the cores), so that the workers that run are the
+//! cores plus one per task blocked in a blocking group, which is the count
+//! a user would set by hand (`pooled_threads(cores + blocking stages)`).
+//! The rest stay parked.
 //!
-//! The protocol change is one rule: **a computing group is runnable only
-//! while fewer than `compute` computing tasks run** (`compute`: the cores;
-//! no limit with `pooled_threads`). The running computing tasks are counted
-//! from the groups' counters under the lock (a group's instances not idle,
-//! for the groups marked computing), so the rule needs no state of its own
-//! and every decision above reads it under the lock, as it reads the other
-//! conditions of runnability. Nothing else changes: the invariant *if
-//! something is runnable and a worker is parked, a wake-up is on its way*
-//! holds with this `runnable`, because the count falls only when a task
-//! completes, under the lock, and the completing worker then picks and
-//! wakes as for any completion (it takes the freed place itself, or wakes a
-//! spare for it). A group whose kind changes at a completion is likewise
-//! judged in that critical section. The `loom` models
-//! `loom_pooled_self_sizing_*` run the real executor with the limit at one
-//! computing task and a blocking group beside two computing ones.
+//! **The policy** (`sizing.rs`) is fed an `Observation` as a pool's is:
+//! per window, the buffers done (arrivals equal completions: the pipeline
+//! is a closed loop), the tasks' busy time, the thread CPU time of sampled
+//! tasks (each worker's first four, then one in 16; each worker counts on a
+//! line of its own), and, read under the lock, the buffers waiting in the
+//! groups' inputs, the tasks running and the workers parked. It is called
+//! once before any worker starts, then on its schedule's period, by the
+//! worker that finishes a task once the time has come (the others see the
+//! time has not come, or skip while one calls it), outside the run's lock.
+//! Its decision becomes `limit`: its spawn limit while it grows on demand
+//! (a runnable task waiting with every running worker busy is that demand),
+//! else its target, between 1 and the workers. Under `loom` a scripted
+//! policy runs one task at a time until the second completion, then raises
+//! the limit to every worker.
+//!
+//! The protocol change is one rule: **a group is runnable only while fewer
+//! than `limit` tasks run, and a computing group only while fewer than
+//! `compute` computing tasks run** (no limits with `pooled_threads`). The
+//! running tasks are counted from the groups' counters under the lock (a
+//! group's instances not idle, for the computing ones the groups marked
+//! computing), so the rule needs no state but `limit` and every decision
+//! above reads it under the lock, as it reads the other conditions of
+//! runnability. The invariant *if something is runnable and a worker is
+//! parked, a wake-up is on its way* holds with this `runnable`: the counts
+//! fall only when a task completes, under the lock, and the completing
+//! worker then picks and wakes as for any completion (it takes the freed
+//! place itself, or wakes a spare for it); `limit` rises only under the
+//! lock, by the worker that applies a decision, which then wakes a parked
+//! worker if something became runnable, as a completion does (and wake-ups
+//! chain from there). A group whose kind changes at a completion is
+//! likewise judged in that critical section. The `loom` models
+//! `loom_pooled_self_sizing_*` run the real executor with the computing
+//! limit at one task, a blocking group beside two computing ones, and the
+//! scripted policy's limit raised from one task to every worker while
+//! work waits for it.
 //!
 //! The spin before parking stays off when there are more workers than
 //! cores (a spinning worker could hold a core a blocking worker wakes to).
@@ -192,6 +271,8 @@
 //! report's wait columns are zero; the workers' idle time (parked with
 //! nothing runnable) and CPU time are in the report's notes.
 
+mod graph;
+mod sizing;
 mod state;
 mod worker;
 
@@ -202,7 +283,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::builder::{Builder, Order, Replicas, Workers};
+use crate::builder::{Builder, Workers};
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::running::Blocking;
@@ -210,12 +291,18 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-use state::{Buf, Counters, GroupRt, Inst, Packed, State, NONE};
+pub(crate) use graph::ids_needed;
+use graph::{Flat, ForkKind};
+use sizing::Sizer;
+use state::{Buf, Counters, GroupRt, Inst, Packed, Plan, State, NONE};
+use tidepool::policy::Trigger;
 use worker::{Cold, Shared};
-#[allow(clippy::type_complexity)]
+/// Make and `init` every group's instances (the source goes to group 0's,
+/// a fork's or gather's extra code to the group's one instance).
 fn make_instances<B: Send + 'static>(
     name: &str,
-    spec: &mut Builder<B>,
+    source: Option<Box<dyn crate::stage::Source<B>>>,
+    flat: &mut [Flat<B>],
     groups: &[GroupRt],
 ) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
     let err = |stage: &str, step, cause| PipelineError {
@@ -225,9 +312,9 @@ fn make_instances<B: Send + 'static>(
         step,
         cause,
     };
-    let mut source = spec.source.take().map(|(_, s)| s);
+    let mut source = source;
     let mut all = Vec::with_capacity(groups.len());
-    for (g, (gs, rt)) in spec.groups.iter().zip(groups).enumerate() {
+    for (g, (gs, rt)) in flat.iter_mut().zip(groups).enumerate() {
         let mut insts = Vec::with_capacity(rt.instances);
         for replica in 0..rt.instances {
             let mut stages = Vec::with_capacity(gs.stages.len());
@@ -247,6 +334,7 @@ fn make_instances<B: Send + 'static>(
             insts.push(Inst {
                 source: if g == 0 { source.take() } else { None },
                 stages,
+                extra: gs.extra.take(),
                 replica,
                 inited: 0,
                 busy: vec![Duration::ZERO; rt.stage_names.len()],
@@ -342,56 +430,94 @@ pub(crate) fn run<B: Send + 'static>(
     let start = Instant::now();
     let name = spec.name.clone();
     let (count, mut make) = spec.buffers.take().expect("validated");
-    let src_name = spec.source.as_ref().expect("validated").0.clone();
-    // The id regions, group by group: input ring, idle stack, reorder ring.
+    let (src_name, source) = spec.source.take().expect("validated");
+    let mut flat = graph::flatten(&mut spec, src_name, count);
+    let width = flat.width;
+    // The id regions: per group its input ring, idle stack and reorder
+    // ring, per fork its join's region, then every id's positions.
     let mut at = 0;
-    let groups: Vec<GroupRt> = spec
+    let groups: Vec<GroupRt> = flat
         .groups
         .iter()
-        .enumerate()
-        .map(|(g, gs)| {
-            let mut stage_names: Vec<String> = Vec::with_capacity(gs.stages.len() + 1);
-            if g == 0 {
-                stage_names.push(src_name.clone());
-            }
-            stage_names.extend(gs.stages.iter().map(|s| s.name.clone()));
-            let instances = match gs.replicas {
-                Replicas::Fixed(n) => n,
-                Replicas::Sized { .. } => unreachable!("refused by build()"),
-            };
-            let ordered = instances > 1 && gs.order == Order::Ordered;
+        .map(|f| {
             let ring = at;
-            let idle = ring + count;
-            let reorder = idle + instances;
-            at = reorder + if ordered { count } else { 0 };
+            let idle = ring + width;
+            let reorder = idle + f.instances;
+            at = reorder + if f.ordered { width } else { 0 };
             GroupRt {
-                name: stage_names.join("+"),
-                stage_names,
-                repeat: gs.repeat.max(1),
-                ordered,
-                instances,
+                name: f.names.join("+"),
+                stage_names: f.names.clone(),
+                repeat: f.repeat,
+                ordered: f.ordered,
+                instances: f.instances,
                 ring,
                 idle,
                 reorder,
+                next: f.next,
+                scope: f.scope,
+                merge: f.merge,
+                fork: f.fork,
             }
         })
         .collect();
+    let mut gathers = Vec::new();
+    for fk in &mut flat.forks {
+        fk.region = at;
+        at += match fk.kind {
+            ForkKind::Route { ordered: true, .. } => width,
+            ForkKind::Route { ordered: false, .. } => 0,
+            ForkKind::Broadcast { .. } => {
+                gathers.push(at);
+                2 * width
+            }
+        };
+    }
+    let seqs = at;
+    let ids_total = flat.roots.len();
+    at += ids_total * flat.depths;
     // A worker per instance: no more tasks can run at once.
-    let (workers, compute) = match workers {
-        Workers::Fixed(n) => (n, usize::MAX),
-        Workers::Sized { compute } => {
+    let (workers, compute, policy) = match workers {
+        Workers::Fixed(n) => (n, usize::MAX, None),
+        Workers::Sized { compute, policy } => {
             let instances: usize = groups.iter().map(|g| g.instances).sum();
-            (instances.clamp(1, usize::from(u16::MAX)), compute.max(1))
+            // Under `loom`, a scripted policy that raises the limit once.
+            #[cfg(loom)]
+            let policy: Option<Box<dyn tidepool::policy::SizingPolicy>> = {
+                let _ = policy;
+                Some(Box::new(sizing::Script::default()))
+            };
+            #[cfg(not(loom))]
+            let policy = policy.build();
+            (
+                instances.clamp(1, usize::from(u16::MAX) - 1),
+                compute.max(1),
+                policy,
+            )
         }
     };
-    let (mut insts, error) = make_instances(&name, &mut spec, &groups);
+    // The policy's first decision, before any worker starts.
+    let mut limit = u16::MAX;
+    let sizer = policy.map(|p| {
+        let mut sz = Sizer::new(p, workers);
+        let now = sizing::Now {
+            at: Duration::ZERO,
+            queued: 0,
+            running: 0,
+            parked: 0,
+            limit: workers,
+        };
+        let l = sz.decide(Trigger::Start, now, &[]).unwrap_or(workers);
+        limit = l as u16; // at most `workers`, below u16::MAX
+        sz
+    });
+    let (mut insts, error) = make_instances(&name, Some(source), &mut flat.groups, &groups);
     if let Some(e) = error {
         let mut refs: Vec<Vec<&mut Inst<B>>> =
             insts.iter_mut().map(|g| g.iter_mut().collect()).collect();
         cleanup(&name, &mut refs, &groups);
         return Err(e);
     }
-    let bufs = (0..count)
+    let bufs = (0..ids_total)
         .map(|_| {
             Mutex::new(Buf {
                 buf: make(),
@@ -401,7 +527,18 @@ pub(crate) fn run<B: Send + 'static>(
         })
         .collect();
     let mut ids = Packed::new(at, NONE);
-    let mut counters = Packed::new(groups.len(), Counters::default());
+    for &g in &gathers {
+        for k in 0..width {
+            ids[g + k] = 0; // no branch has brought the round yet
+        }
+    }
+    let mut counters = Packed::new(
+        groups.len() + flat.forks.len(),
+        Counters {
+            total: u64::MAX,
+            ..Counters::default()
+        },
+    );
     for (g, rt) in groups.iter().enumerate() {
         for i in 0..rt.instances {
             ids[rt.idle + i] = i as u32; // validated: fewer than u32::MAX
@@ -411,6 +548,7 @@ pub(crate) fn run<B: Send + 'static>(
             // Blocking until sampled; under `loom` (which samples nothing)
             // the kinds alternate, so that the model covers declining.
             blocks: !cfg!(loom) || g % 2 == 1,
+            total: u64::MAX,
             ..Counters::default()
         };
     }
@@ -421,18 +559,24 @@ pub(crate) fn run<B: Send + 'static>(
     counters[0].len = count as u32;
     let shared = Arc::new(Shared {
         state: CachePadded::new(Mutex::new(State {
-            next_round: 0,
             total: u64::MAX,
             groups: counters,
             ids,
             parked: 0,
             notified: 0,
             spinning: 0,
+            limit,
             failed: false,
         })),
         name: name.clone(),
-        groups,
-        width: count,
+        plan: Plan {
+            groups,
+            forks: flat.forks,
+            width,
+            roots: flat.roots,
+            depths: flat.depths,
+            seqs,
+        },
         cv: Condvar::new(),
         start,
         bufs,
@@ -449,6 +593,11 @@ pub(crate) fn run<B: Send + 'static>(
         epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         compute,
+        next_call: std::sync::atomic::AtomicU64::new(sizer.as_ref().map_or(u64::MAX, |s| {
+            s.next_call(Duration::ZERO).as_nanos().min(u64::MAX as u128) as u64
+        })),
+        sizer: sizer.map(std::sync::Mutex::new),
+        meters: (0..workers).map(|_| CachePadded::default()).collect(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
@@ -456,7 +605,7 @@ pub(crate) fn run<B: Send + 'static>(
         let sh = shared.clone();
         match spawn(
             &format!("{}-w{i}", name.chars().take(10).collect::<String>()),
-            move || sh.worker_guarded(),
+            move || sh.worker_guarded(i),
         ) {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -468,7 +617,7 @@ pub(crate) fn run<B: Send + 'static>(
             }
         }
     }
-    shared.worker_guarded();
+    shared.worker_guarded(0);
     if shared.classes && !cfg!(loom) {
         // The calling thread was worker 0: back to its own class.
         let _ = crate::sys::set_sched_class(SchedClass::Other);
@@ -492,17 +641,19 @@ pub(crate) fn run<B: Send + 'static>(
         .iter()
         .map(|g| g.iter().map(lock).collect())
         .collect();
-    let cleanup_error = cleanup(&name, &mut retired, &shared.groups);
+    let cleanup_error = cleanup(&name, &mut retired, &shared.plan.groups);
     let mut cold = lock(&shared.cold);
     if let Some(e) = cold.error.take().or(cleanup_error) {
         return Err(e);
     }
     let elapsed = start.elapsed();
     let stages = shared
+        .plan
         .groups
         .iter()
         .zip(&mut retired)
         .enumerate()
+        .filter(|(_, (rt, _))| !rt.merge)
         .map(|(g, (rt, insts))| {
             let mut busy_by = vec![Duration::ZERO; rt.stage_names.len()];
             let mut depth = Vec::new();
@@ -518,7 +669,8 @@ pub(crate) fn run<B: Send + 'static>(
                 name: rt.name.clone(),
                 pipelines: vec![name.clone()],
                 threads: rt.instances,
-                items: s.groups[g].items,
+                // Every buffer taken was conveyed: the run is over.
+                items: s.groups[g].popped,
                 busy: busy_by.iter().sum(),
                 busy_by_stage: rt.stage_names.iter().cloned().zip(busy_by).collect(),
                 wait_input: Duration::ZERO,
@@ -544,7 +696,7 @@ pub(crate) fn run<B: Send + 'static>(
         elapsed,
         pipelines: vec![PipelineReport {
             name,
-            rounds: s.next_round,
+            rounds: s.groups[0].popped,
             buffers: count,
             stopped: shared.stopper.stopped(),
         }],

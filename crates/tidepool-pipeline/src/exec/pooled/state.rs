@@ -1,6 +1,6 @@
 //! The run's state under its one lock, and the protocol's decisions on it:
 //! which task a worker picks, where a finished task's buffers go (see the
-//! parent module's doc, "Scheduling" and "Layout").
+//! parent module's doc, "Scheduling", "Forks and joins" and "Layout").
 
 use std::ops::{Index, IndexMut};
 use std::time::Duration;
@@ -9,6 +9,8 @@ use crate::error::PipelineError;
 use crate::report::DepthSeries;
 use crate::running::Blocking;
 use crate::stage::{Source, Stage};
+
+use super::graph::{Extra, ForkKind, ForkRt, Next};
 
 /// A buffer and what the framework knows about it (a slab entry).
 pub(super) struct Buf<B> {
@@ -19,11 +21,13 @@ pub(super) struct Buf<B> {
 }
 
 /// A buffer in a task: its id in the slab, its arrival index at the
-/// group, and whether it is the group's last.
+/// group, whether it is the group's last, and (after a route fork's task)
+/// the branch it takes.
 #[derive(Clone, Copy)]
 pub(super) struct Held {
-    pub(super) id: u32,
     pub(super) index: u64,
+    pub(super) id: u32,
+    pub(super) branch: u16,
     pub(super) last: bool,
 }
 
@@ -31,6 +35,8 @@ pub(super) struct Held {
 pub(super) struct Inst<B> {
     pub(super) source: Option<Box<dyn Source<B>>>,
     pub(super) stages: Vec<Box<dyn Stage<B>>>,
+    /// A fork's route or copy, or a gather's merge (a single instance's).
+    pub(super) extra: Option<Extra<B>>,
     pub(super) replica: usize,
     /// Of the source and stages (in that order), how many `init`s succeeded.
     pub(super) inited: usize,
@@ -59,6 +65,29 @@ pub(super) struct GroupRt {
     pub(super) idle: usize,
     /// The reorder ring (`width` ids, [`NONE`] where empty), if `ordered`.
     pub(super) reorder: usize,
+    pub(super) next: Next,
+    /// Which count is the group's total: 0, the stream's; else a route
+    /// fork's branch's.
+    pub(super) scope: usize,
+    /// A gather's merge group (not a row of the report).
+    pub(super) merge: bool,
+    /// The fork after the group, or the broadcast whose merge it runs.
+    pub(super) fork: Option<usize>,
+}
+
+/// What does not change during the run: the groups and forks, and the id
+/// space (see `graph.rs`).
+pub(super) struct Plan {
+    pub(super) groups: Vec<GroupRt>,
+    pub(super) forks: Vec<ForkRt>,
+    /// Every ring's width: the roots (buffers and notices).
+    pub(super) width: usize,
+    /// Every id's root.
+    pub(super) roots: Vec<u32>,
+    /// Position slots per id (fork nesting levels).
+    pub(super) depths: usize,
+    /// The id array's region of positions: `depths` per id.
+    pub(super) seqs: usize,
 }
 
 /// An empty reorder slot.
@@ -72,11 +101,13 @@ pub(super) struct Counters {
     /// length; its head stays 0).
     pub(super) head: u32,
     pub(super) len: u32,
-    /// Buffers taken from the input so far: the next one's arrival index.
+    /// Buffers taken from the input so far: the next one's arrival index
+    /// (group 0: the rounds filled, so the round it fills next).
     pub(super) popped: u64,
-    /// Buffers conveyed.
-    pub(super) items: u64,
-    /// An ordered group's next reorder slot to release.
+    /// How many buffers will reach the input, once known (else
+    /// `u64::MAX`): the notice goes with the pop that takes the last.
+    pub(super) total: u64,
+    /// An ordered group's (or a join's) next reorder slot to release.
     pub(super) out: u32,
     /// Instances not running a task (the top of the idle stack).
     pub(super) idle: u16,
@@ -115,20 +146,23 @@ impl<T, const N: usize> IndexMut<usize> for Packed<T, N> {
 /// (module doc, "Layout"); 56 bytes, so that with the lock it fills one
 /// line.
 pub(super) struct State {
-    /// The round the source fills next.
-    pub(super) next_round: u64,
     /// The stream's round count once the source has ended it, else
     /// `u64::MAX`.
     pub(super) total: u64,
+    /// Per group, then per fork (its join's release position).
     pub(super) groups: Packed<Counters, 2>,
     /// Every queue's ids: per group its input ring, idle stack and reorder
-    /// ring (`GroupRt` says where).
+    /// ring (`GroupRt` says where), per fork its join's region, and each
+    /// id's positions at the forks it passed.
     pub(super) ids: Packed<u32, 16>,
     pub(super) parked: u16,
     /// Wake-ups issued and not yet taken by a returning worker.
     pub(super) notified: u16,
     /// Workers watching `epoch` before they park.
     pub(super) spinning: u16,
+    /// At most this many tasks run at once (the sizing policy's; module
+    /// doc, "Blocking stages"); `u16::MAX`: no limit.
+    pub(super) limit: u16,
     /// A task failed or a worker panicked (the error is in [`Cold`]).
     pub(super) failed: bool,
 }
@@ -153,41 +187,50 @@ pub(super) struct Done {
 }
 
 impl State {
-    pub(super) fn over(&self, groups: &[GroupRt]) -> bool {
-        self.failed || self.total == self.groups[groups.len() - 1].items
+    /// The run is over: failed, or the stream ended and every root (the
+    /// buffers, and the notices dropped at their joins) is back in the free
+    /// stack.
+    pub(super) fn over(&self, plan: &Plan) -> bool {
+        self.failed || (self.total != u64::MAX && self.groups[0].len as usize == plan.width)
     }
 
-    /// Computing tasks running now: the groups marked computing, their
-    /// instances not idle.
-    pub(super) fn computing(&self, groups: &[GroupRt], compute: usize) -> usize {
-        if compute == usize::MAX {
-            return 0; // no limit: nothing to count
+    /// Tasks running now, and of them the computing ones (the groups
+    /// marked computing, their instances not idle).
+    pub(super) fn load(&self, groups: &[GroupRt], compute: usize) -> (usize, usize) {
+        if compute == usize::MAX && self.limit == u16::MAX {
+            return (0, 0); // no limit: nothing to count
         }
-        (0..groups.len())
-            .filter(|&g| !self.groups[g].blocks)
-            .map(|g| groups[g].instances - usize::from(self.groups[g].idle))
-            .sum()
+        let (mut running, mut computing) = (0, 0);
+        for (g, rt) in groups.iter().enumerate() {
+            let busy = rt.instances - usize::from(self.groups[g].idle);
+            running += busy;
+            if !self.groups[g].blocks {
+                computing += busy;
+            }
+        }
+        (running, computing)
     }
 
-    /// Whether group `g` has a task to run (with `computing` computing
-    /// tasks running, at most `compute` of them; module doc, "Blocking
-    /// stages").
+    /// Whether group `g` has a task to run (with `load` tasks running, at
+    /// most `limit` of them, and at most `compute` computing ones; module
+    /// doc, "Blocking stages").
     pub(super) fn runnable(
         &self,
         g: usize,
         rt: &GroupRt,
-        computing: usize,
+        (running, computing): (usize, usize),
         compute: usize,
     ) -> bool {
         let s = &self.groups[g];
-        if s.idle == 0 || (!s.blocks && computing >= compute) {
+        if s.idle == 0 || running >= usize::from(self.limit) || (!s.blocks && computing >= compute)
+        {
             return false;
         }
         let len = u64::from(s.len);
         if g == 0 {
             return self.total == u64::MAX && len >= rt.repeat as u64;
         }
-        len >= rt.repeat as u64 || (len > 0 && self.total == s.popped + len)
+        len >= rt.repeat as u64 || (len > 0 && s.total == s.popped + len)
     }
 
     /// The protocol's invariant (module doc), checked whenever a worker
@@ -204,12 +247,12 @@ impl State {
     }
 
     pub(super) fn any_runnable(&self, groups: &[GroupRt], compute: usize) -> bool {
-        let computing = self.computing(groups, compute);
-        (0..groups.len()).any(|g| self.runnable(g, &groups[g], computing, compute))
+        let load = self.load(groups, compute);
+        (0..groups.len()).any(|g| self.runnable(g, &groups[g], load, compute))
     }
 
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
-    /// more than the pool). Group 0's ring is the free stack: its head
+    /// more than the roots). Group 0's ring is the free stack: its head
     /// stays 0, so this pushes on top of it.
     pub(super) fn push_back(&mut self, rt: &GroupRt, g: usize, id: u32, width: usize) {
         let c = &mut self.groups[g];
@@ -233,8 +276,8 @@ impl State {
         compute: usize,
     ) -> Option<Pick> {
         let spare = self.parked > self.notified;
-        let computing = self.computing(groups, compute);
-        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], computing, compute);
+        let load = self.load(groups, compute);
+        let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], load, compute);
         let g = match last {
             // A spare worker can take the rest: keep to the same stage,
             // then to stages of the same kind (blocking or computing).
@@ -268,13 +311,13 @@ impl State {
             depth = c.len as usize;
             for k in 0..rt.repeat {
                 batch.push(Held {
-                    id: self.ids[at + k],
                     index: 0,
+                    id: self.ids[at + k],
+                    branch: 0,
                     last: false,
                 });
             }
         } else {
-            let total = self.total;
             while batch.len() < rt.repeat && self.groups[g].len > 0 {
                 let c = &mut self.groups[g];
                 let at = c.head as usize;
@@ -282,10 +325,11 @@ impl State {
                 c.len -= 1;
                 let index = c.popped;
                 c.popped += 1;
-                let last = total == c.popped;
+                let last = c.total == c.popped;
                 batch.push(Held {
-                    id: self.ids[rt.ring + at],
                     index,
+                    id: self.ids[rt.ring + at],
+                    branch: 0,
                     last,
                 });
             }
@@ -294,19 +338,32 @@ impl State {
         Some(Pick {
             group: g,
             inst,
-            round: self.next_round,
+            round: self.groups[0].popped,
             depth,
         })
     }
 
-    /// Pass a buffer that group `g` is done with to the next group (or back
-    /// to the free pool after the last).
-    pub(super) fn convey(&mut self, groups: &[GroupRt], g: usize, h: Held, width: usize) {
-        self.groups[g].items += 1;
-        if g + 1 == groups.len() {
-            self.push_back(&groups[0], 0, h.id, width);
-        } else if groups[g].ordered {
-            let rt = &groups[g];
+    /// Id `id`'s position at the fork of depth `d` (modulo the width: it
+    /// only picks a reorder slot).
+    fn seq(&self, plan: &Plan, id: u32, d: usize) -> usize {
+        self.ids[plan.seqs + id as usize * plan.depths + d] as usize
+    }
+
+    /// Give every group of scope `scope` its total.
+    fn set_totals(&mut self, plan: &Plan, scope: usize, total: u64) {
+        for (g, rt) in plan.groups.iter().enumerate() {
+            if rt.scope == scope {
+                self.groups[g].total = total;
+            }
+        }
+    }
+
+    /// Pass a buffer that group `g` is done with on: through its reorder
+    /// ring if it keeps an order, then to its `next`.
+    pub(super) fn convey(&mut self, plan: &Plan, g: usize, h: Held) {
+        let rt = &plan.groups[g];
+        let width = plan.width;
+        if rt.ordered {
             let slot = rt.reorder + (h.index % width as u64) as usize;
             debug_assert!(self.ids[slot] == NONE, "reorder window overrun");
             self.ids[slot] = h.id;
@@ -319,10 +376,117 @@ impl State {
                 }
                 self.ids[slot] = NONE;
                 self.groups[g].out = if out + 1 == width { 0 } else { out as u32 + 1 };
-                self.push_back(&groups[g + 1], g + 1, id, width);
+                self.send(plan, rt.next, id);
             }
+        } else if let Next::Fork(f) = rt.next {
+            self.fork(plan, f, h);
         } else {
-            self.push_back(&groups[g + 1], g + 1, h.id, width);
+            self.send(plan, rt.next, h.id);
+        }
+    }
+
+    /// Deliver `id` to `next` (never a fork: only its group forks).
+    fn send(&mut self, plan: &Plan, next: Next, id: u32) {
+        let width = plan.width;
+        match next {
+            Next::Group(h) => self.push_back(&plan.groups[h], h, id, width),
+            Next::Free => self.push_back(&plan.groups[0], 0, id, width),
+            Next::Fork(_) => unreachable!("a fork is its group's next only"),
+            Next::Join(f) => {
+                let fk = &plan.forks[f];
+                if fk.own_notice(id) {
+                    // Its branch has had its last-buffer notice.
+                    return self.push_back(&plan.groups[0], 0, id, width);
+                }
+                let ForkKind::Route { ordered: true, .. } = fk.kind else {
+                    return self.send(plan, fk.after, id);
+                };
+                let slot = fk.region + self.seq(plan, id, fk.depth);
+                debug_assert!(self.ids[slot] == NONE, "join window overrun");
+                self.ids[slot] = id;
+                let j = plan.groups.len() + f;
+                loop {
+                    let out = self.groups[j].out as usize;
+                    let id = self.ids[fk.region + out];
+                    if id == NONE {
+                        break;
+                    }
+                    self.ids[fk.region + out] = NONE;
+                    self.groups[j].out = if out + 1 == width { 0 } else { out as u32 + 1 };
+                    self.send(plan, fk.after, id);
+                }
+            }
+            Next::Gather(f, b) => {
+                let fk = &plan.forks[f];
+                let ForkKind::Broadcast { merge, .. } = fk.kind else {
+                    unreachable!("a gather belongs to a broadcast");
+                };
+                let at = self.seq(plan, id, fk.depth);
+                if b == 0 {
+                    self.ids[fk.region + width + at] = id;
+                }
+                self.ids[fk.region + at] += 1;
+                let n = fk.branches.len() as u32;
+                let j = plan.groups.len() + f;
+                loop {
+                    let out = self.groups[j].out as usize;
+                    if self.ids[fk.region + out] < n {
+                        break;
+                    }
+                    self.ids[fk.region + out] = 0;
+                    let orig = self.ids[fk.region + width + out];
+                    self.groups[j].out = if out + 1 == width { 0 } else { out as u32 + 1 };
+                    self.push_back(&plan.groups[merge], merge, orig, width);
+                }
+            }
+        }
+    }
+
+    /// Fork `f`'s convey of its group's buffer `h`: note its position at
+    /// the fork, then down the branch its task chose (route; at the last
+    /// buffer, set the branches' totals and send the others a notice) or
+    /// down every branch, copies to all but branch 0 (broadcast).
+    fn fork(&mut self, plan: &Plan, f: usize, h: Held) {
+        let fk = &plan.forks[f];
+        let (width, depths) = (plan.width, plan.depths);
+        let d = fk.depth;
+        self.ids[plan.seqs + h.id as usize * depths + d] = (h.index % width as u64) as u32;
+        // A notice or a copy carries the original's positions.
+        let inherit = |s: &mut Self, to: u32| {
+            for k in 0..depths {
+                s.ids[plan.seqs + to as usize * depths + k] =
+                    s.ids[plan.seqs + h.id as usize * depths + k];
+            }
+        };
+        match fk.kind {
+            ForkKind::Route { notices, .. } => {
+                let chosen = usize::from(h.branch);
+                if h.last {
+                    let mut next_notice = notices;
+                    for (b, &first) in fk.branches.iter().enumerate() {
+                        let c = &self.groups[first];
+                        self.set_totals(plan, fk.scopes + b, c.popped + u64::from(c.len) + 1);
+                        if b != chosen {
+                            inherit(self, next_notice);
+                            self.push_back(&plan.groups[first], first, next_notice, width);
+                            next_notice += 1;
+                        }
+                    }
+                }
+                let first = fk.branches[chosen];
+                self.push_back(&plan.groups[first], first, h.id, width);
+            }
+            ForkKind::Broadcast { copies, .. } => {
+                let per = fk.branches.len() - 1;
+                let base = copies as usize + plan.roots[h.id as usize] as usize * per;
+                for (b, &first) in fk.branches.iter().enumerate().skip(1) {
+                    let c = (base + b - 1) as u32;
+                    inherit(self, c);
+                    self.push_back(&plan.groups[first], first, c, width);
+                }
+                let first = fk.branches[0];
+                self.push_back(&plan.groups[first], first, h.id, width);
+            }
         }
     }
 
@@ -330,14 +494,15 @@ impl State {
     /// failed task's error comes back (for [`Shared::fail`]).
     pub(super) fn complete(
         &mut self,
-        groups: &[GroupRt],
+        plan: &Plan,
         p: &Pick,
         batch: &[Held],
         done: Done,
         blocks: bool,
-        width: usize,
     ) -> Option<PipelineError> {
         let g = p.group;
+        let groups = &plan.groups;
+        let width = plan.width;
         let c = &mut self.groups[g];
         // Under `loom` the kinds stay as set at the start (`run`).
         if !cfg!(loom) {
@@ -355,14 +520,15 @@ impl State {
             for h in &batch[done.filled..] {
                 self.push_back(&groups[0], 0, h.id, width);
             }
-            self.next_round += done.filled as u64;
+            self.groups[0].popped += done.filled as u64;
             if done.ended {
                 // Before the last buffer moves on (the notice's count).
-                self.total = self.next_round;
+                self.total = self.groups[0].popped;
+                self.set_totals(plan, 0, self.total);
             }
         }
         for h in &batch[..done.filled] {
-            self.convey(groups, g, *h, width);
+            self.convey(plan, g, *h);
         }
         None
     }

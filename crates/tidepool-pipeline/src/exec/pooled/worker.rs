@@ -13,7 +13,9 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-use super::state::{Buf, Done, GroupRt, Held, Inst, Pick, State};
+use super::graph::{Extra, ForkKind};
+use super::sizing::{Meter, Now, Sizer};
+use super::state::{Buf, Done, GroupRt, Held, Inst, Pick, Plan, State};
 
 /// What the workers touch once per run, off the hot lines.
 pub(super) struct Cold {
@@ -29,8 +31,7 @@ pub(super) struct Shared<B> {
     /// The lock and the run's scalars, on lines of their own.
     pub(super) state: CachePadded<Mutex<State>>,
     pub(super) name: String,
-    pub(super) groups: Vec<GroupRt>,
-    pub(super) width: usize,
+    pub(super) plan: Plan,
     pub(super) cv: Condvar,
     pub(super) start: Instant,
     /// The buffers, by id: an id is in exactly one place (a ring, the free
@@ -47,6 +48,11 @@ pub(super) struct Shared<B> {
     /// At most this many computing tasks at once (module doc, "Blocking
     /// stages").
     pub(super) compute: usize,
+    /// The sizing policy (none with `pooled_threads`, or under `loom`),
+    /// its next call (ns since the start), and each worker's counts.
+    pub(super) sizer: Option<std::sync::Mutex<Sizer>>,
+    pub(super) next_call: std::sync::atomic::AtomicU64,
+    pub(super) meters: Box<[CachePadded<Meter>]>,
     /// Spin before parking (no more workers than cores).
     pub(super) spin: bool,
     /// Workers switch between SCHED_BATCH and SCHED_OTHER (the caller's
@@ -119,7 +125,7 @@ impl<B: Send + 'static> Shared<B> {
     /// Run a task's user code (no run lock held); also says whether the
     /// group's user code blocks.
     pub(super) fn run_task(&self, p: &Pick, batch: &mut [Held]) -> (Done, bool) {
-        let rt = &self.groups[p.group];
+        let rt = &self.plan.groups[p.group];
         let done = Done {
             filled: batch.len(),
             ended: false,
@@ -132,7 +138,12 @@ impl<B: Send + 'static> Shared<B> {
         let mark = Instant::now();
         inst.depth
             .record(mark.duration_since(self.start).as_secs_f64(), p.depth);
-        let done = self.run_user(rt, inst, batch, p.round, done, mark);
+        let mut done = self.run_user(rt, inst, batch, p.round, done, mark);
+        if done.error.is_none() {
+            if let Some(extra) = inst.extra.as_mut() {
+                done.error = self.run_extra(p.group, extra, &mut batch[..done.filled]);
+            }
+        }
         inst.blocking.after(sample);
         (done, inst.blocking.blocks())
     }
@@ -220,28 +231,164 @@ impl<B: Send + 'static> Shared<B> {
         done
     }
 
+    /// After the stages: a fork's route (each buffer's branch, and the
+    /// notices' content at the last) or copies, or a gather's merges (see
+    /// the module doc, "Forks and joins"). The ids it touches belong to
+    /// this task: the batch's, and the copies and notices paired with them.
+    fn run_extra(
+        &self,
+        g: usize,
+        extra: &mut Extra<B>,
+        batch: &mut [Held],
+    ) -> Option<PipelineError> {
+        let rt = &self.plan.groups[g];
+        let name = &rt.name;
+        let f = &self.plan.forks[rt.fork.expect("a group with extra code has a fork")];
+        let n = f.branches.len();
+        let copy_of = |id: u32, b: usize| {
+            let ForkKind::Broadcast { copies, .. } = f.kind else {
+                unreachable!("copies belong to a broadcast")
+            };
+            copies as usize + self.plan.roots[id as usize] as usize * (n - 1) + b - 1
+        };
+        for h in batch.iter_mut() {
+            let mut orig = lock(&self.bufs[h.id as usize]);
+            let (round, empty) = (orig.round, orig.empty);
+            let fail = |step, cause| Some(self.err(name, Some(round), step, cause));
+            match extra {
+                Extra::Route(route) => {
+                    // Empty buffers (the stream's end, an outer fork's
+                    // notice) carry nothing to route by: branch 0.
+                    if !empty {
+                        let cx = Context::new(name, &self.name, round, h.last, false, 0);
+                        match catch_unwind(AssertUnwindSafe(|| route(&orig.buf, &cx))) {
+                            Ok(b) if b < n => h.branch = b as u16, // validated: n <= u16::MAX
+                            Ok(b) => {
+                                let msg =
+                                    format!("route chose branch {b}; the fork has branches 0..{n}");
+                                return fail(Step::Route, Cause::Failed(msg.into()));
+                            }
+                            Err(p) => {
+                                return fail(Step::Route, Cause::Panicked(panic_message(&*p)))
+                            }
+                        }
+                    }
+                    if h.last {
+                        let ForkKind::Route { notices, .. } = f.kind else {
+                            unreachable!("a route belongs to a route fork")
+                        };
+                        for k in 0..n as u32 - 1 {
+                            let mut c = lock(&self.bufs[(notices + k) as usize]);
+                            c.round = round;
+                            c.empty = true;
+                        }
+                    }
+                }
+                Extra::Copy(copy) => {
+                    for b in 1..n {
+                        let mut c = lock(&self.bufs[copy_of(h.id, b)]);
+                        c.round = round;
+                        c.empty = empty;
+                        if !empty {
+                            let r =
+                                catch_unwind(AssertUnwindSafe(|| copy(&orig.buf, &mut c.buf, b)));
+                            if let Err(p) = r {
+                                return fail(Step::Copy, Cause::Panicked(panic_message(&*p)));
+                            }
+                        }
+                    }
+                }
+                Extra::Merge(merge) => {
+                    if empty {
+                        continue;
+                    }
+                    for b in 1..n {
+                        let c = lock(&self.bufs[copy_of(h.id, b)]);
+                        if let Err(cause) = guarded(|| merge(&mut orig.buf, &c.buf, b)) {
+                            return fail(Step::Merge, cause);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// One worker: take tasks while any is runnable, park when none is,
     /// return at the end of the run.
-    pub(super) fn worker(&self) {
+    /// Call the sizing policy if its time has come (`at`: since the start)
+    /// and no other worker is calling it, and apply its limit on running
+    /// tasks: a raised limit may make tasks runnable, so a parked worker is
+    /// woken for them, as after a completion (module doc, "Blocking
+    /// stages").
+    fn resize(&self, at: Duration) {
+        let Some(sizer) = &self.sizer else { return };
+        let Ok(mut sizer) = sizer.try_lock() else {
+            return;
+        };
+        let ns = |d: Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        if ns(at) < self.next_call.load(std::sync::atomic::Ordering::Relaxed) {
+            return; // another worker just called it
+        }
+        let now = {
+            let s = lock(&self.state);
+            let groups = &self.plan.groups;
+            Now {
+                at,
+                queued: (1..groups.len()).map(|g| s.groups[g].len as usize).sum(),
+                running: s.load(groups, self.compute).0,
+                parked: usize::from(s.parked),
+                limit: usize::from(s.limit),
+            }
+        };
+        let decided = sizer.decide(tidepool::policy::Trigger::Tick, now, &self.meters);
+        self.next_call.store(
+            ns(sizer.next_call(at)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        drop(sizer);
+        let Some(limit) = decided else { return };
+        let mut s = lock(&self.state);
+        s.limit = limit as u16; // clamped to the workers, below u16::MAX
+        let more = s.any_runnable(&self.plan.groups, self.compute);
+        let wake = more && s.parked > s.notified;
+        if wake {
+            s.notified += 1;
+        }
+        s.check(more);
+        drop(s);
+        if wake {
+            self.cv.notify_one();
+        }
+    }
+
+    pub(super) fn worker(&self, id: usize) {
         let cpu0 = crate::sys::thread_cpu_time();
         let mut idle = Duration::ZERO;
-        let most = self.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
+        let most = self.plan.groups.iter().map(|g| g.repeat).max().unwrap_or(1);
         let mut batch: Vec<Held> = Vec::with_capacity(most);
         let mut s = lock(&self.state);
         let mut last = None;
         let mut spun = false;
+        let mut tasks = 0u64;
         let mut class = Class {
             on: self.classes,
             batch: false,
         };
         loop {
-            if s.over(&self.groups) {
+            if s.over(&self.plan) {
                 break;
             }
             let prev = last.take();
-            if let Some(p) = s.pick(&self.groups, prev, &mut batch, self.width, self.compute) {
+            if let Some(p) = s.pick(
+                &self.plan.groups,
+                prev,
+                &mut batch,
+                self.plan.width,
+                self.compute,
+            ) {
                 let computing = !s.groups[p.group].blocks;
-                let more = s.any_runnable(&self.groups, self.compute);
+                let more = s.any_runnable(&self.plan.groups, self.compute);
                 let wake = more && s.parked > s.notified;
                 if wake {
                     s.notified += 1;
@@ -252,10 +399,27 @@ impl<B: Send + 'static> Shared<B> {
                     self.cv.notify_one();
                 }
                 class.take(computing);
+                let measured = self.sizer.is_some();
+                let cpu0 = (measured && Meter::samples(tasks))
+                    .then(crate::sys::thread_cpu_time)
+                    .flatten();
+                let t0 = Instant::now();
                 let (done, blocks) = self.run_task(&p, &mut batch);
+                if measured {
+                    let t1 = Instant::now();
+                    let cpu =
+                        cpu0.and_then(|a| Some(crate::sys::thread_cpu_time()?.saturating_sub(a)));
+                    self.meters[id].record(done.filled as u64, t1 - t0, cpu);
+                    tasks += 1;
+                    let at = t1.duration_since(self.start);
+                    let due = self.next_call.load(std::sync::atomic::Ordering::Relaxed);
+                    if at.as_nanos() >= u128::from(due) {
+                        self.resize(at);
+                    }
+                }
                 last = Some(p.group);
                 s = lock(&self.state);
-                if let Some(e) = s.complete(&self.groups, &p, &batch, done, blocks, self.width) {
+                if let Some(e) = s.complete(&self.plan, &p, &batch, done, blocks) {
                     self.fail(&mut s, e);
                 }
                 if s.spinning > 0 {
@@ -263,7 +427,7 @@ impl<B: Send + 'static> Shared<B> {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 spun = false;
-                if s.over(&self.groups) && s.parked > 0 {
+                if s.over(&self.plan) && s.parked > 0 {
                     self.cv.notify_all();
                 }
                 continue;
@@ -271,7 +435,7 @@ impl<B: Send + 'static> Shared<B> {
             // Nothing runnable at all, and a worker that is running may
             // finish soon: watch for a finished task a little first
             // (counted in `spinning`, so that finishing tasks bump `epoch`).
-            if self.spin && !spun && !s.any_runnable(&self.groups, self.compute) {
+            if self.spin && !spun && !s.any_runnable(&self.plan.groups, self.compute) {
                 spun = true;
                 s.spinning += 1;
                 let seen = self.epoch.load(std::sync::atomic::Ordering::Relaxed);
@@ -292,7 +456,7 @@ impl<B: Send + 'static> Shared<B> {
             }
             // Nothing runnable for this worker: what is runnable (of the
             // other kind) goes to a spare worker, woken here.
-            let wake = s.any_runnable(&self.groups, self.compute) && s.parked > s.notified;
+            let wake = s.any_runnable(&self.plan.groups, self.compute) && s.parked > s.notified;
             if wake {
                 s.notified += 1;
                 self.cv.notify_one();
@@ -308,7 +472,7 @@ impl<B: Send + 'static> Shared<B> {
                 continue;
             }
             s.parked += 1;
-            s.check(s.any_runnable(&self.groups, self.compute));
+            s.check(s.any_runnable(&self.plan.groups, self.compute));
             let t = Instant::now();
             s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             spun = false;
@@ -332,11 +496,11 @@ impl<B: Send + 'static> Shared<B> {
     /// A framework panic in a worker (user code's are caught where it
     /// runs): fail the run so that every other worker returns. (Under
     /// `loom`, a panic is the model's finding: it goes through.)
-    pub(super) fn worker_guarded(&self) {
+    pub(super) fn worker_guarded(&self, id: usize) {
         if cfg!(loom) {
-            return self.worker();
+            return self.worker(id);
         }
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker())) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker(id))) {
             let e = self.err(
                 &self.name,
                 None,
