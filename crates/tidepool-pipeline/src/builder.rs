@@ -607,6 +607,24 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
         if g.repeat == 0 {
             errors.push(format!("stage `{name}`: repeat must be at least 1"));
         }
+        // A repeating group waits for a round of buffers while the ones it
+        // let through wait downstream for the one it holds (a reorder ring,
+        // an ordered join): no buffer count breaks that cycle.
+        if g.repeat > 1 && in_branch {
+            errors.push(format!(
+                "stage `{name}`: a stage inside a fork's branch cannot repeat (the join would \
+                 wait for a buffer it holds); repeat before the fork or after the join"
+            ));
+        }
+        if g.repeat > 1
+            && g.order == Order::Ordered
+            && matches!(g.replicas, Replicas::Fixed(n) if n > 1)
+        {
+            errors.push(format!(
+                "stage `{name}`: an ordered replicated stage cannot repeat (its reorder ring \
+                 would wait for a buffer a replica holds); use `.order(Order::Unordered)`"
+            ));
+        }
         match &g.replicas {
             Replicas::Fixed(0) => errors.push(format!("stage `{name}`: replicas must be at least 1")),
             Replicas::Fixed(n) if *n > 1 && g.fork.is_some() => errors.push(format!(

@@ -345,6 +345,42 @@ fn repeat_needs_enough_buffers() {
     assert!(e.to_string().contains("at least 3"), "{e}");
 }
 
+/// Configurations that would wait forever, whatever the buffer count: a
+/// replica holding half a round while the reorder ring holds every other
+/// buffer for it, and a branch holding one its join waits for. (Unordered,
+/// the replicated stage runs: its neighbours do not wait for it.)
+#[test]
+fn a_repeat_that_would_deadlock_is_refused() {
+    let base = || {
+        Pipeline::builder("cycle")
+            .buffers(16, Buffers::default().maker())
+            .source("read", counter(100))
+    };
+    let e = refused(base().replicated("r", 2, || pass).repeat(2));
+    assert!(
+        e.contains("stage `r`") && e.contains("Order::Unordered"),
+        "{e}"
+    );
+    let e = refused(base().stage("a", pass).fork(
+        |b: &Counted, _: &Context| (b.round % 2) as usize,
+        vec![
+            Builder::branch().stage("b", pass).repeat(2),
+            Builder::branch().stage("c", pass),
+        ],
+        Order::Ordered,
+    ));
+    assert!(
+        e.contains("stage `b`") && e.contains("fork's branch"),
+        "{e}"
+    );
+    let b = base()
+        .replicated("r", 2, || pass)
+        .order(Order::Unordered)
+        .repeat(2)
+        .stage("w", pass);
+    b.build().unwrap().run().unwrap();
+}
+
 fn tag(name: &'static str, n: &Notices) -> impl Stage<Counted> {
     let n = n.clone();
     move |b: &mut Counted, cx: &Context| -> R {

@@ -50,9 +50,9 @@ struct ForkDesc {
 }
 
 /// A random chain. `repeat` only on single-instance groups outside forks'
-/// branches: elsewhere thread per stage can hang (an ordered join, a gather
-/// or a reorder ring holds the other buffers while a repeating group waits
-/// for more), whatever the pool's size.
+/// branches: the builder refuses it in a branch and on an ordered
+/// replicated stage (a join or reorder ring would wait for a buffer the
+/// repeating group holds).
 fn chain(rng: &mut Rng, depth: u32, next_id: &mut u64, len: u64) -> Vec<StageDesc> {
     (0..len)
         .map(|_| {
