@@ -727,7 +727,7 @@ pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
     }
     if let Some((count, _)) = &b.buffers {
         // Every buffer, fork notice and broadcast copy has a u32 id.
-        let ids = crate::exec::pooled::ids_needed(&b.groups, *count);
+        let ids = ids_needed(&b.groups, *count);
         if ids.is_none_or(|n| n >= u32::MAX as usize) {
             errors.push(format!(
                 "pipeline `{name}`: a pooled pipeline takes fewer than {} buffers (counting \
@@ -780,4 +780,27 @@ fn validate_pooled_groups<B>(groups: &[GroupSpec<B>], errors: &mut Vec<String>) 
             ));
         }
     }
+}
+
+/// How many ids a pooled pipeline of `buffers` buffers uses (its buffers,
+/// fork notices and broadcast copies, as the pooled engine numbers them), `None` past `usize`.
+fn ids_needed<B>(groups: &[GroupSpec<B>], buffers: usize) -> Option<usize> {
+    fn walk<B>(groups: &[GroupSpec<B>], notices: &mut usize, per_root: &mut usize) -> Option<()> {
+        for g in groups {
+            if let Some(f) = &g.fork {
+                let n = f.branches.len().saturating_sub(1);
+                match f.spread {
+                    Spread::Route(_) => *notices = notices.checked_add(n)?,
+                    Spread::Broadcast { .. } => *per_root = per_root.checked_add(n)?,
+                }
+                for b in &f.branches {
+                    walk(&b.groups, notices, per_root)?;
+                }
+            }
+        }
+        Some(())
+    }
+    let (mut notices, mut per_root) = (0usize, 1usize);
+    walk(groups, &mut notices, &mut per_root)?;
+    buffers.checked_add(notices)?.checked_mul(per_root)
 }

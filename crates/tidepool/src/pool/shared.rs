@@ -187,7 +187,7 @@ pub(crate) struct Shared {
     /// Workers inside `block_in_place` (see `pool::blocking`).
     pub(crate) blocked: AtomicUsize,
     /// Tasks dropped unrun by their options (shared with those tasks).
-    pub(crate) outcomes: std::sync::Arc<super::with_options::Outcomes>,
+    pub(crate) outcomes: std::sync::Arc<Outcomes>,
     pub(crate) records: Option<Records>,
     /// Which submissions get timestamps (with statistics on).
     pub(crate) sampler: Sampler,
@@ -488,4 +488,11 @@ impl Shared {
     pub(crate) fn is_shutdown_settled(&self) -> bool {
         self.shutdown_settled.load(Acquire)
     }
+}
+
+/// Tasks dropped unrun by their options; shared by the pool and the tasks.
+#[derive(Debug, Default)]
+pub(crate) struct Outcomes {
+    pub(crate) expired: std::sync::atomic::AtomicU64,
+    pub(crate) cancelled: std::sync::atomic::AtomicU64,
 }

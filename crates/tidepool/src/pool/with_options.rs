@@ -5,22 +5,15 @@
 //! a worker reaches it; a priority other than `Normal` puts the task in a
 //! lane beside the queue (`queue::lanes`).
 
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::join::{self, WithHandle};
+use super::shared::Outcomes;
 use super::{grow_if_starved, Detached, JoinHandle, Pool};
 use crate::error::{JoinError, Rejected, SubmitError};
 use crate::task::{Body, Task};
 use crate::task_options::{CancelToken, Priority, TaskOptions};
-
-/// Tasks dropped unrun by their options; shared by the pool and the tasks.
-#[derive(Debug, Default)]
-pub(crate) struct Outcomes {
-    pub(crate) expired: AtomicU64,
-    pub(crate) cancelled: AtomicU64,
-}
 
 /// A body that can be dropped unrun with a reason for its handle.
 pub(crate) trait Refuse: Body {

@@ -295,26 +295,3 @@ pub(super) fn flatten<B>(spec: &mut Builder<B>, source: String, buffers: usize) 
         depths: fl.depths,
     }
 }
-
-/// How many ids a pooled pipeline of `buffers` buffers uses (its buffers,
-/// notices and copies; see [`Graph`]), `None` past `usize`.
-pub(crate) fn ids_needed<B>(groups: &[GroupSpec<B>], buffers: usize) -> Option<usize> {
-    fn walk<B>(groups: &[GroupSpec<B>], notices: &mut usize, per_root: &mut usize) -> Option<()> {
-        for g in groups {
-            if let Some(f) = &g.fork {
-                let n = f.branches.len().saturating_sub(1);
-                match f.spread {
-                    Spread::Route(_) => *notices = notices.checked_add(n)?,
-                    Spread::Broadcast { .. } => *per_root = per_root.checked_add(n)?,
-                }
-                for b in &f.branches {
-                    walk(&b.groups, notices, per_root)?;
-                }
-            }
-        }
-        Some(())
-    }
-    let (mut notices, mut per_root) = (0usize, 1usize);
-    walk(groups, &mut notices, &mut per_root)?;
-    buffers.checked_add(notices)?.checked_mul(per_root)
-}

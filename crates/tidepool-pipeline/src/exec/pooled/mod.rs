@@ -291,7 +291,6 @@ use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
-pub(crate) use graph::ids_needed;
 use graph::{Flat, ForkKind};
 use sizing::Sizer;
 use state::{Buf, Counters, GroupRt, Inst, Packed, Plan, State, NONE};
