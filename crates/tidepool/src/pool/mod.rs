@@ -747,6 +747,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         decisions_dropped: lock(&shared.decisions).dropped(),
         cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
+        machine_cpu_time: os::machine_cpu_time(),
         cores: os::cores(),
         ..PoolStats::default()
     };

@@ -98,10 +98,12 @@ use std::time::Duration;
 pub use super::queueing::{cores_busy_workers, erlang_c_servers};
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use feedback::{Pending, Probe};
+use growth::{Peak, Proof};
 use phi::{PendingSample, Smoothed};
 
 mod contention;
 mod feedback;
+mod growth;
 mod phi;
 #[cfg(test)]
 mod tests;
@@ -273,6 +275,20 @@ pub struct Auto {
     mix_rose: bool,
     /// Whether the workers should ask for the short scheduler slice.
     short_slice: bool,
+    /// Share of the whole machine's CPU time busy (smoothed).
+    machine: Smoothed,
+    /// Whether the last window long enough to tell found the machine busy.
+    machine_was_busy: bool,
+    /// Share of the machine's CPU time busy with other processes than the
+    /// pool's workers (smoothed).
+    others: Smoothed,
+    /// The recent peak of tasks present.
+    peak: Peak,
+    /// Growth that must prove itself while others hold the cores.
+    proof: Proof,
+    /// Whether the spawn limit is the tasks present lately plus one per
+    /// core (a burst lifts it: the pool calls when it reaches it).
+    at_tasks_present: bool,
     /// What the pool was last told about the slice.
     sent_short_slice: bool,
 }
@@ -317,6 +333,12 @@ impl Auto {
             mix_rose: false,
             short_slice: false,
             sent_short_slice: false,
+            machine: Smoothed::starting_at(0.0),
+            machine_was_busy: false,
+            others: Smoothed::starting_at(0.0),
+            peak: Peak::default(),
+            proof: Proof::default(),
+            at_tasks_present: false,
         }
     }
 
@@ -358,6 +380,8 @@ impl Auto {
         if secs <= 0.0 {
             return;
         }
+        self.learn_machine(obs);
+        self.prove(obs);
         self.learn_phi(obs);
         self.learn_contention(obs);
     }
@@ -414,7 +438,10 @@ impl Auto {
             why = "the mix changed: surplus past the ceiling";
         }
         if backlog {
-            self.feedback(obs);
+            // While growth must prove itself, its longer spans decide.
+            if !self.needs_proof() {
+                self.feedback(obs);
+            }
             if !self.saturated {
                 let grown = (obs.live.max(self.target) + self.step)
                     .min(self.burst_ceiling(ceiling, obs.now));
@@ -429,6 +456,15 @@ impl Auto {
             self.injection = 0;
             self.probe = None;
             self.pending = Pending::default();
+        }
+        let bound = self.growth_bound();
+        if desired > bound {
+            desired = bound;
+            why = if self.needs_proof() {
+                "growth unproven while others hold the cores"
+            } else {
+                "no more workers than tasks present"
+            };
         }
         if let Some(cap) = self.learned_cap(obs.now) {
             if desired > cap {
@@ -457,7 +493,7 @@ impl Auto {
                 why = "shrink after sustained low demand";
             }
         }
-        self.limit = self.spawn_limit(ceiling, obs.now);
+        self.set_limit(ceiling, obs.now);
         self.emit(old, ceiling, why)
     }
 
@@ -469,7 +505,7 @@ impl Auto {
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
         let ceiling = self.ceiling();
-        self.limit = self.spawn_limit(ceiling, obs.now);
+        self.set_limit(ceiling, obs.now);
         // Adopt the worker the pool just spawned.
         let mut desired = obs.live.max(self.target);
         // Until φ is measured, only adopt: each further spawn then calls
@@ -485,8 +521,10 @@ impl Auto {
             // escalating one spawn at a time.
             desired = desired.max(self.demand(obs));
         }
-        // Within the spawn limit set at the last tick.
-        let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
+        // Within the spawn limit set at the last tick, and where growth
+        // stops now (the tasks present, proof).
+        let bound = self.growth_bound().max(obs.live);
+        let mut desired = self.clamp(desired.min(self.limit.max(obs.live)).min(bound));
         if let Some(cap) = self.learned_cap(obs.now) {
             // The cap stops further growth; a worker already spawned (the
             // limit was higher when it came) is kept, not retired at once
@@ -576,11 +614,16 @@ impl Auto {
         to_start >= SUSTAINED_BACKLOG.as_secs_f64()
     }
 
-    /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
-    /// cap (never below the target).
-    fn spawn_limit(&self, ceiling: usize, now: Duration) -> usize {
+    /// Where on-demand spawning stops: the burst ceiling, a fresh learned
+    /// cap, or where growth stops now ([`Auto::growth_bound`]), never
+    /// below the target. Notes whether the tasks present are what binds.
+    fn set_limit(&mut self, ceiling: usize, now: Duration) {
         let cap = self.learned_cap(now).unwrap_or(usize::MAX);
-        self.burst_ceiling(ceiling, now).min(cap).max(self.target)
+        let others = self.burst_ceiling(ceiling, now).min(cap);
+        let bound = self.growth_bound();
+        // A burst lifts the tasks present, not proof or a learned cap.
+        self.at_tasks_present = bound < others && bound == self.present_bound();
+        self.limit = others.min(bound).max(self.target);
     }
 
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
@@ -650,7 +693,9 @@ impl SizingPolicy for Auto {
             // Until φ is settled the spawn limit is a guess (at first the
             // CPU-bound one): a pool stuck at it must not wait for the next
             // tick.
-            on_at_max: !self.settled(),
+            // So must a pool stuck at the tasks present lately plus one
+            // per core: a burst raises them.
+            on_at_max: !self.settled() || self.at_tasks_present,
             ..Schedule::default()
         }
     }
@@ -661,7 +706,7 @@ impl SizingPolicy for Auto {
                 self.read_bounds(obs);
                 self.cores = obs.cores.max(1);
                 self.target = self.clamp(self.cores);
-                self.limit = self.spawn_limit(self.ceiling(), obs.now);
+                self.set_limit(self.ceiling(), obs.now);
                 self.sent_limit = Some(self.limit);
                 Decision {
                     target: Some(self.target),
