@@ -38,9 +38,11 @@ const OTHERS_HOLD: f64 = 0.1;
 /// The tasks-present bound remembers the peak for between one and two of
 /// these (two buckets).
 const PEAK_BUCKET: Duration = Duration::from_secs(2);
-/// Shortest span a proof probe pools (it needs [`FEEDBACK_MIN_COMPLETIONS`]
-/// too): four ticks, so a few noisy ticks on a loaded machine do not decide.
-const PROOF_SPAN: Duration = Duration::from_millis(100);
+/// Shortest span a proof probe pools (it needs [`FEEDBACK_MIN_COMPLETIONS`],
+/// or two per worker, too): two ticks, so one noisy tick on a loaded
+/// machine does not decide, and tasks that block on something else still
+/// double their workers every 50 ms or so.
+const PROOF_SPAN: Duration = Duration::from_millis(50);
 /// Growth allowed past the last proven size while it needs proof.
 const PROOF_FACTOR: usize = 2;
 
@@ -154,11 +156,9 @@ impl Auto {
             self.proof.pending = Pending::default();
             return;
         }
-        let Some(now) = self
-            .proof
-            .pending
-            .add(obs, FEEDBACK_MIN_COMPLETIONS, PROOF_SPAN)
-        else {
+        // Long tasks complete slowly: two per worker are enough then.
+        let completions = FEEDBACK_MIN_COMPLETIONS.min(2 * obs.live as u64);
+        let Some(now) = self.proof.pending.add(obs, completions, PROOF_SPAN) else {
             return;
         };
         let Some(base) = self.proof.base.filter(|b| now.threads > b.threads) else {

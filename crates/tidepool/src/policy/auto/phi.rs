@@ -123,14 +123,19 @@ impl Auto {
             let keep = if self.sampled { fade } else { 0.0 };
             self.sampled = true;
             if let Some(shifted) = self.mix_shift(cpu, wanted, acc.tasks, acc.span) {
-                // The mix changed: the history describes other tasks, and
-                // what growth did for them says nothing about these.
-                self.forget_cap();
-                self.proof = Default::default();
+                // The mix changed: the history describes other tasks.
                 self.compute_sum = shifted.cpu.as_secs_f64();
                 self.wanted_sum = shifted.time.as_secs_f64();
                 let before = self.cpu_fraction.value;
+                let ceiling = self.ceiling();
                 self.update_phi();
+                let (low, high) = (ceiling.min(self.ceiling()), ceiling.max(self.ceiling()));
+                if high >= 2 * low {
+                    // What growth did for the old tasks says nothing
+                    // about these.
+                    self.forget_cap();
+                    self.proof = Default::default();
+                }
                 // More compute per task: the next tick takes the target
                 // down to the new ceiling (`Auto::follow_mix_change`).
                 self.mix_rose |= self.cpu_fraction.value > before;
