@@ -145,7 +145,7 @@ fn cpu_bound_backlog_stays_at_cores() {
         let d = p.see(&busy_tick(at, live, 1.0, 1000, 400));
         apply(&mut live, &d);
         assert!(live <= CORES, "grew to {live} at tick {at}");
-        assert!(d.spawn_limit.unwrap_or(p.limit()) <= CORES);
+        assert!(d.spawn_limit.unwrap_or(p.spawn_limit()) <= CORES);
     }
     assert_eq!(live, CORES);
 }
@@ -372,7 +372,7 @@ fn starvation_adopts_and_escalates_within_the_queue() {
     assert_eq!(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY), 64);
     // No task was present lately: one spare worker per core, and the
     // pool calls when it reaches them.
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     assert!(p.schedule().on_at_max);
     // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3; 4th: +7.
     assert_eq!(p.see(&starved(550, 5, 50)).target, Some(5));
@@ -380,7 +380,7 @@ fn starvation_adopts_and_escalates_within_the_queue() {
     assert_eq!(p.see(&starved(552, 8, 50)).target, Some(11));
     assert_eq!(p.see(&starved(553, 12, 50)).target, Some(19));
     // 62 tasks present: the burst ceiling binds again.
-    assert_eq!(p.limit(), 64, "spawns do not move the spawn limit");
+    assert_eq!(p.spawn_limit(), 64, "spawns do not move the spawn limit");
     // Never more extra workers than tasks waiting (+15 wanted, 2 waiting).
     assert_eq!(p.see(&starved(554, 20, 2)).target, Some(22));
     // A calm tick resets the escalation and keeps the workers.
@@ -400,7 +400,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     // low CPU use is enough to lift the spawn limit at once.
     let mut p = Auto::new();
     start(&mut p);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     let mut obs = starved(30, CORES + 2, 20);
     obs.window = Duration::from_millis(30);
     obs.completions = 0;
@@ -430,7 +430,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     p.see(&obs);
     p.see(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
-    assert_eq!(p.limit(), CORES + 2, "the spawned workers are kept");
+    assert_eq!(p.spawn_limit(), CORES + 2, "the spawned workers are kept");
 }
 
 #[test]
@@ -452,7 +452,7 @@ fn contended_or_stalled_thread_totals_are_no_evidence_of_blocking() {
             p.see(&obs);
         }
         assert_eq!(p.cpu_fraction(), 1.0);
-        assert_eq!(p.limit(), CORES);
+        assert_eq!(p.spawn_limit(), CORES);
     }
     // The same window uncontended is blocking work.
     obs.run_delay = Some(Duration::ZERO);
@@ -508,7 +508,7 @@ fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
     let mut obs = starved(2, CORES, 30);
     obs.trigger = Trigger::AtMax;
     p.see(&obs);
-    assert_eq!(p.limit(), CORES, "nothing measured yet");
+    assert_eq!(p.spawn_limit(), CORES, "nothing measured yet");
     assert!(p.schedule().on_at_max);
     obs.now = Duration::from_millis(3);
     obs.sampled_task_time = Duration::from_millis(2);
@@ -599,10 +599,10 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
         apply(&mut live, &d);
     }
     assert_eq!(p.ceiling(), CORES);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     let d = p.see(&starved(600, CORES, 100));
     assert!(d.target.unwrap_or(CORES) <= CORES);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     // Half the cores idle (other processes hold them, or the work comes
     // in bursts): bursts and backlog may take the pool to 2 × cores.
     let mut trace = vec![];
@@ -616,7 +616,7 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
         trace.push(live);
     }
     assert_eq!(p.ceiling(), CORES, "phi stays 1: waiting is not blocking");
-    assert_eq!(p.limit(), BURST_CORES * CORES, "{trace:?}");
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES, "{trace:?}");
     assert!(live <= BURST_CORES * CORES, "{trace:?}");
 }
 
@@ -644,7 +644,7 @@ fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
         apply(&mut live, &d);
         let spawned = p.see(&starved(u64::from(at) * 100 + 1, live, 3));
         apply(&mut live, &spawned);
-        assert_eq!(p.limit(), CORES, "tick {at}");
+        assert_eq!(p.spawn_limit(), CORES, "tick {at}");
         assert!(live <= CORES, "grew to {live} at tick {at}");
     }
     // A backlog at every tick for 75 ms or more, with the cores still not
@@ -652,10 +652,10 @@ fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
     // runnable workers, up to 2 × cores.
     let d = p.see(&quiet(41, live, 50));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), CORES, "one backlogged tick is a burst");
+    assert_eq!(p.spawn_limit(), CORES, "one backlogged tick is a burst");
     let d = p.see(&quiet(42, live, 50));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
 }
 
 #[test]
@@ -682,7 +682,7 @@ fn bursts_with_quiet_gaps_keep_their_workers() {
         apply(&mut live, &d);
         if phase < 2 {
             // The pool also spawns on demand during a burst.
-            while live < p.limit() && live < before + 8 {
+            while live < p.spawn_limit() && live < before + 8 {
                 live += 1;
                 created += 1;
                 let d = p.see(&starved(u64::from(at) * 100 + 1, live, 50));
@@ -881,7 +881,7 @@ fn contention_lets_a_backlog_grow_past_the_ceiling() {
     let ceiling = p.ceiling();
     let contended = cores_busy_workers(2 * CORES, p.runnable(), CORES_BUSY_PROBABILITY, 512);
     assert!(contended > ceiling + CORES, "{contended} vs {ceiling}");
-    assert_eq!(p.limit(), contended, "{trace:?}");
+    assert_eq!(p.spawn_limit(), contended, "{trace:?}");
     assert!(
         live > ceiling,
         "stopped at the ceiling {ceiling}: {trace:?}"
@@ -901,7 +901,7 @@ fn workers_that_saturate_the_cores_read_no_contention() {
         apply(&mut live, &d);
     }
     assert_eq!(p.contention(), 0.0);
-    assert_eq!(p.limit(), p.ceiling());
+    assert_eq!(p.spawn_limit(), p.ceiling());
     assert!(live <= p.ceiling());
 }
 
@@ -1112,7 +1112,7 @@ fn the_users_bounds_are_read_at_every_call_and_never_sent() {
         apply(&mut live, &d);
         assert_eq!((d.min, d.max), (None, None));
     }
-    assert_eq!(p.limit(), CORES, "CPU-bound: the cores");
+    assert_eq!(p.spawn_limit(), CORES, "CPU-bound: the cores");
     // The user asks for at least 6 workers on 4 cores: the target and the
     // spawn limit rise to it at the next call.
     let mut obs = busy_tick(11, live, 1.0, 0, 300);
@@ -1120,7 +1120,7 @@ fn the_users_bounds_are_read_at_every_call_and_never_sent() {
     let d = p.see(&obs);
     apply(&mut live, &d);
     assert_eq!(p.target(), 6);
-    assert!(p.limit() >= 6);
+    assert!(p.spawn_limit() >= 6);
     assert_eq!((d.min, d.max), (None, None));
     // Then at most 5 (and at least 1): everything comes down inside it.
     for at in 12..=200 {
@@ -1128,7 +1128,7 @@ fn the_users_bounds_are_read_at_every_call_and_never_sent() {
         obs.max = 5;
         let d = p.see(&obs);
         apply(&mut live, &d);
-        assert!(p.limit() <= 5 && p.target() <= 5, "tick {at}");
+        assert!(p.spawn_limit() <= 5 && p.target() <= 5, "tick {at}");
     }
 }
 
@@ -1175,7 +1175,7 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     let d = p.see(&overloaded_tick(25, live, 300));
     apply(&mut live, &d);
     assert_eq!(p.ceiling(), CORES);
-    assert_eq!(p.limit(), BURST_CORES * CORES, "{d:?}");
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES, "{d:?}");
     assert!(live > CORES, "{d:?}");
     // A shallow queue (20 tasks: 10 ms of starts) is a burst until the
     // ticks have found it for 75 ms.
@@ -1185,7 +1185,7 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     for at_ms in [25, 50, 75, 100] {
         let d = p.see(&overloaded_tick(at_ms, live, 20));
         apply(&mut live, &d);
-        limits.push(p.limit());
+        limits.push(p.spawn_limit());
     }
     assert_eq!(
         limits,
@@ -1198,11 +1198,11 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     let mut live = start(&mut p).target.unwrap();
     let d = p.see(&overloaded_tick(25, live, 20));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     let mut obs = starved(30, live, 300);
     obs.mean_service = Some(Duration::from_millis(2));
     p.see(&obs);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
     assert!(p.sustained_backlog(Duration::from_millis(30)));
     let mut obs = overloaded_tick(50, live, 0);
     obs.arrivals = obs.completions;
@@ -1232,7 +1232,7 @@ fn contention_stretches_sustained_backlogs_not_bursts() {
             .ceiling_at(BURST_CORES_BUSY_PROBABILITY)
             .min(p.growth_bound())
             .max(p.target());
-        trace.push((p.limit(), burst, live));
+        trace.push((p.spawn_limit(), burst, live));
     }
     assert!((p.contention() - 0.5).abs() < 1e-9, "{}", p.contention());
     assert!(
@@ -1246,7 +1246,11 @@ fn contention_stretches_sustained_backlogs_not_bursts() {
         let d = p.see(&contended_tick(at, live, 0.5));
         apply(&mut live, &d);
     }
-    assert!(p.limit() > ceiling, "{} vs {ceiling}", p.limit());
+    assert!(
+        p.spawn_limit() > ceiling,
+        "{} vs {ceiling}",
+        p.spawn_limit()
+    );
 }
 
 #[test]
@@ -1302,7 +1306,7 @@ fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
     let d = p.see(&tick(25, live, 0.0));
     apply(&mut live, &d);
     assert!(live > CORES, "{d:?}");
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
     // CPU-bound workers that want every core (92% running, the rest
     // waiting for a core) are saturated: the pool stays at the cores.
     let mut p = Auto::new();
@@ -1312,7 +1316,7 @@ fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
         apply(&mut live, &d);
     }
     assert_eq!(live, CORES);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
 }
 
 #[test]
@@ -1338,7 +1342,7 @@ fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
         p.service,
         p.deep_queue
     );
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
 }
 
 #[test]
@@ -1360,8 +1364,13 @@ fn bursts_stop_where_the_cores_are_busy_nine_times_in_ten() {
     }
     let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY);
     assert!(burst < p.ceiling(), "{burst} vs {}", p.ceiling());
-    assert_eq!(p.limit().max(p.target()), burst.max(p.target()));
-    assert!(p.limit() < p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+    assert_eq!(p.spawn_limit().max(p.target()), burst.max(p.target()));
+    assert!(
+        p.spawn_limit() < p.ceiling(),
+        "{} vs {}",
+        p.spawn_limit(),
+        p.ceiling()
+    );
     // A spawn in the next burst stops there too.
     let d = p.see(&starved(3_100, live, 50));
     apply(&mut live, &d);
@@ -1379,7 +1388,12 @@ fn a_saturated_sustained_backlog_keeps_the_full_ceiling() {
         let d = p.see(&busy_tick(at, live, 0.3, 200, 10 * live as u64));
         apply(&mut live, &d);
     }
-    assert!(p.limit() >= p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+    assert!(
+        p.spawn_limit() >= p.ceiling(),
+        "{} vs {}",
+        p.spawn_limit(),
+        p.ceiling()
+    );
 }
 
 #[test]
@@ -1497,14 +1511,18 @@ fn never_more_workers_than_tasks_present_and_one_per_core() {
         let d = p.decide(&loaded_tick(tick * 25, live, 8, 2_000.0, 0.3));
         apply(&mut live, &d);
         // The pool spawns on demand while under the spawn limit.
-        if live < p.limit() {
+        if live < p.spawn_limit() {
             let mut spawn = starved(tick * 25 + 1, live + 1, 1);
             spawn.in_flight = 8;
             let d = p.decide(&spawn);
             apply(&mut live, &d);
         }
         assert!(live <= 8 + CORES, "tick {tick}: {live} workers: {d:?}");
-        assert!(p.limit() <= 8 + CORES, "tick {tick}: limit {}", p.limit());
+        assert!(
+            p.spawn_limit() <= 8 + CORES,
+            "tick {tick}: limit {}",
+            p.spawn_limit()
+        );
     }
     assert!(p.ceiling() > 50, "{}", p.ceiling());
 }
@@ -1521,7 +1539,7 @@ fn grow_on_a_busy_machine(throughput: impl Fn(usize) -> f64) -> (usize, usize) {
         let d = p.decide(&obs);
         apply(&mut live, &d);
         // The pool spawns on demand up to the spawn limit.
-        while live < p.limit() {
+        while live < p.spawn_limit() {
             let mut spawn = starved(tick * 25 + 1, live + 1, 256 - live);
             spawn.in_flight = 256;
             spawn.machine_busy = Some(1.0);
