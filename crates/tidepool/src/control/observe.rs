@@ -56,5 +56,10 @@ pub fn observation(trigger: Trigger, now: &PoolStats, window: &PoolStats) -> Obs
         sampled_task_time: w.sampled_task_time,
         sampled_tasks: w.sampled_tasks,
         cores: now.cores,
+        in_flight: usize::try_from(now.submitted.saturating_sub(now.completed))
+            .unwrap_or(usize::MAX),
+        machine_busy: w.machine_cpu_time.and_then(|(busy, total)| {
+            (!total.is_zero()).then(|| (busy.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0))
+        }),
     }
 }

@@ -85,6 +85,10 @@ pub struct PoolStats {
     /// Time this pool's workers were runnable but waiting for a CPU (Linux
     /// scheduler statistics; with statistics on; `None` elsewhere).
     pub worker_run_delay: Option<Duration>,
+    /// CPU time of every core of the machine (all processes) that was not
+    /// idle, and all of it: over a window, their ratio is how busy the
+    /// machine was ([`crate::sys::machine_cpu_time`]; `None` elsewhere).
+    pub machine_cpu_time: Option<(Duration, Duration)>,
     /// The system's 1/5/15-minute load averages when the snapshot was taken.
     pub load_average: Option<[f64; 3]>,
     /// Logical CPUs available.
@@ -168,6 +172,11 @@ impl PoolStats {
             process_cpu_time: diff(self.process_cpu_time, earlier.process_cpu_time),
             worker_cpu_time: diff(self.worker_cpu_time, earlier.worker_cpu_time),
             worker_run_delay: diff(self.worker_run_delay, earlier.worker_run_delay),
+            machine_cpu_time: self.machine_cpu_time.zip(earlier.machine_cpu_time).map(
+                |((busy, total), (busy0, total0))| {
+                    (busy.saturating_sub(busy0), total.saturating_sub(total0))
+                },
+            ),
             sampled_task_cpu: self
                 .sampled_task_cpu
                 .saturating_sub(earlier.sampled_task_cpu),

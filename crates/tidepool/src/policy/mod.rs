@@ -186,6 +186,16 @@ pub struct Observation {
     pub sampled_task_time: Duration,
     /// How many tasks that sample holds.
     pub sampled_tasks: u64,
+    /// Tasks in the pool at the end of the window: queued or running
+    /// (accepted and not finished). Unlike `busy + queue_len` it does not
+    /// count a worker woken for a task another worker took.
+    pub in_flight: usize,
+    /// Share of the whole machine's CPU time, all processes together, that
+    /// was busy during the window (`0.0..=1.0`), if the OS tells: a window
+    /// in which the pool's workers leave cores unused while the machine
+    /// has none free means other processes hold them — perhaps one the
+    /// tasks wait on.
+    pub machine_busy: Option<f64>,
 }
 
 impl Observation {

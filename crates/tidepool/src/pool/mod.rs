@@ -766,6 +766,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         decisions_dropped: lock(&shared.decisions).dropped(),
         process_cpu_time: os::process_cpu_time(),
         load_average: os::load_average(),
+        machine_cpu_time: os::machine_cpu_time(),
         cores: os::cores(),
         ..PoolStats::default()
     };

@@ -444,6 +444,7 @@ impl Sim {
         gauges.max_threads = self.limits.max;
         gauges.queue_len = self.queue.len();
         gauges.cores = self.cores;
+        (gauges.submitted, gauges.completed) = (self.accepted, self.completed);
         let (busy, delay) = (
             self.cpu.busy_ns(),
             self.cpu.delay_ns() + self.pending_ns as f64,
@@ -453,6 +454,11 @@ impl Sim {
         window.elapsed = Duration::from_nanos(now - c.last_call);
         window.worker_cpu_time = Some(Duration::from_nanos((busy - c.cpu_at_call) as u64));
         window.worker_run_delay = Some(Duration::from_nanos((delay - c.delay_at_call) as u64));
+        // The modelled machine runs nothing but the pool's workers.
+        window.machine_cpu_time = Some((
+            window.worker_cpu_time.unwrap_or_default(),
+            window.elapsed * self.cores as u32,
+        ));
         let obs = observation(trigger, &gauges, &window);
         c.last_call = now;
         c.cpu_at_call = busy;

@@ -135,6 +135,7 @@ impl Sizer {
         obs.completions = items;
         obs.mean_service = (items > 0).then(|| busy.div_f64(items as f64));
         obs.queue_len = now.queued;
+        obs.in_flight = now.queued + now.running;
         obs.live = self.workers;
         obs.busy = now.running;
         obs.idle = now.parked;

@@ -14,8 +14,11 @@ use super::{
 /// A throughput sample taken under backlog.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Probe {
-    threads: usize,
-    throughput: f64,
+    /// Mean live workers over the span.
+    pub(super) threads: usize,
+    /// Completions per second over the span.
+    pub(super) throughput: f64,
+    span: Duration,
 }
 
 /// Backlogged windows pooled for the next throughput probe.
@@ -37,19 +40,13 @@ impl Auto {
     /// Consecutive backlogged windows are pooled until they hold enough
     /// completions to compare (at 25 ms ticks a single window rarely does).
     pub(super) fn feedback(&mut self, obs: &Observation) {
-        let acc = &mut self.pending;
-        acc.completions += obs.completions;
-        acc.span += obs.window;
-        acc.worker_secs += obs.live as f64 * obs.window.as_secs_f64();
-        if acc.completions < FEEDBACK_MIN_COMPLETIONS || acc.span.is_zero() {
+        let Some(now) = self
+            .pending
+            .add(obs, FEEDBACK_MIN_COMPLETIONS, Duration::ZERO)
+        else {
             return;
-        }
-        let span = acc.span.as_secs_f64();
-        let now = Probe {
-            threads: ((acc.worker_secs / span).round() as usize).max(1),
-            throughput: acc.completions as f64 / span,
         };
-        self.pending = Pending::default();
+        let span = now.span.as_secs_f64();
         if let Some(before) = self.probe {
             let growth = now.threads as f64 / before.threads as f64 - 1.0;
             if growth >= FEEDBACK_MIN_GROWTH {
@@ -59,19 +56,53 @@ impl Auto {
                 // than the arrivals, however many threads it has.
                 let missing = (expected - now.throughput) * span;
                 if now.throughput < expected && obs.queue_len as f64 >= missing {
-                    let confirmed = self.learned_cap.is_some();
-                    if confirmed {
-                        self.cap_memory = (self.cap_memory * 2).min(MAX_CAP_MEMORY);
-                    }
-                    let cap = before.threads.max(self.min);
-                    self.learned_cap = Some((cap, obs.now + self.cap_memory));
+                    self.learn_cap(before.threads, obs.now);
                 } else if now.throughput >= expected {
-                    // Growth paid: forget any cap and its long memory.
-                    self.learned_cap = None;
-                    self.cap_memory = CAP_MEMORY;
+                    self.forget_cap();
                 }
             }
         }
         self.probe = Some(now);
+    }
+
+    /// Growth paid: forget any cap and its long memory.
+    pub(super) fn forget_cap(&mut self) {
+        self.learned_cap = None;
+        self.cap_memory = CAP_MEMORY;
+    }
+
+    /// Growth past `threads` did not pay: cap the size there until `now`
+    /// plus the cap's memory, which each confirmation doubles.
+    pub(super) fn learn_cap(&mut self, threads: usize, now: Duration) {
+        if self.learned_cap.is_some() {
+            self.cap_memory = (self.cap_memory * 2).min(MAX_CAP_MEMORY);
+        }
+        self.learned_cap = Some((threads.max(self.min), now + self.cap_memory));
+    }
+}
+
+impl Pending {
+    /// Pool `obs`'s window; once the pool holds `completions` and spans
+    /// `span` (and more than nothing), return its probe and start over.
+    pub(super) fn add(
+        &mut self,
+        obs: &Observation,
+        completions: u64,
+        span: Duration,
+    ) -> Option<Probe> {
+        self.completions += obs.completions;
+        self.span += obs.window;
+        self.worker_secs += obs.live as f64 * obs.window.as_secs_f64();
+        if self.completions < completions || self.span < span || self.span.is_zero() {
+            return None;
+        }
+        let secs = self.span.as_secs_f64();
+        let probe = Probe {
+            threads: ((self.worker_secs / secs).round() as usize).max(1),
+            throughput: self.completions as f64 / secs,
+            span: self.span,
+        };
+        *self = Pending::default();
+        Some(probe)
     }
 }

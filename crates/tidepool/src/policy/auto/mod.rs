@@ -19,8 +19,9 @@
 //!    CPU-bound pool still reads φ ≈ 1 (its wait is run delay): no feedback
 //!    loop. Without run-delay data φ may only fall on windows with at most
 //!    `cores` busy workers; with it, thread totals of a window whose run
-//!    delay is a tenth of its wanted CPU time or more are no evidence (a
-//!    wait for a core is credited only once the core is back), so on an
+//!    delay is a tenth of its wanted CPU time or more, or from a window in
+//!    which the machine had no free core, are no evidence (a wait for a
+//!    core is credited only once the core is back), so on an
 //!    oversubscribed machine φ waits for the per-task samples.
 //! 2. **Demand by Little's law.** The offered load is `a = λ·S` busy workers
 //!    (arrival rate × mean service); the demand size is the smallest `n` whose
@@ -49,8 +50,9 @@
 //!    grow by an escalating step (1, 2, 4, … 16) toward the burst ceiling.
 //!    Neither backlog growth nor injection happens while the pool's workers
 //!    use ≥ 90% of the cores: more threads cannot add throughput then.
-//! 5. **Throughput feedback, only under backlog** (backlogged windows pooled
-//!    into spans of ≥ 30 completions). If a ≥ 25% larger pool did
+//! 5. **Throughput feedback under backlog** (backlogged windows pooled
+//!    into spans of ≥ 30 completions; point 9 while others hold the
+//!    cores). If a ≥ 25% larger pool did
 //!    not deliver a quarter of the proportional throughput gain although enough
 //!    tasks were queued to show it, the smaller size becomes a cap (tasks that
 //!    block on a shared resource). The cap is forgotten after 5 s so the size
@@ -73,16 +75,30 @@
 //!    past the ceiling: to the ceiling on `cores / (1 − contention)` cores
 //!    (at most `2 × cores`). Bursts stop at the ceiling: in a burst the
 //!    reading is mostly the workers' own queueing for the cores.
+//! 9. **Growth stops where it cannot help** (`growth.rs`). Never more
+//!    workers than the peak of tasks present (queued or running) over the
+//!    last 2–4 s plus one per core: a worker woken for a task another took
+//!    reads busy, so spawns alone overshoot (8 clients grew 43 workers).
+//!    And while the machine's cores are ≥ 90% busy (`/proc/stat`) with other
+//!    processes holding a tenth or more, blocking may be a wait on one of
+//!    them (a database on the same cores: φ 0.02, ceiling past 150): growth
+//!    then goes only to twice the last size measured with every worker
+//!    given a task (≥ 50 ms, two completions per worker), and is kept only
+//!    if throughput rose by a quarter of the proportional gain; otherwise the
+//!    measured size becomes the learned cap. Tasks that block on something
+//!    else double every ~50 ms. On such a machine thread totals are no
+//!    evidence of blocking either (point 1).
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
 //! how far bursts and backlog may go (the cores busy 90% of the time
 //! without a sustained backlog; the ceiling under a saturated one; under a sustained
 //! backlog while the cores are not saturated, the ceiling on the cores
-//! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::limit`]): sent to
+//! stretched by contention, and at least `2 × cores`). *Spawn limit* ([`Auto::spawn_limit`]): sent to
 //! the pool as [`Decision::spawn_limit`], where on-demand spawning stops;
 //! the pool keeps it inside the user's bounds, which `auto` never changes. *Learned cap*: the
-//! size past which growth did not raise throughput.
+//! size past which growth did not raise throughput. *Growth bound*: the
+//! tasks present plus one per core, and the proof gate (point 9).
 //!
 //! | file | idea |
 //! |---|---|
@@ -90,6 +106,7 @@
 //! | `phi.rs` | the compute-share (φ) estimate and the ceiling it gives |
 //! | `feedback.rs` | the throughput feedback loop and the learned cap |
 //! | `contention.rs` | the share of the cores other processes take |
+//! | `growth.rs` | where growth stops: the tasks present, proof on a busy machine |
 //! | `../queueing.rs` | Erlang C and the binomial core count (shared with `hisdyn`) |
 //! | `tests.rs` | scripted observations |
 
@@ -98,10 +115,12 @@ use std::time::Duration;
 pub use super::queueing::{cores_busy_workers, erlang_c_servers};
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use feedback::{Pending, Probe};
+use growth::{Peak, Proof};
 use phi::{PendingSample, Smoothed};
 
 mod contention;
 mod feedback;
+mod growth;
 mod phi;
 #[cfg(test)]
 mod tests;
@@ -229,7 +248,7 @@ pub struct Auto {
     max: usize,
     cores: usize,
     target: usize,
-    limit: usize,
+    spawn_limit: usize,
     arrival_rate: Smoothed,
     service: Smoothed,
     cpu_fraction: Smoothed,
@@ -268,11 +287,25 @@ pub struct Auto {
     pending: Pending,
     learned_cap: Option<(usize, Duration)>,
     cap_memory: Duration,
-    sent_limit: Option<usize>,
+    sent_spawn_limit: Option<usize>,
     /// Whether a change of the task mix raised φ since the last tick.
     mix_rose: bool,
     /// Whether the workers should ask for the short scheduler slice.
     short_slice: bool,
+    /// Share of the whole machine's CPU time busy (smoothed).
+    machine: Smoothed,
+    /// Whether the last window long enough to tell found the machine busy.
+    machine_was_busy: bool,
+    /// Share of the machine's CPU time busy with other processes than the
+    /// pool's workers (smoothed).
+    others: Smoothed,
+    /// The recent peak of tasks present.
+    peak: Peak,
+    /// Growth that must prove itself while others hold the cores.
+    proof: Proof,
+    /// Whether the spawn limit is the tasks present lately plus one per
+    /// core (a burst lifts it: the pool calls when it reaches it).
+    at_tasks_present: bool,
     /// What the pool was last told about the slice.
     sent_short_slice: bool,
 }
@@ -285,7 +318,7 @@ impl Auto {
             max: usize::MAX,
             cores: 1,
             target: 1,
-            limit: 1,
+            spawn_limit: 1,
             arrival_rate: Smoothed::starting_at(0.0),
             service: Smoothed::starting_at(0.0),
             // Until measured, assume CPU-bound: the cautious guess.
@@ -313,10 +346,16 @@ impl Auto {
             pending: Pending::default(),
             learned_cap: None,
             cap_memory: CAP_MEMORY,
-            sent_limit: None,
+            sent_spawn_limit: None,
             mix_rose: false,
             short_slice: false,
             sent_short_slice: false,
+            machine: Smoothed::starting_at(0.0),
+            machine_was_busy: false,
+            others: Smoothed::starting_at(0.0),
+            peak: Peak::default(),
+            proof: Proof::default(),
+            at_tasks_present: false,
         }
     }
 
@@ -327,8 +366,8 @@ impl Auto {
 
     /// The spawn limit the policy last asked for
     /// ([`Decision::spawn_limit`]; inside the user's bounds).
-    pub fn limit(&self) -> usize {
-        self.limit
+    pub fn spawn_limit(&self) -> usize {
+        self.spawn_limit
     }
 
     /// The user's bounds as the pool enforces them now: read at every
@@ -338,7 +377,7 @@ impl Auto {
     fn read_bounds(&mut self, obs: &Observation) {
         (self.min, self.max) = obs.user_bounds();
         self.target = self.clamp(self.target);
-        self.limit = self.clamp(self.limit);
+        self.spawn_limit = self.clamp(self.spawn_limit);
     }
 
     fn clamp(&self, n: usize) -> usize {
@@ -358,6 +397,8 @@ impl Auto {
         if secs <= 0.0 {
             return;
         }
+        self.learn_machine(obs);
+        self.prove(obs);
         self.learn_phi(obs);
         self.learn_contention(obs);
     }
@@ -414,7 +455,10 @@ impl Auto {
             why = "the mix changed: surplus past the ceiling";
         }
         if backlog {
-            self.feedback(obs);
+            // While growth must prove itself, its longer spans decide.
+            if !self.needs_proof() {
+                self.feedback(obs);
+            }
             if !self.saturated {
                 let grown = (obs.live.max(self.target) + self.step)
                     .min(self.burst_ceiling(ceiling, obs.now));
@@ -429,6 +473,15 @@ impl Auto {
             self.injection = 0;
             self.probe = None;
             self.pending = Pending::default();
+        }
+        let bound = self.growth_bound();
+        if desired > bound {
+            desired = bound;
+            why = if self.needs_proof() {
+                "growth unproven while others hold the cores"
+            } else {
+                "no more workers than tasks present"
+            };
         }
         if let Some(cap) = self.learned_cap(obs.now) {
             if desired > cap {
@@ -457,7 +510,7 @@ impl Auto {
                 why = "shrink after sustained low demand";
             }
         }
-        self.limit = self.spawn_limit(ceiling, obs.now);
+        self.set_spawn_limit(ceiling, obs.now);
         self.emit(old, ceiling, why)
     }
 
@@ -469,7 +522,7 @@ impl Auto {
         // come before the first tick): the limit follows the ceiling, which
         // depends on φ only, so spawns cannot ratchet it up.
         let ceiling = self.ceiling();
-        self.limit = self.spawn_limit(ceiling, obs.now);
+        self.set_spawn_limit(ceiling, obs.now);
         // Adopt the worker the pool just spawned.
         let mut desired = obs.live.max(self.target);
         // Until φ is measured, only adopt: each further spawn then calls
@@ -485,8 +538,10 @@ impl Auto {
             // escalating one spawn at a time.
             desired = desired.max(self.demand(obs));
         }
-        // Within the spawn limit set at the last tick.
-        let mut desired = self.clamp(desired.min(self.limit.max(obs.live)));
+        // Within the spawn limit set at the last tick, and where growth
+        // stops now (the tasks present, proof).
+        let bound = self.growth_bound().max(obs.live);
+        let mut desired = self.clamp(desired.min(self.spawn_limit.max(obs.live)).min(bound));
         if let Some(cap) = self.learned_cap(obs.now) {
             // The cap stops further growth; a worker already spawned (the
             // limit was higher when it came) is kept, not retired at once
@@ -576,16 +631,21 @@ impl Auto {
         to_start >= SUSTAINED_BACKLOG.as_secs_f64()
     }
 
-    /// Where on-demand spawning stops: the burst ceiling, or a fresh learned
-    /// cap (never below the target).
-    fn spawn_limit(&self, ceiling: usize, now: Duration) -> usize {
+    /// Where on-demand spawning stops: the burst ceiling, a fresh learned
+    /// cap, or where growth stops now ([`Auto::growth_bound`]), never
+    /// below the target. Notes whether the tasks present are what binds.
+    fn set_spawn_limit(&mut self, ceiling: usize, now: Duration) {
         let cap = self.learned_cap(now).unwrap_or(usize::MAX);
-        self.burst_ceiling(ceiling, now).min(cap).max(self.target)
+        let others = self.burst_ceiling(ceiling, now).min(cap);
+        let bound = self.growth_bound();
+        // A burst lifts the tasks present, not proof or a learned cap.
+        self.at_tasks_present = bound < others && bound == self.present_bound();
+        self.spawn_limit = others.min(bound).max(self.target);
     }
 
     fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
-        let limit = self.limit.max(self.target);
-        self.limit = limit;
+        let limit = self.spawn_limit.max(self.target);
+        self.spawn_limit = limit;
         let slice = (self.short_slice != self.sent_short_slice).then(|| {
             self.sent_short_slice = self.short_slice;
             if self.short_slice {
@@ -594,10 +654,10 @@ impl Auto {
                 Duration::ZERO
             }
         });
-        if self.target == old && Some(limit) == self.sent_limit && slice.is_none() {
+        if self.target == old && Some(limit) == self.sent_spawn_limit && slice.is_none() {
             return Decision::hold();
         }
-        self.sent_limit = Some(limit);
+        self.sent_spawn_limit = Some(limit);
         Decision {
             target: Some(self.target),
             spawn_limit: Some(limit),
@@ -650,7 +710,9 @@ impl SizingPolicy for Auto {
             // Until φ is settled the spawn limit is a guess (at first the
             // CPU-bound one): a pool stuck at it must not wait for the next
             // tick.
-            on_at_max: !self.settled(),
+            // So must a pool stuck at the tasks present lately plus one
+            // per core: a burst raises them.
+            on_at_max: !self.settled() || self.at_tasks_present,
             ..Schedule::default()
         }
     }
@@ -661,11 +723,11 @@ impl SizingPolicy for Auto {
                 self.read_bounds(obs);
                 self.cores = obs.cores.max(1);
                 self.target = self.clamp(self.cores);
-                self.limit = self.spawn_limit(self.ceiling(), obs.now);
-                self.sent_limit = Some(self.limit);
+                self.set_spawn_limit(self.ceiling(), obs.now);
+                self.sent_spawn_limit = Some(self.spawn_limit);
                 Decision {
                     target: Some(self.target),
-                    spawn_limit: Some(self.limit),
+                    spawn_limit: Some(self.spawn_limit),
                     keep_alive: Some(KEEP_ALIVE),
                     grow_on_demand: Some(true),
                     reason: "auto: one worker per core to start".into(),

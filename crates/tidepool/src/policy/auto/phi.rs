@@ -28,13 +28,23 @@ impl Smoothed {
         }
     }
 
+    /// Whether a sample has come yet.
+    pub(super) fn is_primed(&self) -> bool {
+        self.primed
+    }
+
     pub(super) fn update(&mut self, sample: f64, elapsed: Duration) {
+        self.update_over(sample, elapsed, SMOOTHING);
+    }
+
+    /// [`update`](Self::update) with time constant `tau`.
+    pub(super) fn update_over(&mut self, sample: f64, elapsed: Duration, tau: Duration) {
         if !self.primed {
             self.value = sample;
             self.primed = true;
             return;
         }
-        let alpha = 1.0 - (-elapsed.as_secs_f64() / SMOOTHING.as_secs_f64()).exp();
+        let alpha = 1.0 - (-elapsed.as_secs_f64() / tau.as_secs_f64()).exp();
         self.value += alpha * (sample - self.value);
     }
 }
@@ -117,7 +127,15 @@ impl Auto {
                 self.compute_sum = shifted.cpu.as_secs_f64();
                 self.wanted_sum = shifted.time.as_secs_f64();
                 let before = self.cpu_fraction.value;
+                let ceiling = self.ceiling();
                 self.update_phi();
+                let (low, high) = (ceiling.min(self.ceiling()), ceiling.max(self.ceiling()));
+                if high >= 2 * low {
+                    // What growth did for the old tasks says nothing
+                    // about these.
+                    self.forget_cap();
+                    self.proof = Default::default();
+                }
                 // More compute per task: the next tick takes the target
                 // down to the new ceiling (`Auto::follow_mix_change`).
                 self.mix_rose |= self.cpu_fraction.value > before;
@@ -172,8 +190,10 @@ impl Auto {
             let delay = delay.as_secs_f64();
             let wanted = busy - delay;
             if wanted >= MIN_BUSY_FOR_CPU.as_secs_f64() {
-                if delay >= CONTENDED_DELAY_SHARE * (cpu + delay) {
-                    // No evidence (`CONTENDED_DELAY_SHARE`).
+                if delay >= CONTENDED_DELAY_SHARE * (cpu + delay) || self.no_free_core(obs) {
+                    // No evidence (`CONTENDED_DELAY_SHARE`; on a machine
+                    // with no free core, a worker waiting for one has no
+                    // run delay credited yet).
                     return;
                 }
                 let fade = (-secs / SMOOTHING.as_secs_f64()).exp();

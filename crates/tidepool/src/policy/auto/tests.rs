@@ -3,10 +3,27 @@
 use super::*;
 
 const CORES: usize = 4;
+
+/// Scripted observations say how many workers are busy and tasks queued;
+/// unless a script sets `in_flight`, every busy worker runs a task (none
+/// was woken for a task another took).
+trait Scripted {
+    fn see(&mut self, obs: &Observation) -> Decision;
+}
+
+impl Scripted for Auto {
+    fn see(&mut self, obs: &Observation) -> Decision {
+        let mut obs = obs.clone();
+        if obs.in_flight == 0 {
+            obs.in_flight = obs.busy + obs.blocked + obs.queue_len;
+        }
+        self.decide(&obs)
+    }
+}
 const WINDOW: Duration = Duration::from_millis(100);
 
 fn start(p: &mut Auto) -> Decision {
-    p.decide(&Observation {
+    p.see(&Observation {
         min: 1,
         max: 512,
         cores: CORES,
@@ -125,10 +142,10 @@ fn cpu_bound_backlog_stays_at_cores() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=100 {
-        let d = p.decide(&busy_tick(at, live, 1.0, 1000, 400));
+        let d = p.see(&busy_tick(at, live, 1.0, 1000, 400));
         apply(&mut live, &d);
         assert!(live <= CORES, "grew to {live} at tick {at}");
-        assert!(d.spawn_limit.unwrap_or(p.limit()) <= CORES);
+        assert!(d.spawn_limit.unwrap_or(p.spawn_limit()) <= CORES);
     }
     assert_eq!(live, CORES);
 }
@@ -147,7 +164,7 @@ fn cpu_bound_never_grows_even_if_oversubscribed() {
             if with_run_delay {
                 obs.run_delay = Some(obs.busy_time - obs.worker_cpu_time.unwrap());
             }
-            let d = p.decide(&obs);
+            let d = p.see(&obs);
             apply(&mut live, &d);
             assert!(live <= 12);
         }
@@ -171,7 +188,7 @@ fn run_delay_does_not_read_as_blocking_or_as_compute() {
     for at in 1..=20 {
         let mut obs = busy_tick(at, 12, 0.05, 0, 60);
         obs.run_delay = Some(obs.busy_time / 2);
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert_eq!(p.cpu_fraction(), 1.0, "contended thread totals");
     for at in 21..=40 {
@@ -180,7 +197,7 @@ fn run_delay_does_not_read_as_blocking_or_as_compute() {
         obs.sampled_task_cpu = obs.worker_cpu_time.unwrap();
         obs.sampled_task_time = obs.busy_time / 2;
         obs.sampled_tasks = 60;
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert!(
         (p.cpu_fraction() - 0.1).abs() < 0.01,
@@ -207,8 +224,8 @@ fn workers_busy_at_both_ends_count_only_without_completions_between() {
     obs.busy_time = Duration::from_millis(20);
     obs.worker_cpu_time = Some(Duration::from_millis(20));
     obs.run_delay = Some(Duration::ZERO);
-    p.decide(&obs);
-    p.decide(&obs);
+    p.see(&obs);
+    p.see(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
     assert_eq!(p.ceiling(), CORES);
 }
@@ -225,11 +242,11 @@ fn a_small_first_window_is_soon_outweighed() {
     first.busy_time = Duration::from_millis(6);
     first.worker_cpu_time = Some(Duration::from_millis(6));
     first.run_delay = Some(Duration::ZERO);
-    p.decide(&first);
+    p.see(&first);
     assert_eq!(p.cpu_fraction(), 1.0);
     let mut obs = busy_tick(1, 12, 0.1, 0, 100);
     obs.run_delay = Some(Duration::ZERO);
-    p.decide(&obs);
+    p.see(&obs);
     assert!(p.cpu_fraction() < 0.12, "{}", p.cpu_fraction());
 }
 
@@ -240,7 +257,7 @@ fn io_bound_backlog_grows_toward_the_ceiling() {
     let mut trace = vec![live];
     for at in 1..=30 {
         // Perfectly parallel I/O: throughput proportional to workers.
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
         apply(&mut live, &d);
         trace.push(live);
     }
@@ -262,7 +279,9 @@ fn io_bound_without_backlog_sizes_by_littles_law() {
     obs.arrivals = 50;
     obs.mean_service = Some(Duration::from_millis(20));
     obs.idle = 0;
-    let d = p.decide(&obs);
+    // Little's law: 10 tasks in the pool on average, 16 at this moment.
+    obs.in_flight = 16;
+    let d = p.see(&obs);
     let expected = erlang_c_servers(10.0, WAIT_PROBABILITY, 512);
     assert_eq!(d.target, Some(expected));
     assert!((16..=20).contains(&expected), "{expected}");
@@ -273,23 +292,23 @@ fn no_demand_shrinks_only_after_hysteresis() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=20 {
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
         apply(&mut live, &d);
     }
     let grown = live;
     assert!(grown > 20);
     let ticks = (SHRINK_AFTER.as_millis() / WINDOW.as_millis()) as u32;
     for k in 1..ticks {
-        let d = p.decide(&quiet_tick(20 + k, live));
+        let d = p.see(&quiet_tick(20 + k, live));
         apply(&mut live, &d);
         assert_eq!(live, grown, "shrank after only {k} quiet ticks");
     }
-    let d = p.decide(&quiet_tick(20 + ticks, live));
+    let d = p.see(&quiet_tick(20 + ticks, live));
     apply(&mut live, &d);
     assert!(live < grown, "did not shrink after {ticks} quiet ticks");
     assert!(live >= grown / 2, "shrinks half the gap at a time");
     for at in 20 + ticks + 1..300 {
-        let d = p.decide(&quiet_tick(at, live));
+        let d = p.see(&quiet_tick(at, live));
         apply(&mut live, &d);
     }
     assert_eq!(live, 1, "an idle pool ends at its floor");
@@ -300,7 +319,7 @@ fn intermittent_quiet_ticks_do_not_shrink() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=20 {
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 10 * live as u64));
         apply(&mut live, &d);
     }
     let grown = live;
@@ -310,7 +329,7 @@ fn intermittent_quiet_ticks_do_not_shrink() {
         } else {
             quiet_tick(at, live)
         };
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
     }
     assert!(
@@ -345,29 +364,33 @@ fn starvation_adopts_and_escalates_within_the_queue() {
         obs.arrivals = 0;
         obs.busy = 0;
         obs.idle = 4;
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert_eq!(p.ceiling(), 95);
     // The pool may spawn on demand up to the burst ceiling (the cores
     // busy 90% of the time, not 99%: no backlog lasts here).
     assert_eq!(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY), 64);
-    assert_eq!(p.limit(), 64);
+    // No task was present lately: one spare worker per core, and the
+    // pool calls when it reaches them.
+    assert_eq!(p.spawn_limit(), CORES);
+    assert!(p.schedule().on_at_max);
     // 1st: adopt the spawned worker; 2nd: +1; 3rd: +3; 4th: +7.
-    assert_eq!(p.decide(&starved(550, 5, 50)).target, Some(5));
-    assert_eq!(p.decide(&starved(551, 6, 50)).target, Some(7));
-    assert_eq!(p.decide(&starved(552, 8, 50)).target, Some(11));
-    assert_eq!(p.decide(&starved(553, 12, 50)).target, Some(19));
-    assert_eq!(p.limit(), 64, "spawns do not move the spawn limit");
+    assert_eq!(p.see(&starved(550, 5, 50)).target, Some(5));
+    assert_eq!(p.see(&starved(551, 6, 50)).target, Some(7));
+    assert_eq!(p.see(&starved(552, 8, 50)).target, Some(11));
+    assert_eq!(p.see(&starved(553, 12, 50)).target, Some(19));
+    // 62 tasks present: the burst ceiling binds again.
+    assert_eq!(p.spawn_limit(), 64, "spawns do not move the spawn limit");
     // Never more extra workers than tasks waiting (+15 wanted, 2 waiting).
-    assert_eq!(p.decide(&starved(554, 20, 2)).target, Some(22));
+    assert_eq!(p.see(&starved(554, 20, 2)).target, Some(22));
     // A calm tick resets the escalation and keeps the workers.
     let mut calm = busy_tick(6, 22, 0.1, 0, 100);
     calm.arrivals = 10;
     calm.idle = 2;
-    let d = p.decide(&calm);
+    let d = p.see(&calm);
     assert_eq!(d.target.unwrap_or(p.target()), 22);
-    assert_eq!(p.decide(&starved(700, 23, 50)).target, Some(23));
-    assert_eq!(p.decide(&starved(701, 24, 50)).target, Some(25));
+    assert_eq!(p.see(&starved(700, 23, 50)).target, Some(23));
+    assert_eq!(p.see(&starved(701, 24, 50)).target, Some(25));
 }
 
 #[test]
@@ -377,7 +400,7 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     // low CPU use is enough to lift the spawn limit at once.
     let mut p = Auto::new();
     start(&mut p);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     let mut obs = starved(30, CORES + 2, 20);
     obs.window = Duration::from_millis(30);
     obs.completions = 0;
@@ -386,9 +409,9 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
     obs.worker_cpu_time = Some(Duration::from_millis(15));
     obs.run_delay = Some(Duration::ZERO);
     // The first call cannot tell how long its busy workers were busy.
-    p.decide(&obs);
+    p.see(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
-    let d = p.decide(&obs);
+    let d = p.see(&obs);
     // (4 + 2 − 1) workers busy at both ends × 30 ms, 15 ms CPU: phi = 0.1,
     // pulled up a little by the 5 ms prior of phi = 1.
     assert!(
@@ -396,19 +419,18 @@ fn first_spawns_learn_phi_before_any_task_finishes() {
         "{}",
         p.cpu_fraction()
     );
-    assert_eq!(
-        d.spawn_limit,
-        Some(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY))
-    );
-    assert!(d.spawn_limit.unwrap() >= 45, "{d:?}");
+    // Up to the tasks present (26) and one spare per core, below the
+    // burst ceiling.
+    assert_eq!(d.spawn_limit, Some(26 + CORES));
+    assert!(p.ceiling_at(BURST_CORES_BUSY_PROBABILITY) >= 45, "{d:?}");
     // The same window with CPU-bound workers keeps the limit.
     let mut p = Auto::new();
     start(&mut p);
     obs.worker_cpu_time = Some(Duration::from_millis(150));
-    p.decide(&obs);
-    p.decide(&obs);
+    p.see(&obs);
+    p.see(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
-    assert_eq!(p.limit(), CORES + 2, "the spawned workers are kept");
+    assert_eq!(p.spawn_limit(), CORES + 2, "the spawned workers are kept");
 }
 
 #[test]
@@ -427,15 +449,15 @@ fn contended_or_stalled_thread_totals_are_no_evidence_of_blocking() {
         obs.worker_cpu_time = Some(Duration::from_micros(cpu));
         obs.run_delay = Some(Duration::from_micros(delay));
         for _ in 0..50 {
-            p.decide(&obs);
+            p.see(&obs);
         }
         assert_eq!(p.cpu_fraction(), 1.0);
-        assert_eq!(p.limit(), CORES);
+        assert_eq!(p.spawn_limit(), CORES);
     }
     // The same window uncontended is blocking work.
     obs.run_delay = Some(Duration::ZERO);
     obs.worker_cpu_time = Some(Duration::from_micros(330));
-    p.decide(&obs);
+    p.see(&obs);
     assert!(p.cpu_fraction() < 0.5, "{}", p.cpu_fraction());
 }
 
@@ -453,12 +475,12 @@ fn starvation_jumps_to_the_demand_once_phi_is_known() {
     obs.completions = 0;
     obs.worker_cpu_time = Some(Duration::from_millis(15));
     obs.run_delay = Some(Duration::ZERO);
-    p.decide(&obs);
+    p.see(&obs);
     obs.completions = 1;
     obs.mean_service = Some(Duration::from_millis(5));
     obs.busy_time = Duration::from_millis(5);
     obs.busy = CORES + 3;
-    let d = p.decide(&obs);
+    let d = p.see(&obs);
     let want = erlang_c_servers(10.0, WAIT_PROBABILITY, 512);
     assert!(p.cpu_fraction() < 0.2, "{}", p.cpu_fraction());
     assert_eq!(d.target, Some(want));
@@ -470,7 +492,7 @@ fn before_phi_is_measured_spawns_are_only_adopted() {
     // worker, inject nothing, so the next spawn calls again to measure.
     let mut p = Auto::new();
     start(&mut p);
-    let d = p.decide(&starved(3, CORES + 1, 50));
+    let d = p.see(&starved(3, CORES + 1, 50));
     assert_eq!(d.target, Some(CORES + 1));
     assert!(!p.measured);
 }
@@ -485,14 +507,14 @@ fn at_its_guessed_limit_the_pool_calls_until_phi_is_known() {
     assert!(p.schedule().on_at_max);
     let mut obs = starved(2, CORES, 30);
     obs.trigger = Trigger::AtMax;
-    p.decide(&obs);
-    assert_eq!(p.limit(), CORES, "nothing measured yet");
+    p.see(&obs);
+    assert_eq!(p.spawn_limit(), CORES, "nothing measured yet");
     assert!(p.schedule().on_at_max);
     obs.now = Duration::from_millis(3);
     obs.sampled_task_time = Duration::from_millis(2);
     obs.sampled_task_cpu = Duration::from_micros(600);
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
-    let d = p.decide(&obs);
+    let d = p.see(&obs);
     assert!((p.cpu_fraction() - 0.3).abs() < 1e-9);
     assert_eq!(
         d.spawn_limit,
@@ -516,16 +538,16 @@ fn millisecond_windows_neither_guess_from_threads_nor_waste_samples() {
     obs.window = Duration::from_micros(1300);
     obs.worker_cpu_time = Some(Duration::from_micros(375));
     obs.run_delay = Some(Duration::from_micros(857));
-    p.decide(&obs);
-    p.decide(&obs);
+    p.see(&obs);
+    p.see(&obs);
     assert_eq!(p.cpu_fraction(), 1.0);
     // Samples too small for one window add up over several.
     obs.sampled_task_cpu = Duration::from_micros(300);
     obs.sampled_task_time = Duration::from_micros(300);
     obs.sampled_tasks = 1;
-    p.decide(&obs);
+    p.see(&obs);
     assert!(!p.measured);
-    p.decide(&obs);
+    p.see(&obs);
     assert!(p.measured);
     assert_eq!(p.cpu_fraction(), 1.0);
 }
@@ -538,10 +560,10 @@ fn blocking_work_gets_short_worker_slices_cpu_bound_work_the_default() {
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
     obs.sampled_task_time = Duration::from_millis(10);
     obs.sampled_task_cpu = Duration::from_millis(1);
-    assert_eq!(p.decide(&obs).worker_slice, Some(SHORT_SLICE));
+    assert_eq!(p.see(&obs).worker_slice, Some(SHORT_SLICE));
     // Said once, not again.
     obs.now = Duration::from_millis(6);
-    assert_eq!(p.decide(&obs).worker_slice, None);
+    assert_eq!(p.see(&obs).worker_slice, None);
     // The work turns CPU-bound: back to the default slice (past the
     // hysteresis band, which φ crosses as the sums fade).
     let mut flipped = None;
@@ -549,7 +571,7 @@ fn blocking_work_gets_short_worker_slices_cpu_bound_work_the_default() {
         obs.now = Duration::from_millis(6 + 25 * at);
         obs.window = Duration::from_millis(25);
         obs.sampled_task_cpu = obs.sampled_task_time;
-        if let Some(s) = p.decide(&obs).worker_slice {
+        if let Some(s) = p.see(&obs).worker_slice {
             flipped = Some((s, p.cpu_fraction()));
             break;
         }
@@ -562,7 +584,7 @@ fn blocking_work_gets_short_worker_slices_cpu_bound_work_the_default() {
     start(&mut p);
     obs.now = Duration::from_millis(5);
     for _ in 0..5 {
-        assert_eq!(p.decide(&obs).worker_slice, None);
+        assert_eq!(p.see(&obs).worker_slice, None);
         obs.now += Duration::from_millis(25);
     }
 }
@@ -573,14 +595,14 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
     let mut live = start(&mut p).target.unwrap();
     // The workers saturate the cores: no spawning past them.
     for at in 1..=5 {
-        let d = p.decide(&busy_tick(at, live, 1.0, 0, 300));
+        let d = p.see(&busy_tick(at, live, 1.0, 0, 300));
         apply(&mut live, &d);
     }
     assert_eq!(p.ceiling(), CORES);
-    assert_eq!(p.limit(), CORES);
-    let d = p.decide(&starved(600, CORES, 100));
+    assert_eq!(p.spawn_limit(), CORES);
+    let d = p.see(&starved(600, CORES, 100));
     assert!(d.target.unwrap_or(CORES) <= CORES);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     // Half the cores idle (other processes hold them, or the work comes
     // in bursts): bursts and backlog may take the pool to 2 × cores.
     let mut trace = vec![];
@@ -589,12 +611,12 @@ fn cpu_bound_bursts_spawn_no_further_than_twice_the_cores() {
         let mut obs = busy_tick(at, live, 1.0, 50, 50 * live as u64);
         obs.worker_cpu_time = Some(WINDOW * CORES as u32 / 2);
         obs.run_delay = Some(obs.busy_time - obs.worker_cpu_time.unwrap());
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
         trace.push(live);
     }
     assert_eq!(p.ceiling(), CORES, "phi stays 1: waiting is not blocking");
-    assert_eq!(p.limit(), BURST_CORES * CORES, "{trace:?}");
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES, "{trace:?}");
     assert!(live <= BURST_CORES * CORES, "{trace:?}");
 }
 
@@ -618,22 +640,22 @@ fn cpu_bound_bursts_on_a_quiet_machine_stay_at_the_cores() {
     };
     for at in 1..=40 {
         // One tick in four finds a queue; the next finds none.
-        let d = p.decide(&quiet(at, live, if at % 4 == 1 { 5 } else { 0 }));
+        let d = p.see(&quiet(at, live, if at % 4 == 1 { 5 } else { 0 }));
         apply(&mut live, &d);
-        let spawned = p.decide(&starved(u64::from(at) * 100 + 1, live, 3));
+        let spawned = p.see(&starved(u64::from(at) * 100 + 1, live, 3));
         apply(&mut live, &spawned);
-        assert_eq!(p.limit(), CORES, "tick {at}");
+        assert_eq!(p.spawn_limit(), CORES, "tick {at}");
         assert!(live <= CORES, "grew to {live} at tick {at}");
     }
     // A backlog at every tick for 75 ms or more, with the cores still not
     // saturated: the gaps blocking and the scheduler leave are worth more
     // runnable workers, up to 2 × cores.
-    let d = p.decide(&quiet(41, live, 50));
+    let d = p.see(&quiet(41, live, 50));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), CORES, "one backlogged tick is a burst");
-    let d = p.decide(&quiet(42, live, 50));
+    assert_eq!(p.spawn_limit(), CORES, "one backlogged tick is a burst");
+    let d = p.see(&quiet(42, live, 50));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
 }
 
 #[test]
@@ -656,14 +678,14 @@ fn bursts_with_quiet_gaps_keep_their_workers() {
             quiet_tick(at, live)
         };
         let before = live;
-        let d = p.decide(&d);
+        let d = p.see(&d);
         apply(&mut live, &d);
         if phase < 2 {
             // The pool also spawns on demand during a burst.
-            while live < p.limit() && live < before + 8 {
+            while live < p.spawn_limit() && live < before + 8 {
                 live += 1;
                 created += 1;
-                let d = p.decide(&starved(u64::from(at) * 100 + 1, live, 50));
+                let d = p.see(&starved(u64::from(at) * 100 + 1, live, 50));
                 apply(&mut live, &d);
             }
         }
@@ -686,7 +708,7 @@ fn growth_that_does_not_pay_is_capped() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=40 {
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 200));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 200));
         apply(&mut live, &d);
     }
     assert!(live < 20, "kept growing to {live} without throughput");
@@ -695,7 +717,7 @@ fn growth_that_does_not_pay_is_capped() {
     // the cap holds longer (10 s) before the next probe.
     let mut peak_after = 0;
     for at in 41..=200 {
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 200));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 200));
         apply(&mut live, &d);
         peak_after = peak_after.max(live);
     }
@@ -717,7 +739,7 @@ fn growth_that_does_not_pay_is_capped_with_short_windows() {
         obs.busy_time = obs.window * live as u32;
         obs.mean_service = Some(obs.busy_time / 25);
         obs.worker_cpu_time = Some(obs.busy_time.mul_f64(0.1));
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
     }
     assert!(live < 20, "kept growing to {live} without throughput");
@@ -727,7 +749,7 @@ fn growth_that_does_not_pay_is_capped_with_short_windows() {
 #[test]
 fn respects_user_bounds() {
     let mut p = Auto::new();
-    let d = p.decide(&Observation {
+    let d = p.see(&Observation {
         min: 2,
         max: 10,
         cores: 16,
@@ -740,7 +762,7 @@ fn respects_user_bounds() {
         obs.cores = 16;
         obs.min = 2;
         obs.max = 10;
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
         assert!(live <= 10);
         assert!(d.spawn_limit.unwrap_or(10) <= 10);
@@ -749,7 +771,7 @@ fn respects_user_bounds() {
         let mut obs = quiet_tick(at, live);
         obs.min = 2;
         obs.max = 10;
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
     }
     assert_eq!(live, 2);
@@ -758,7 +780,7 @@ fn respects_user_bounds() {
 #[test]
 fn the_per_task_cpu_sample_sets_phi_at_once() {
     let mut p = Auto::new();
-    p.decide(&Observation {
+    p.see(&Observation {
         trigger: Trigger::Start,
         cores: 2,
         min: 1,
@@ -780,7 +802,7 @@ fn the_per_task_cpu_sample_sets_phi_at_once() {
         sampled_tasks: FIRST_SAMPLE_TASKS,
         ..Observation::default()
     };
-    p.decide(&obs);
+    p.see(&obs);
     assert!(
         (p.cpu_fraction() - 0.1).abs() < 1e-9,
         "the first sample replaces the prior guess: {}",
@@ -800,7 +822,7 @@ fn a_sample_of_one_task_is_weighed_with_the_prior() {
     obs.sampled_task_time = Duration::from_millis(2);
     obs.sampled_task_cpu = Duration::from_micros(500);
     obs.sampled_tasks = 1;
-    p.decide(&obs);
+    p.see(&obs);
     assert!(
         (p.cpu_fraction() - 5.5 / 7.0).abs() < 1e-9,
         "{}",
@@ -813,7 +835,7 @@ fn a_sample_of_one_task_is_weighed_with_the_prior() {
     obs.now = Duration::from_millis(5);
     obs.sampled_tasks = FIRST_SAMPLE_TASKS;
     obs.sampled_task_cpu = Duration::from_millis(2);
-    p.decide(&obs);
+    p.see(&obs);
     assert!(
         (p.cpu_fraction() - 0.625).abs() < 1e-3,
         "{}",
@@ -824,7 +846,7 @@ fn a_sample_of_one_task_is_weighed_with_the_prior() {
 
 /// A backlogged tick of tasks that compute 30% of their own time (from
 /// the per-task sample), whose workers get `cpu_share` of the cores and
-/// wait for a core as long as they compute (`run_delay = cpu_time`).
+/// wait for a core as long as they compute (`run_delay = worker_cpu_time`).
 fn contended_tick(at: u32, live: usize, cpu_share: f64) -> Observation {
     let mut obs = busy_tick(at, live, 0.3, 1000, 10 * live as u64);
     obs.arrivals = obs.completions + 100;
@@ -846,7 +868,7 @@ fn contention_lets_a_backlog_grow_past_the_ceiling() {
     let mut live = start(&mut p).target.unwrap();
     let mut trace = vec![];
     for at in 1..=30 {
-        let d = p.decide(&contended_tick(at, live, 0.5));
+        let d = p.see(&contended_tick(at, live, 0.5));
         apply(&mut live, &d);
         trace.push(live);
     }
@@ -859,7 +881,7 @@ fn contention_lets_a_backlog_grow_past_the_ceiling() {
     let ceiling = p.ceiling();
     let contended = cores_busy_workers(2 * CORES, p.runnable(), CORES_BUSY_PROBABILITY, 512);
     assert!(contended > ceiling + CORES, "{contended} vs {ceiling}");
-    assert_eq!(p.limit(), contended, "{trace:?}");
+    assert_eq!(p.spawn_limit(), contended, "{trace:?}");
     assert!(
         live > ceiling,
         "stopped at the ceiling {ceiling}: {trace:?}"
@@ -875,11 +897,11 @@ fn workers_that_saturate_the_cores_read_no_contention() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=30 {
-        let d = p.decide(&contended_tick(at, live, 0.95));
+        let d = p.see(&contended_tick(at, live, 0.95));
         apply(&mut live, &d);
     }
     assert_eq!(p.contention(), 0.0);
-    assert_eq!(p.limit(), p.ceiling());
+    assert_eq!(p.spawn_limit(), p.ceiling());
     assert!(live <= p.ceiling());
 }
 
@@ -897,7 +919,7 @@ fn workers_queueing_for_each_other_are_not_contention() {
     for at in 1..=30 {
         let mut obs = contended_tick(at, 24, 0.85);
         obs.run_delay = Some(WINDOW * 16 - obs.worker_cpu_time.unwrap());
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert!((p.contention() - 0.15).abs() < 1e-6, "{}", p.contention());
     // Fewer runnable workers than cores: all their run delay is others'.
@@ -906,7 +928,7 @@ fn workers_queueing_for_each_other_are_not_contention() {
     for at in 1..=30 {
         let mut obs = contended_tick(at, 3, 0.25);
         obs.run_delay = Some(WINDOW * 3 - obs.worker_cpu_time.unwrap());
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert!(
         (p.contention() - 2.0 / 3.0).abs() < 1e-6,
@@ -926,7 +948,7 @@ fn contention_turns_the_short_slices_off_and_back_on() {
         for at in from..from + 30 {
             let mut obs = contended_tick(at, live, share);
             obs.run_delay = obs.worker_cpu_time.map(|c| c.mul_f64(delay));
-            let d = p.decide(&obs);
+            let d = p.see(&obs);
             apply(&mut live, &d);
             if let Some(s) = d.worker_slice {
                 slices.push((at, s, p.contention()));
@@ -952,14 +974,14 @@ fn a_learned_cap_does_not_retire_workers_already_spawned() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=40 {
-        let d = p.decide(&busy_tick(at, live, 0.1, 1000, 200));
+        let d = p.see(&busy_tick(at, live, 0.1, 1000, 200));
         apply(&mut live, &d);
     }
     let cap = p.learned_cap(WINDOW * 40).expect("no cap learned");
     let target = p.target();
     assert!(target <= cap.max(live), "{target} {cap}");
     let spawned = cap + 5;
-    let d = p.decide(&starved(4_001, spawned, 50));
+    let d = p.see(&starved(4_001, spawned, 50));
     assert_eq!(d.target.unwrap_or(target), spawned, "{d:?}");
     assert_eq!(p.target(), spawned);
 }
@@ -995,7 +1017,7 @@ fn settled(live: usize, phi: f64) -> Auto {
     let mut p = Auto::new();
     start(&mut p);
     for tick in 1..=40u64 {
-        p.decide(&sampled_tick(tick * 25, live, phi));
+        p.see(&sampled_tick(tick * 25, live, phi));
     }
     p
 }
@@ -1013,9 +1035,9 @@ fn phi_follows_a_change_of_the_task_mix_within_a_few_samples() {
         p.cpu_fraction()
     );
     let old_ceiling = p.ceiling();
-    p.decide(&sampled_tick(41 * 25, 16, 0.4));
+    p.see(&sampled_tick(41 * 25, 16, 0.4));
     assert!(p.cpu_fraction() < 0.1, "one tick is not yet a change");
-    p.decide(&sampled_tick(42 * 25, 16, 0.4));
+    p.see(&sampled_tick(42 * 25, 16, 0.4));
     assert!(
         (p.cpu_fraction() - 0.4).abs() < 1e-9,
         "{}",
@@ -1039,11 +1061,11 @@ fn a_stall_of_one_tick_is_not_a_change_of_mix() {
     assert_eq!(p.ceiling(), CORES);
     let mut stall = sampled_tick(41 * 25, 4, 0.05);
     stall.sampled_tasks = 16;
-    p.decide(&stall);
+    p.see(&stall);
     assert!(p.cpu_fraction() > 0.8, "{}", p.cpu_fraction());
     assert_eq!(p.ceiling(), CORES);
     for tick in 42..=44u64 {
-        p.decide(&sampled_tick(tick * 25, 4, 1.0));
+        p.see(&sampled_tick(tick * 25, 4, 1.0));
         assert_eq!(p.ceiling(), CORES, "tick {tick}");
     }
 }
@@ -1060,7 +1082,7 @@ fn odd_samples_on_either_side_are_not_a_change_of_mix() {
             2 => 0.05,
             _ => 0.2,
         };
-        p.decide(&sampled_tick(tick * 25, 16, phi));
+        p.see(&sampled_tick(tick * 25, 16, phi));
     }
     assert!(
         (p.cpu_fraction() - 0.2).abs() < 0.05,
@@ -1072,7 +1094,7 @@ fn odd_samples_on_either_side_are_not_a_change_of_mix() {
     for tick in 62..=64u64 {
         let mut obs = sampled_tick(tick * 25, 16, 0.6);
         obs.sampled_tasks = 1;
-        p.decide(&obs);
+        p.see(&obs);
     }
     assert!(p.cpu_fraction() < 0.4, "{}", p.cpu_fraction());
 }
@@ -1086,27 +1108,27 @@ fn the_users_bounds_are_read_at_every_call_and_never_sent() {
     assert_eq!((d.min, d.max), (None, None));
     let mut live = d.target.unwrap();
     for at in 1..=10 {
-        let d = p.decide(&busy_tick(at, live, 1.0, 0, 300));
+        let d = p.see(&busy_tick(at, live, 1.0, 0, 300));
         apply(&mut live, &d);
         assert_eq!((d.min, d.max), (None, None));
     }
-    assert_eq!(p.limit(), CORES, "CPU-bound: the cores");
+    assert_eq!(p.spawn_limit(), CORES, "CPU-bound: the cores");
     // The user asks for at least 6 workers on 4 cores: the target and the
     // spawn limit rise to it at the next call.
     let mut obs = busy_tick(11, live, 1.0, 0, 300);
     obs.min = 6;
-    let d = p.decide(&obs);
+    let d = p.see(&obs);
     apply(&mut live, &d);
     assert_eq!(p.target(), 6);
-    assert!(p.limit() >= 6);
+    assert!(p.spawn_limit() >= 6);
     assert_eq!((d.min, d.max), (None, None));
     // Then at most 5 (and at least 1): everything comes down inside it.
     for at in 12..=200 {
         let mut obs = busy_tick(at, live, 0.05, 1000, 1000);
         obs.max = 5;
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
-        assert!(p.limit() <= 5 && p.target() <= 5, "tick {at}");
+        assert!(p.spawn_limit() <= 5 && p.target() <= 5, "tick {at}");
     }
 }
 
@@ -1150,10 +1172,10 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     // the pool at the cores for the first 100 ms of `sat10`.
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    let d = p.decide(&overloaded_tick(25, live, 300));
+    let d = p.see(&overloaded_tick(25, live, 300));
     apply(&mut live, &d);
     assert_eq!(p.ceiling(), CORES);
-    assert_eq!(p.limit(), BURST_CORES * CORES, "{d:?}");
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES, "{d:?}");
     assert!(live > CORES, "{d:?}");
     // A shallow queue (20 tasks: 10 ms of starts) is a burst until the
     // ticks have found it for 75 ms.
@@ -1161,9 +1183,9 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     let mut live = start(&mut p).target.unwrap();
     let mut limits = vec![];
     for at_ms in [25, 50, 75, 100] {
-        let d = p.decide(&overloaded_tick(at_ms, live, 20));
+        let d = p.see(&overloaded_tick(at_ms, live, 20));
         apply(&mut live, &d);
-        limits.push(p.limit());
+        limits.push(p.spawn_limit());
     }
     assert_eq!(
         limits,
@@ -1174,17 +1196,17 @@ fn a_queue_that_takes_longer_than_the_sustained_span_to_start_is_sustained_at_on
     // ends it.
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    let d = p.decide(&overloaded_tick(25, live, 20));
+    let d = p.see(&overloaded_tick(25, live, 20));
     apply(&mut live, &d);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
     let mut obs = starved(30, live, 300);
     obs.mean_service = Some(Duration::from_millis(2));
-    p.decide(&obs);
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    p.see(&obs);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
     assert!(p.sustained_backlog(Duration::from_millis(30)));
     let mut obs = overloaded_tick(50, live, 0);
     obs.arrivals = obs.completions;
-    p.decide(&obs);
+    p.see(&obs);
     assert!(!p.sustained_backlog(Duration::from_millis(50)));
 }
 
@@ -1204,10 +1226,13 @@ fn contention_stretches_sustained_backlogs_not_bursts() {
         // 5 tasks of 10 ms behind the workers: a shallow queue.
         obs.queue_len = if at % 3 == 0 { 5 } else { 0 };
         obs.idle = usize::from(obs.queue_len == 0);
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
-        let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY).max(p.target());
-        trace.push((p.limit(), burst, live));
+        let burst = p
+            .ceiling_at(BURST_CORES_BUSY_PROBABILITY)
+            .min(p.growth_bound())
+            .max(p.target());
+        trace.push((p.spawn_limit(), burst, live));
     }
     assert!((p.contention() - 0.5).abs() < 1e-9, "{}", p.contention());
     assert!(
@@ -1218,10 +1243,14 @@ fn contention_stretches_sustained_backlogs_not_bursts() {
     // The same contention under a sustained backlog stretches the limit
     // (`contention_lets_a_backlog_grow_past_the_ceiling`).
     for at in 31..=35 {
-        let d = p.decide(&contended_tick(at, live, 0.5));
+        let d = p.see(&contended_tick(at, live, 0.5));
         apply(&mut live, &d);
     }
-    assert!(p.limit() > ceiling, "{} vs {ceiling}", p.limit());
+    assert!(
+        p.spawn_limit() > ceiling,
+        "{} vs {ceiling}",
+        p.spawn_limit()
+    );
 }
 
 #[test]
@@ -1242,7 +1271,7 @@ fn workers_that_hold_every_core_get_the_default_slice() {
             obs.sampled_task_time = Duration::from_millis(10);
             obs.sampled_task_cpu = Duration::from_millis(5);
             obs.sampled_tasks = 10;
-            let d = p.decide(&obs);
+            let d = p.see(&obs);
             apply(&mut live, &d);
             if let Some(s) = d.worker_slice {
                 slices.push((at, s));
@@ -1256,7 +1285,7 @@ fn workers_that_hold_every_core_get_the_default_slice() {
     // A millisecond window (a spawn's call) does not turn them off.
     let mut obs = starved(1_600, live, 3);
     obs.worker_cpu_time = Some(Duration::from_millis(4));
-    assert_eq!(p.decide(&obs).worker_slice, None);
+    assert_eq!(p.see(&obs).worker_slice, None);
 }
 
 #[test]
@@ -1274,20 +1303,20 @@ fn a_sustained_backlog_grows_while_the_workers_leave_a_core_unwanted() {
     };
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    let d = p.decide(&tick(25, live, 0.0));
+    let d = p.see(&tick(25, live, 0.0));
     apply(&mut live, &d);
     assert!(live > CORES, "{d:?}");
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
     // CPU-bound workers that want every core (92% running, the rest
     // waiting for a core) are saturated: the pool stays at the cores.
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at_ms in [25, 50, 75, 100, 125] {
-        let d = p.decide(&tick(at_ms, live, 0.08));
+        let d = p.see(&tick(at_ms, live, 0.08));
         apply(&mut live, &d);
     }
     assert_eq!(live, CORES);
-    assert_eq!(p.limit(), CORES);
+    assert_eq!(p.spawn_limit(), CORES);
 }
 
 #[test]
@@ -1297,7 +1326,7 @@ fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
     // 2 × cores floor holds.
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    let d = p.decide(&overloaded_tick(25, live, 300));
+    let d = p.see(&overloaded_tick(25, live, 300));
     apply(&mut live, &d);
     let mut obs = overloaded_tick(25, live, 600);
     obs.now += Duration::from_micros(100);
@@ -1306,14 +1335,14 @@ fn a_tick_with_a_tiny_window_does_not_break_a_deep_backlog() {
     (obs.mean_wait, obs.mean_service) = (None, None);
     obs.worker_cpu_time = Some((obs.window * CORES as u32).mul_f64(0.88));
     obs.busy_time = obs.window * live as u32;
-    p.decide(&obs);
+    p.see(&obs);
     assert!(
         p.sustained_backlog(obs.now),
         "live {live}, service {:?}, deep {}",
         p.service,
         p.deep_queue
     );
-    assert_eq!(p.limit(), BURST_CORES * CORES);
+    assert_eq!(p.spawn_limit(), BURST_CORES * CORES);
 }
 
 #[test]
@@ -1330,15 +1359,20 @@ fn bursts_stop_where_the_cores_are_busy_nine_times_in_ten() {
         // A task queued at one tick in three: a burst, never sustained.
         obs.queue_len = if at % 3 == 0 { 5 } else { 0 };
         obs.idle = usize::from(obs.queue_len == 0);
-        let d = p.decide(&obs);
+        let d = p.see(&obs);
         apply(&mut live, &d);
     }
     let burst = p.ceiling_at(BURST_CORES_BUSY_PROBABILITY);
     assert!(burst < p.ceiling(), "{burst} vs {}", p.ceiling());
-    assert_eq!(p.limit().max(p.target()), burst.max(p.target()));
-    assert!(p.limit() < p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+    assert_eq!(p.spawn_limit().max(p.target()), burst.max(p.target()));
+    assert!(
+        p.spawn_limit() < p.ceiling(),
+        "{} vs {}",
+        p.spawn_limit(),
+        p.ceiling()
+    );
     // A spawn in the next burst stops there too.
-    let d = p.decide(&starved(3_100, live, 50));
+    let d = p.see(&starved(3_100, live, 50));
     apply(&mut live, &d);
     assert!(live <= burst, "{live} vs {burst}");
 }
@@ -1351,10 +1385,15 @@ fn a_saturated_sustained_backlog_keeps_the_full_ceiling() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..=20 {
-        let d = p.decide(&busy_tick(at, live, 0.3, 200, 10 * live as u64));
+        let d = p.see(&busy_tick(at, live, 0.3, 200, 10 * live as u64));
         apply(&mut live, &d);
     }
-    assert!(p.limit() >= p.ceiling(), "{} vs {}", p.limit(), p.ceiling());
+    assert!(
+        p.spawn_limit() >= p.ceiling(),
+        "{} vs {}",
+        p.spawn_limit(),
+        p.ceiling()
+    );
 }
 
 #[test]
@@ -1368,20 +1407,20 @@ fn a_change_of_mix_that_raises_phi_takes_the_target_down_at_once() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for tick in 1..=8u64 {
-        let d = p.decide(&sampled_tick(tick * 25, live.max(2), 0.05));
+        let d = p.see(&sampled_tick(tick * 25, live.max(2), 0.05));
         apply(&mut live, &d);
     }
     for i in 0..8u64 {
-        let d = p.decide(&starved(200 + i, live, 100));
+        let d = p.see(&starved(200 + i, live, 100));
         apply(&mut live, &d);
     }
     let high = p.target();
     for tick in 9..=12u64 {
-        p.decide(&sampled_tick(tick * 25, high, 0.05));
+        p.see(&sampled_tick(tick * 25, high, 0.05));
     }
     assert_eq!(p.target(), high);
-    p.decide(&sampled_tick(13 * 25, high, 0.4));
-    p.decide(&sampled_tick(14 * 25, high, 0.4));
+    p.see(&sampled_tick(13 * 25, high, 0.4));
+    p.see(&sampled_tick(14 * 25, high, 0.4));
     assert!(
         (p.cpu_fraction() - 0.4).abs() < 1e-9,
         "{}",
@@ -1393,7 +1432,7 @@ fn a_change_of_mix_that_raises_phi_takes_the_target_down_at_once() {
     // A mix that turns more blocking keeps its workers (the hysteresis).
     let kept = p.target();
     for tick in 15..=18u64 {
-        p.decide(&sampled_tick(tick * 25, kept, 0.05));
+        p.see(&sampled_tick(tick * 25, kept, 0.05));
     }
     assert!(p.target() >= kept);
 }
@@ -1404,7 +1443,7 @@ fn target_after_three(blocked: bool) -> usize {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     for at in 1..300 {
-        let d = p.decide(&quiet_tick(at, live));
+        let d = p.see(&quiet_tick(at, live));
         apply(&mut live, &d);
     }
     assert_eq!(live, 1, "an idle pool ends at its floor");
@@ -1415,7 +1454,7 @@ fn target_after_three(blocked: bool) -> usize {
     } else {
         obs.busy = 3;
     }
-    p.decide(&obs);
+    p.see(&obs);
     p.target()
 }
 
@@ -1425,4 +1464,134 @@ fn workers_blocked_in_place_are_not_available() {
     // busy ones of a quiet pool are not.
     assert!(target_after_three(true) >= 3);
     assert!(target_after_three(false) < 3);
+}
+
+/// A tick of a closed loop of `clients` whose tasks (4 ms, computing 5%
+/// of it, all sampled) keep `live` workers busy, completing `rate` tasks
+/// a second, on a machine `machine` busy; the pool's workers use little
+/// of it. `busy` counts workers woken for a task another worker took.
+fn loaded_tick(at_ms: u64, live: usize, clients: usize, rate: f64, machine: f64) -> Observation {
+    let completions = (rate * TICK.as_secs_f64()).round() as u64;
+    let time = Duration::from_millis(4) * completions as u32;
+    Observation {
+        trigger: Trigger::Tick,
+        now: Duration::from_millis(at_ms),
+        window: TICK,
+        arrivals: completions,
+        completions,
+        mean_wait: Some(Duration::from_millis(4)),
+        mean_service: Some(Duration::from_millis(4)),
+        queue_len: clients.saturating_sub(live),
+        in_flight: clients,
+        live,
+        busy: live,
+        target: live,
+        min: 1,
+        max: 512,
+        cores: CORES,
+        worker_cpu_time: Some(time.mul_f64(0.05)),
+        run_delay: Some(Duration::ZERO),
+        sampled_task_time: time,
+        sampled_task_cpu: time.mul_f64(0.05),
+        sampled_tasks: completions,
+        machine_busy: Some(machine),
+        ..Observation::default()
+    }
+}
+
+#[test]
+fn never_more_workers_than_tasks_present_and_one_per_core() {
+    // Eight clients of blocking tasks (φ = 0.05: a ceiling past 100), on
+    // an idle machine. Workers woken for a task another took read busy,
+    // so tasks find nobody idle and the pool spawns: it must still stop
+    // at the 8 tasks present plus one worker per core.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for tick in 1..=40u64 {
+        let d = p.decide(&loaded_tick(tick * 25, live, 8, 2_000.0, 0.3));
+        apply(&mut live, &d);
+        // The pool spawns on demand while under the spawn limit.
+        if live < p.spawn_limit() {
+            let mut spawn = starved(tick * 25 + 1, live + 1, 1);
+            spawn.in_flight = 8;
+            let d = p.decide(&spawn);
+            apply(&mut live, &d);
+        }
+        assert!(live <= 8 + CORES, "tick {tick}: {live} workers: {d:?}");
+        assert!(
+            p.spawn_limit() <= 8 + CORES,
+            "tick {tick}: limit {}",
+            p.spawn_limit()
+        );
+    }
+    assert!(p.ceiling() > 50, "{}", p.ceiling());
+}
+
+/// Ticks of 256 clients whose throughput at `live` workers is
+/// `throughput(live)`, on a machine other processes keep busy; returns
+/// the largest and the last size.
+fn grow_on_a_busy_machine(throughput: impl Fn(usize) -> f64) -> (usize, usize) {
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut biggest = live;
+    for tick in 1..=120u64 {
+        let obs = loaded_tick(tick * 25, live, 256, throughput(live), 1.0);
+        let d = p.decide(&obs);
+        apply(&mut live, &d);
+        // The pool spawns on demand up to the spawn limit.
+        while live < p.spawn_limit() {
+            let mut spawn = starved(tick * 25 + 1, live + 1, 256 - live);
+            spawn.in_flight = 256;
+            spawn.machine_busy = Some(1.0);
+            live += 1;
+            let d = p.decide(&spawn);
+            apply(&mut live, &d);
+        }
+        biggest = biggest.max(live);
+    }
+    (biggest, live)
+}
+
+#[test]
+fn while_others_hold_the_cores_growth_must_raise_throughput() {
+    // Handlers waiting on a database on the same cores: φ = 0.05 reads
+    // as blocking, but past 8 workers throughput stays flat. The pool
+    // doubles while it pays (4, 8) and stops at the first doubling that
+    // did not (16).
+    let (biggest, last) = grow_on_a_busy_machine(|n| 500.0 * n.min(8) as f64);
+    assert!(biggest <= 16, "grew to {biggest}");
+    assert!((8..=16).contains(&last), "ended at {last}");
+}
+
+#[test]
+fn blocking_work_on_a_busy_machine_keeps_growing() {
+    // Tasks that sleep: each worker adds throughput, however busy the
+    // machine. Doubling after doubling pays.
+    let (biggest, _) = grow_on_a_busy_machine(|n| 250.0 * n as f64);
+    assert!(biggest >= 128, "grew only to {biggest}");
+}
+
+#[test]
+fn thread_totals_on_a_machine_with_no_free_core_are_no_evidence() {
+    // CPU-bound workers whose wait for a core the kernel has not credited
+    // yet read as blocking (2 ms CPU of 20 ms busy, no run delay); on a
+    // machine with no free core that is no evidence. With a free core it
+    // is.
+    for (machine, learns) in [(Some(1.0), false), (Some(0.3), true)] {
+        let mut p = Auto::new();
+        start(&mut p);
+        let mut obs = busy_tick(1, CORES, 0.1, 0, 0);
+        obs.window = Duration::from_millis(10);
+        obs.busy_time = Duration::from_millis(20);
+        obs.worker_cpu_time = Some(Duration::from_millis(2));
+        obs.run_delay = Some(Duration::ZERO);
+        obs.machine_busy = machine;
+        p.see(&obs);
+        assert_eq!(
+            p.cpu_fraction() < 0.9,
+            learns,
+            "{machine:?}: {}",
+            p.cpu_fraction()
+        );
+    }
 }
