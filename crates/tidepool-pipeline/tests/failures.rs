@@ -13,24 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{counter, spin, Buffers, Counted};
+use common::{counter, spin, Buffers, Counted, Rng};
 use tidepool::policy::PolicySpec;
 use tidepool_pipeline::{
     run_all, BoxError, Builder, Context, Order, Pipeline, PipelineError, SharedStage, Stage, Step,
 };
 
 type R = Result<(), BoxError>;
-
-/// xorshift: the test's only randomness, seeded per case.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {

@@ -8,30 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use common::{refused, Buffers, Counted, Notices};
+use common::{refused, Buffers, Counted, Notices, Rng};
 use proptest::prelude::*;
 use tidepool_pipeline::{BoxError, Builder, Context, Flow, Order, Pipeline};
 
 type R = Result<(), BoxError>;
-
-/// A small deterministic generator (the shape comes from one seed).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-    fn order(&mut self) -> Order {
-        if self.below(2) == 0 {
-            Order::Ordered
-        } else {
-            Order::Unordered
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 struct StageDesc {

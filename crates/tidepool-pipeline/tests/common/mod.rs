@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tidepool_pipeline::{BoxError, Builder, Context, Flow, Pipeline, Stage};
+use tidepool_pipeline::{BoxError, Builder, Context, Flow, Order, Pipeline, Stage};
 
 /// A buffer that counts how many of its kind exist.
 pub struct Counted {
@@ -150,4 +150,25 @@ pub fn lifecycle(mode: impl FnOnce(Builder<Counted>) -> Builder<Counted>) -> Vec
     mode(b).build().unwrap().run().unwrap();
     let log = log.lock().unwrap().clone();
     log
+}
+
+/// xorshift: the tests' only randomness, seeded per case (the shape of a
+/// generated pipeline comes from one seed).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    pub fn order(&mut self) -> Order {
+        if self.below(2) == 0 {
+            Order::Ordered
+        } else {
+            Order::Unordered
+        }
+    }
 }

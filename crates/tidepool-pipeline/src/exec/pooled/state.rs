@@ -251,6 +251,19 @@ impl State {
         (0..groups.len()).any(|g| self.runnable(g, &groups[g], load, compute))
     }
 
+    /// After a change that may have made work runnable: whether a parked
+    /// worker must be woken for it (counted as notified here; the caller
+    /// notifies after dropping the lock), with the no-lost-wake-up check.
+    pub(super) fn claim_wake(&mut self, groups: &[GroupRt], compute: usize) -> bool {
+        let more = self.any_runnable(groups, compute);
+        let wake = more && self.parked > self.notified;
+        if wake {
+            self.notified += 1;
+        }
+        self.check(more);
+        wake
+    }
+
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
     /// more than the roots). Group 0's ring is the free stack: its head
     /// stays 0, so this pushes on top of it.

@@ -350,12 +350,7 @@ impl<B: Send + 'static> Shared<B> {
         let Some(limit) = decided else { return };
         let mut s = lock(&self.state);
         s.limit = limit as u16; // clamped to the workers, below u16::MAX
-        let more = s.any_runnable(&self.plan.groups, self.compute);
-        let wake = more && s.parked > s.notified;
-        if wake {
-            s.notified += 1;
-        }
-        s.check(more);
+        let wake = s.claim_wake(&self.plan.groups, self.compute);
         drop(s);
         if wake {
             self.cv.notify_one();
@@ -388,12 +383,7 @@ impl<B: Send + 'static> Shared<B> {
                 self.compute,
             ) {
                 let computing = !s.groups[p.group].blocks;
-                let more = s.any_runnable(&self.plan.groups, self.compute);
-                let wake = more && s.parked > s.notified;
-                if wake {
-                    s.notified += 1;
-                }
-                s.check(more);
+                let wake = s.claim_wake(&self.plan.groups, self.compute);
                 drop(s);
                 if wake {
                     self.cv.notify_one();
