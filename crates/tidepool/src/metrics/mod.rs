@@ -2,6 +2,7 @@
 //! (table 4.2), latency histograms, windows, and the pool-size time series.
 
 pub(crate) mod clock;
+pub(crate) mod cpu_sample;
 mod histogram;
 mod latency;
 #[cfg(feature = "serde")]

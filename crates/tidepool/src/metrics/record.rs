@@ -72,7 +72,7 @@ pub(crate) struct WorkerRecord {
 
 impl WorkerRecord {
     /// A record for the calling (worker) thread.
-    fn for_current_thread() -> Self {
+    pub(crate) fn for_current_thread() -> Self {
         WorkerRecord {
             cpu_clock: ThreadClock::current(),
             sched: SchedStat::current(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::shared::{Shared, NO_SLICE};
 use super::sleep::{Parker, Wake};
 use crate::metrics::clock::Clock;
+use crate::metrics::cpu_sample::CpuSample;
 use crate::metrics::record::WorkerRecord;
 use crate::metrics::sampling::Streaks;
 use crate::sync::{lock, Arc};
@@ -348,26 +349,19 @@ impl Worker {
                     // For long tasks also the run delay (a `/proc` read), so
                     // time the task spent preempted, waiting for a core,
                     // counts as neither compute nor blocking.
-                    let with_delay = sample_cpu && self.long_tasks.get();
-                    let delay_before = if with_delay { record.run_delay() } else { None };
-                    let cpu_before = if sample_cpu {
-                        os::thread_cpu_time()
+                    let with_delay = self.long_tasks.get();
+                    let sample = if sample_cpu {
+                        CpuSample::start(record, with_delay)
                     } else {
                         None
                     };
                     let started = Clock::ticks();
                     let panicked = self.call(task);
                     let finished = Clock::ticks();
-                    if let Some(before) = cpu_before {
-                        if let Some(after) = os::thread_cpu_time() {
-                            let service = Clock::nanos_between(started, finished);
-                            let preempted = match (delay_before, record.run_delay()) {
-                                (Some(a), Some(b)) if with_delay => b.saturating_sub(a),
-                                _ => Duration::ZERO,
-                            };
-                            let wanted = service.saturating_sub(preempted.as_nanos() as u64);
-                            let cpu = after.saturating_sub(before).as_nanos() as u64;
-                            record.task_cpu(cpu.min(wanted), wanted);
+                    if let Some(sample) = sample {
+                        let service = Clock::nanos_between(started, finished);
+                        if let Some((cpu, wanted)) = sample.finish(record, service) {
+                            record.task_cpu(cpu, wanted);
                             self.long_tasks.set(service >= LONG_TASK_NS);
                         }
                     }
