@@ -87,7 +87,10 @@
 //!    if throughput rose by a quarter of the proportional gain; otherwise the
 //!    measured size becomes the learned cap. Tasks that block on something
 //!    else double every ~50 ms. On such a machine thread totals are no
-//!    evidence of blocking either (point 1).
+//!    evidence of blocking either (point 1), and a change of φ is no new
+//!    mix for the proof and the cap: waits in a saturated database stretch
+//!    with the size itself (φ halves with each doubling), and forgetting
+//!    the cap then regrew the pool every second.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:

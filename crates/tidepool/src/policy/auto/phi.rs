@@ -130,9 +130,12 @@ impl Auto {
                 let ceiling = self.ceiling();
                 self.update_phi();
                 let (low, high) = (ceiling.min(self.ceiling()), ceiling.max(self.ceiling()));
-                if high >= 2 * low {
-                    // What growth did for the old tasks says nothing
-                    // about these.
+                // What growth did for the old tasks says nothing about
+                // these. Except while growth needs proof: then the tasks
+                // wait on a machine with no core to spare (a local
+                // database, say), their waits stretch and shrink with the
+                // size itself, and a φ that follows the size is no new mix.
+                if high >= 2 * low && !self.needs_proof() {
                     self.forget_cap();
                     self.proof = Default::default();
                 }

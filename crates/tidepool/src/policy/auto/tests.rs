@@ -1533,23 +1533,37 @@ fn never_more_workers_than_tasks_present_and_one_per_core() {
 fn grow_on_a_busy_machine(throughput: impl Fn(usize) -> f64) -> (usize, usize) {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    let mut biggest = live;
-    for tick in 1..=120u64 {
-        let obs = loaded_tick(tick * 25, live, 256, throughput(live), 1.0);
-        let d = p.decide(&obs);
-        apply(&mut live, &d);
+    let sizes = run_on_a_busy_machine(&mut p, &mut live, 1..=120, |at_ms, live| {
+        loaded_tick(at_ms, live, 256, throughput(live), 1.0)
+    });
+    (*sizes.iter().max().unwrap(), *sizes.last().unwrap())
+}
+
+/// Run `p` (at `live` workers) for the ticks `ticks` (25 ms each), each
+/// made by `tick(at_ms, live)`: 256 clients on a machine other processes
+/// keep busy. Returns the size after each tick.
+fn run_on_a_busy_machine(
+    p: &mut Auto,
+    live: &mut usize,
+    ticks: std::ops::RangeInclusive<u64>,
+    tick: impl Fn(u64, usize) -> Observation,
+) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    for at_ms in ticks.map(|t| t * 25) {
+        let d = p.decide(&tick(at_ms, *live));
+        apply(live, &d);
         // The pool spawns on demand up to the spawn limit.
-        while live < p.spawn_limit() {
-            let mut spawn = starved(tick * 25 + 1, live + 1, 256 - live);
+        while *live < p.spawn_limit() {
+            let mut spawn = starved(at_ms + 1, *live + 1, 256 - *live);
             spawn.in_flight = 256;
             spawn.machine_busy = Some(1.0);
-            live += 1;
+            *live += 1;
             let d = p.decide(&spawn);
-            apply(&mut live, &d);
+            apply(live, &d);
         }
-        biggest = biggest.max(live);
+        sizes.push(*live);
     }
-    (biggest, live)
+    sizes
 }
 
 #[test]
@@ -1561,6 +1575,43 @@ fn while_others_hold_the_cores_growth_must_raise_throughput() {
     let (biggest, last) = grow_on_a_busy_machine(|n| 500.0 * n.min(8) as f64);
     assert!(biggest <= 16, "grew to {biggest}");
     assert!((8..=16).contains(&last), "ended at {last}");
+}
+
+#[test]
+fn waits_that_stretch_with_the_size_are_no_new_mix() {
+    // The same database seen as it is: 0.2 ms of the handler's own CPU per
+    // request, the rest waiting in the database's queue, so a task takes
+    // the workers over the throughput: φ halves with every doubling past
+    // 16. Then a tenth of a second of requests the cache answers (φ 0.5):
+    // on a machine with no core to spare that is no new mix, and the cap
+    // the pool learned (growth past 16 does not pay) must hold.
+    let database = |cheap: bool| {
+        move |at_ms, live: usize| {
+            let rate = 500.0 * live.min(16) as f64;
+            let mut obs = loaded_tick(at_ms, live, 256, rate, 1.0);
+            let service = Duration::from_secs_f64(live as f64 / rate);
+            let time = service * obs.completions as u32;
+            obs.mean_service = Some(service);
+            obs.mean_wait = Some(service);
+            obs.sampled_task_time = time;
+            obs.sampled_task_cpu = if cheap {
+                time / 2
+            } else {
+                Duration::from_micros(200) * obs.completions as u32
+            };
+            obs.worker_cpu_time = Some(obs.sampled_task_cpu);
+            obs
+        }
+    };
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let sizes = run_on_a_busy_machine(&mut p, &mut live, 1..=120, database(false));
+    let cap = p
+        .learned_cap(Duration::from_secs(3))
+        .expect("a learned cap");
+    assert!((16..=32).contains(&cap), "cap {cap}: {sizes:?}");
+    run_on_a_busy_machine(&mut p, &mut live, 121..=124, database(true));
+    assert_eq!(p.learned_cap(Duration::from_millis(3_100)), Some(cap));
 }
 
 #[test]
