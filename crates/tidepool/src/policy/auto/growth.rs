@@ -17,10 +17,7 @@ use std::time::Duration;
 
 use super::super::Observation;
 use super::feedback::{Pending, Probe};
-use super::{
-    utilization, Auto, FEEDBACK_MIN_COMPLETIONS, FEEDBACK_MIN_GAIN, FEEDBACK_MIN_GROWTH,
-    MIN_THREAD_WINDOW,
-};
+use super::{utilization, Auto, FEEDBACK_MIN_COMPLETIONS, FEEDBACK_MIN_GAIN, MIN_THREAD_WINDOW};
 
 /// Share of the machine's CPU time busy (smoothed) from which it has no
 /// core to spare.
@@ -35,6 +32,13 @@ const MACHINE_SMOOTHING: Duration = Duration::from_millis(100);
 /// Share of the machine's cores that other processes must hold (machine
 /// busy less the pool's workers, smoothed) for growth to need proof.
 const OTHERS_HOLD: f64 = 0.1;
+/// Once growth needs proof, it does until the machine's busy share
+/// (smoothed) falls below this or the others' below [`OTHERS_LEFT`]: a
+/// saturated machine has moments with a core free, and each flicker out
+/// of proof threw away what the proof had measured.
+const MACHINE_FREE: f64 = 0.75;
+/// See [`MACHINE_FREE`].
+const OTHERS_LEFT: f64 = 0.05;
 /// The tasks-present bound remembers the peak for between one and two of
 /// these (two buckets).
 const PEAK_BUCKET: Duration = Duration::from_secs(2);
@@ -45,6 +49,11 @@ const PEAK_BUCKET: Duration = Duration::from_secs(2);
 const PROOF_SPAN: Duration = Duration::from_millis(50);
 /// Growth allowed past the last proven size while it needs proof.
 const PROOF_FACTOR: usize = 2;
+/// Growth past the proven size that gets a verdict: most of the way to
+/// [`PROOF_FACTOR`]. A quarter more workers needs only 6% more throughput,
+/// which two 50 ms spans of a loaded machine differ by anyway: such small
+/// steps passed one after another up to 82 workers where 16 served best.
+const PROOF_MIN_GROWTH: f64 = 0.6;
 
 /// The largest number of tasks present, over the last one to two
 /// [`PEAK_BUCKET`]s.
@@ -97,6 +106,12 @@ impl Auto {
         if obs.window >= MACHINE_WINDOW {
             self.machine_was_busy = machine >= MACHINE_BUSY;
         }
+        self.proving = if self.proving {
+            self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT
+        } else {
+            (self.machine_was_busy || self.machine.value >= MACHINE_BUSY)
+                && self.others.value >= OTHERS_HOLD
+        };
     }
 
     /// Whether the machine had no free core in `obs`'s window (or, when the
@@ -112,10 +127,10 @@ impl Auto {
 
     /// Whether growth must prove itself: the machine has no core to spare
     /// (lately, or in the last window long enough to tell) and other
-    /// processes hold a share of it.
+    /// processes hold a share of it; and, once it must, until the machine
+    /// or the others' share is clearly lower ([`MACHINE_FREE`]).
     pub(super) fn needs_proof(&self) -> bool {
-        (self.machine_was_busy || self.machine.value >= MACHINE_BUSY)
-            && self.others.value >= OTHERS_HOLD
+        self.proving
     }
 
     /// The most workers growth may reach now: the peak of tasks present
@@ -131,6 +146,12 @@ impl Auto {
     /// The peak of tasks present plus one per core.
     pub(super) fn present_bound(&self) -> usize {
         self.peak.value().saturating_add(self.cores)
+    }
+
+    /// The size last measured with every worker given a task, while growth
+    /// needs proof (0 before one is).
+    pub(super) fn measured_size(&self) -> usize {
+        self.proof.base.map_or(0, |b| b.threads)
     }
 
     /// While growth needs proof, twice the last proven size, or the
@@ -167,7 +188,8 @@ impl Auto {
             return;
         };
         let growth = now.threads as f64 / base.threads as f64 - 1.0;
-        if growth < FEEDBACK_MIN_GROWTH {
+        if growth < PROOF_MIN_GROWTH {
+            // On the way to the doubling: no verdict, the base stays.
             return;
         }
         if now.throughput >= base.throughput * (1.0 + FEEDBACK_MIN_GAIN * growth) {

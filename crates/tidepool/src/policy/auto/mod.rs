@@ -84,13 +84,16 @@
 //!    them (a database on the same cores: φ 0.02, ceiling past 150): growth
 //!    then goes only to twice the last size measured with every worker
 //!    given a task (≥ 50 ms, two completions per worker), and is kept only
-//!    if throughput rose by a quarter of the proportional gain; otherwise the
-//!    measured size becomes the learned cap. Tasks that block on something
+//!    if throughput rose by a quarter of the proportional gain (judged once
+//!    the pool is 1.6 times that size: smaller steps are within the noise);
+//!    otherwise the measured size becomes the learned cap. Tasks that block on something
 //!    else double every ~50 ms. On such a machine thread totals are no
 //!    evidence of blocking either (point 1), and a change of φ is no new
-//!    mix for the proof and the cap: waits in a saturated database stretch
-//!    with the size itself (φ halves with each doubling), and forgetting
-//!    the cap then regrew the pool every second.
+//!    mix for the proof and the cap, nor takes the pool below the size
+//!    last measured with every worker busy: waits in a saturated database
+//!    stretch with the size itself (φ halves with each doubling), and
+//!    forgetting the cap regrew the pool every second. Proof, once needed,
+//!    lasts until the machine is below 75% busy or the others below 5%.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
@@ -306,6 +309,8 @@ pub struct Auto {
     peak: Peak,
     /// Growth that must prove itself while others hold the cores.
     proof: Proof,
+    /// Whether growth needs proof (entered and left with hysteresis).
+    proving: bool,
     /// Whether the spawn limit is the tasks present lately plus one per
     /// core (a burst lifts it: the pool calls when it reaches it).
     at_tasks_present: bool,
@@ -358,6 +363,7 @@ impl Auto {
             others: Smoothed::starting_at(0.0),
             peak: Peak::default(),
             proof: Proof::default(),
+            proving: false,
             at_tasks_present: false,
         }
     }
@@ -590,12 +596,19 @@ impl Auto {
     /// past it are not idle spares for the next burst but runnable ones
     /// that share the cores by time slices and stretch every running task
     /// (on `shift` the pool kept the 17 workers of its I/O-bound first half
-    /// for the whole CPU-heavier second half). Returns whether it moved.
+    /// for the whole CPU-heavier second half). While growth needs proof,
+    /// not below the size last measured with every worker given a task.
+    /// Returns whether it moved.
     fn follow_mix_change(&mut self, ceiling: usize, now: Duration) -> bool {
         if !std::mem::take(&mut self.mix_rose) {
             return false;
         }
-        let limit = self.burst_ceiling(ceiling, now);
+        let mut limit = self.burst_ceiling(ceiling, now);
+        if self.needs_proof() {
+            // φ there moves with the size (`phi.rs`): keep the size last
+            // measured with every worker given a task.
+            limit = limit.max(self.measured_size());
+        }
         if self.target <= limit {
             return false;
         }
