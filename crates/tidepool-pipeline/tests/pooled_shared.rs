@@ -127,10 +127,13 @@ fn mix(b: &mut Counted, cx: &Context, salt: u64) {
     }
 }
 
-/// What a run saw: per pipeline the sink's (round, value, last) in arrival
-/// order; per (stage, pipeline) its last-buffer notices; the report.
+/// A sink's (round, value, last) in arrival order.
+type Out = Vec<(u64, u64, bool)>;
+
+/// What a run saw: per pipeline its sink's [`Out`]; per (stage, pipeline)
+/// its last-buffer notices; the report.
 struct Seen {
-    out: Vec<Vec<(u64, u64, bool)>>,
+    out: Vec<Out>,
     notices: BTreeMap<(String, String), usize>,
     report: Report,
 }
@@ -164,8 +167,7 @@ fn run(d: &Desc, mode: Mode) -> Seen {
         })
         .collect();
     let bufs = Buffers::default();
-    let outs: Vec<Arc<Mutex<Vec<(u64, u64, bool)>>>> =
-        d.pipes.iter().map(|_| Arc::default()).collect();
+    let outs: Vec<Arc<Mutex<Out>>> = d.pipes.iter().map(|_| Arc::default()).collect();
     let pipelines = d
         .pipes
         .iter()

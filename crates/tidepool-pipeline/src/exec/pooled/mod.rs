@@ -31,7 +31,8 @@
 //! the source's task before it conveys its last buffer, or a route fork's
 //! count for its branch ("Forks and joins"). The run ends when the stream
 //! has ended and every root (below) is back in the free stack, or at the
-//! first failure.
+//! first failure. Several pipelines run together are one run ("Shared
+//! stages").
 //!
 //! # Forks and joins
 //!
@@ -80,12 +81,75 @@
 //! sizing), and is not a row of the report (as the join is not a stage
 //! thread-per-stage).
 //!
-//! Every ring is `width` wide, the number of roots: a group's input, a
-//! reorder ring and a join's ring never hold two buffers of one root.
+//! Every ring is `width` wide, the number of roots (of every pipeline of
+//! the run): a group's input, a reorder ring and a join's ring never hold
+//! two buffers of one root.
 //! Nothing here waits: the new synchronisation is none, and the protocol
 //! below is unchanged (a completion makes work runnable only under the
 //! lock). The `loom` model `loom_pooled_fork_and_broadcast` runs a route
 //! fork inside a broadcast on two workers.
+//!
+//! # Shared stages
+//!
+//! Pooled pipelines run together ([`crate::run_all`], all with the same
+//! `pooled`, `pooled_policy` or `pooled_threads`; anything else is refused
+//! by name) are one run: one lock, one state, one set of workers, one
+//! sizing policy and one `compute` limit for all of them, as their stage
+//! threads would share the machine. `graph.rs` flattens each pipeline in
+//! turn into the one list of groups. Each pipeline has its own source group,
+//! whose input ring is the pipeline's free stack, its own block of ids (its
+//! buffers, notices and copies; `pipe_of` says whose an id is), and its own
+//! scope, whose total its source's task sets when its stream ends (the
+//! source group's own `total` is it). A buffer leaving its pipeline's last
+//! group goes back to its own pipeline's free stack.
+//!
+//! **One group, a lane per pipeline.** A shared stage is one group, made
+//! where the first pipeline passes it: its instances (the `SharedStage`'s
+//! one instance, taken from it for the run and handed back after cleanup,
+//! or `replicas` made by its maker), its idle stack, its kind, and one
+//! input ring, into which every pipeline that passes it delivers. So it
+//! serves buffers in the order they arrived, whatever their pipeline, at
+//! most `replicas` at once, as its thread(s) serve its one queue. What that
+//! queue and the wiring after it keep per pipeline, the pipeline's *lane*
+//! keeps (a counter entry after the joins', not a task kind): the buffers
+//! of that pipeline taken (their arrival index), its total (set in its
+//! stream's scope, so that the pop that takes a pipeline's last buffer
+//! carries its last-buffer notice: each pipeline's reaches exactly one
+//! instance), for an ordered replicated stage a reorder ring of its own
+//! (each pipeline keeps its order, and pipelines never wait for each
+//! other), and its successor, the rest of that pipeline. A pick from the
+//! shared group counts the buffer in its pipeline's lane; its completion
+//! passes it through the lane's ring to the lane's successor.
+//!
+//! **Order across pipelines.** Priorities stay refused (a shared stage's
+//! too: each is a thread's). The scan "downstream first" goes through the
+//! groups by their distance from their pipeline's last group (a shared
+//! stage by its largest), so every pipeline's downstream groups come before
+//! any pipeline's upstream ones, and through the sources last, taking
+//! turns (`turn`: after a source's pick, the next pipeline's source is
+//! tried first). Without turns, one worker would keep filling the pipeline
+//! scanned first and never serve another whose source is as runnable; with
+//! the sources last every buffer already in flight drains first. One
+//! pipeline's order is unchanged (its source was group 0).
+//!
+//! **End, failure and stop.** The run is over when every pipeline's stream
+//! has ended and all its roots are back in its free stack, or at the first
+//! failure in any pipeline: every worker returns and the run returns that
+//! failure, named by the pipeline of the buffer it failed on, as "the first
+//! failure in any of them stops all of them" thread per stage. A stop or a
+//! deadline is one pipeline's (its source's task asks its own `Stopper`):
+//! it ends that pipeline's stream as `Flow::End` would, the others run to
+//! their own end, and the report says which stopped.
+//!
+//! **Synchronisation: none new.** All of this is decided under the run's
+//! lock, in the critical sections that pick and complete tasks for one
+//! pipeline: a shared group's input is a group's input, a lane's ring a
+//! group's reorder ring, `turn` a scalar beside `limit`, and `over` reads
+//! the source groups' counters. `runnable` is unchanged (a shared group
+//! runs with an idle instance and a buffer in its ring), so the protocol
+//! and its invariant below hold as they are. The `loom` models
+//! `loom_pooled_shared_stage*` run two pipelines through one replicated,
+//! ordered shared stage on two workers.
 //!
 //! # Scheduling
 //!
@@ -187,12 +251,13 @@
 //! # Layout
 //!
 //! A hand-off moves as few cache lines between cores as it can. The lock
-//! word and the run's scalars (`total`, `parked`, `notified`, the spinner
-//! count, `limit`, a failed flag) fill one line of their own; the rounds
-//! filled are group 0's `popped`. Each group's counters (its input ring's head and length,
+//! word and the run's scalars (`parked`, `notified`, the spinner count,
+//! `limit`, a failed flag, `turn`) fill one line of their own; a
+//! pipeline's rounds filled and stream total are its source group's
+//! `popped` and `total`. Each group's counters (its input ring's head and length,
 //! `popped`, `total`, idle-instance count, reorder position, kind) are 32
 //! bytes, two groups to a line (a join's release position takes an entry
-//! after the groups'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
+//! after the groups', a shared stage's lane one after the joins'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
 //! instances: every group's input ring, idle-instance stack and reorder
 //! ring, and the free stack, are regions of one packed id array. So a pick
 //! or a completion writes a few bytes on three or four lines, and scanning
