@@ -120,7 +120,10 @@ impl<B> GroupSpec<B> {
 /// A stage that two or more pipelines share (FG 2.0's intersecting
 /// pipelines): one thread serves the buffers of all of them, each going on
 /// along its own pipeline. Clone the handle into each pipeline's builder
-/// with [`Builder::shared`] and run the pipelines with [`crate::run_all`].
+/// with [`Builder::shared`] and run the pipelines with [`crate::run_all`]
+/// (thread per stage, or all [`pooled`](Builder::pooled) alike: then the
+/// pooled workers run its one instance, or its replicas, for every
+/// pipeline).
 pub struct SharedStage<B> {
     pub(crate) inner: Arc<SharedInner<B>>,
 }

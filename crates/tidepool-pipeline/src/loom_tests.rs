@@ -538,9 +538,9 @@ fn loom_pooled_fork_and_broadcast_three_buffers() {
     pooled_fork(2, 3, 2);
 }
 
-/// Pooled mode with a stage shared by two pipelines (`run_all`), on two
-/// loom workers: `a` and `b`, each read → shared `s` (2 replicas,
-/// ordered) → its own sink, `rounds` rounds each over `buffers` buffers
+/// Pooled mode with a stage shared by two pipelines (`run_all`), on
+/// `workers` loom workers (`None`: self-sizing): `a` and `b`, each read →
+/// shared `s` (`replicas`, ordered) → its own sink, `rounds` rounds each over `buffers` buffers
 /// each. The shared stage's one input takes both pipelines' buffers; each
 /// pipeline's lane counts its own, reorders its own and passes them on to
 /// its own sink. Checks: each sink sees its pipeline's rounds once and in
@@ -548,7 +548,7 @@ fn loom_pooled_fork_and_broadcast_three_buffers() {
 /// (and each sink its own), every buffer is dropped after the run, no
 /// worker sleeps forever, and the protocol's invariant at every release of
 /// the lock.
-fn pooled_shared(rounds: u64, buffers: usize, workers: usize) {
+fn pooled_shared(rounds: u64, buffers: usize, replicas: usize, workers: Option<usize>) {
     use crate::{run_all, Context, Flow, Order, Pipeline, SharedStage};
     use std::sync::Mutex;
     model(move || {
@@ -562,7 +562,7 @@ fn pooled_shared(rounds: u64, buffers: usize, workers: usize) {
             }
         }
         let l = lasts.clone();
-        let shared = SharedStage::replicated("s", 2, Order::Ordered, None, move || {
+        let shared = SharedStage::replicated("s", replicas, Order::Ordered, None, move || {
             let l = l.clone();
             move |_: &mut Buf, cx: &Context| -> R {
                 if cx.is_last() {
@@ -577,7 +577,7 @@ fn pooled_shared(rounds: u64, buffers: usize, workers: usize) {
             .zip(&seen)
             .map(|(&name, seen)| {
                 let (live1, l, s) = (live.clone(), lasts.clone(), seen.clone());
-                Pipeline::builder(name)
+                let p = Pipeline::builder(name)
                     .buffers(buffers, move || {
                         live1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         Buf(live1.clone())
@@ -597,9 +597,15 @@ fn pooled_shared(rounds: u64, buffers: usize, workers: usize) {
                         s.lock().unwrap().push(cx.round());
                         Ok(())
                     })
-                    .pooled_threads(workers)
-                    .build()
-                    .expect("valid")
+                    .pooled_threads(workers.unwrap_or(1));
+                // `None`: self-sizing, one computing task at a time, a
+                // worker per instance.
+                match workers {
+                    Some(_) => p,
+                    None => p.pooled_compute(1),
+                }
+                .build()
+                .expect("valid")
             })
             .collect();
         let report = run_all(pipelines).expect("no stage fails");
@@ -616,10 +622,19 @@ fn pooled_shared(rounds: u64, buffers: usize, workers: usize) {
 
 #[test]
 fn loom_pooled_shared_stage() {
-    pooled_shared(2, 1, 2);
+    pooled_shared(2, 1, 2, Some(2));
 }
 
+/// Two buffers per pipeline: the shared stage's replicas can finish a
+/// pipeline's buffers out of order, and its lane must put them back.
 #[test]
 fn loom_pooled_shared_stage_two_buffers() {
-    pooled_shared(2, 2, 2);
+    pooled_shared(3, 2, 2, Some(2));
+}
+
+/// Self-sizing: a worker per instance (five: the shared stage's one
+/// instance counted once), the computing limit at one task.
+#[test]
+fn loom_pooled_shared_stage_self_sizing() {
+    pooled_shared(2, 1, 1, None);
 }

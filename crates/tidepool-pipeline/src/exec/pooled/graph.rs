@@ -82,7 +82,7 @@ pub(crate) enum Extra<B> {
 /// A group as the pooled engine runs it.
 pub(super) struct Flat<B> {
     pub(super) stages: Vec<StageSpec<B>>,
-    /// The names in messages: the source's first in group 0, a merge
+    /// The names in messages: the source's first in a source group, a merge
     /// group's "`<fork group>` (join)".
     pub(super) names: Vec<String>,
     pub(super) instances: usize,
@@ -286,7 +286,7 @@ impl<B> Flattener<B> {
                 extra: None,
                 merge: false,
                 fork: None,
-                source: names0_source(&first, depth),
+                source: starts_main_chain(&first, depth),
                 pipe: self.pipe,
                 shared: None,
                 lanes: Vec::new(),
@@ -384,7 +384,7 @@ impl<B> Flattener<B> {
 
 /// Whether the group about to be made is its pipeline's source group:
 /// the first of the main chain.
-fn names0_source(first: &Option<usize>, depth: usize) -> bool {
+fn starts_main_chain(first: &Option<usize>, depth: usize) -> bool {
     first.is_none() && depth == 0
 }
 

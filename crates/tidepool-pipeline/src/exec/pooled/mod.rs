@@ -148,8 +148,9 @@
 //! the source groups' counters. `runnable` is unchanged (a shared group
 //! runs with an idle instance and a buffer in its ring), so the protocol
 //! and its invariant below hold as they are. The `loom` models
-//! `loom_pooled_shared_stage*` run two pipelines through one replicated,
-//! ordered shared stage on two workers.
+//! `loom_pooled_shared_stage*` run two pipelines through one shared stage:
+//! replicated and ordered on two workers, and on one instance with the
+//! workers self-sizing.
 //!
 //! # Scheduling
 //!

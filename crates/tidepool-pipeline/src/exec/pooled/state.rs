@@ -54,13 +54,13 @@ pub(super) struct Inst<B> {
 /// its id regions are in [`State::ids`].
 pub(super) struct GroupRt {
     pub(super) name: String,
-    /// The group's stage names, the source's first in group 0.
+    /// The group's stage names, the source's first in a source group.
     pub(super) stage_names: Vec<String>,
     pub(super) repeat: usize,
     /// Replicated and ordered: outputs go through the reorder ring.
     pub(super) ordered: bool,
     pub(super) instances: usize,
-    /// The input ring (`width` ids; group 0's is the free stack).
+    /// The input ring (`width` ids; a source group's is the free stack).
     pub(super) ring: usize,
     /// The idle-instance stack (`instances` ids).
     pub(super) idle: usize,
@@ -218,16 +218,17 @@ pub(super) struct State {
 pub(super) struct Pick {
     pub(super) group: usize,
     pub(super) inst: u32,
-    /// Group 0: the first round it fills.
+    /// A source group: the first round it fills.
     pub(super) round: u64,
     pub(super) depth: usize,
 }
 
 /// What a finished task reports.
 pub(super) struct Done {
-    /// Group 0: buffers filled (the rest of the batch goes back unused).
+    /// A source group: buffers filled (the rest of the batch goes back
+    /// unused).
     pub(super) filled: usize,
-    /// Group 0: the source ended the stream.
+    /// A source group: the source ended the stream.
     pub(super) ended: bool,
     pub(super) error: Option<PipelineError>,
 }
@@ -405,14 +406,13 @@ impl State {
                 c.popped += 1;
                 let id = self.ids[rt.ring + at];
                 // A shared stage counts each pipeline's buffers in its lane.
-                let c = match rt.lanes.is_empty() {
-                    true => c,
-                    false => {
-                        let lane = rt.lanes[plan.pipe_of[id as usize] as usize] as usize;
-                        let c = &mut self.groups[plan.lane_at + lane];
-                        c.popped += 1;
-                        c
-                    }
+                let c = if rt.lanes.is_empty() {
+                    c
+                } else {
+                    let lane = rt.lanes[plan.pipe_of[id as usize] as usize] as usize;
+                    let c = &mut self.groups[plan.lane_at + lane];
+                    c.popped += 1;
+                    c
                 };
                 batch.push(Held {
                     index: c.popped - 1,
