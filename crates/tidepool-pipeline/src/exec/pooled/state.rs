@@ -328,6 +328,18 @@ impl State {
         self.ids[rt.ring + at] = id;
     }
 
+    /// The first group `ok` takes, downstream first, the sources last and
+    /// in turn (module doc, "Shared stages").
+    fn scan(&self, plan: &Plan, ok: impl Fn(&Self, usize) -> bool) -> Option<usize> {
+        let found = plan.order.iter().rev().copied().find(|&g| ok(self, g));
+        found.or_else(|| {
+            let n = plan.pipes.len();
+            (0..n)
+                .map(|k| plan.pipes[(self.turn as usize + k) % n].ids.source)
+                .find(|&g| ok(self, g))
+        })
+    }
+
     /// Take a runnable task into `batch`, or `None` to park (see the
     /// module doc, "Blocking and computing workers"). `last` is the group
     /// whose task the caller just finished.
@@ -342,20 +354,6 @@ impl State {
         let spare = self.parked > self.notified;
         let load = self.load(groups, compute);
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], load, compute);
-        // Downstream first, the sources last and in turn.
-        let scan = |s: &Self, ok: &dyn Fn(&Self, usize) -> bool| {
-            let n = plan.pipes.len();
-            plan.order
-                .iter()
-                .rev()
-                .copied()
-                .find(|&g| ok(s, g))
-                .or_else(|| {
-                    (0..n)
-                        .map(|k| plan.pipes[(s.turn as usize + k) % n].ids.source)
-                        .find(|&g| ok(s, g))
-                })
-        };
         let g = match last {
             // A spare worker can take the rest: keep to the same stage,
             // then to stages of the same kind (blocking or computing).
@@ -364,14 +362,14 @@ impl State {
                 if runnable(self, l) {
                     l
                 } else {
-                    scan(self, &|s, g| s.groups[g].blocks == kind && runnable(s, g))?
+                    self.scan(plan, |s, g| s.groups[g].blocks == kind && runnable(s, g))?
                 }
             }
             // No spare: a blocking stage (I/O) still keeps its worker, so
             // that it issues its next call at once; others go downstream
             // first.
             Some(l) if self.groups[l].blocks && runnable(self, l) => l,
-            _ => scan(self, &runnable)?,
+            _ => self.scan(plan, runnable)?,
         };
         let rt = &groups[g];
         let c = &mut self.groups[g];
