@@ -15,8 +15,9 @@ use crate::builder::{
 pub(super) enum Next {
     /// The input ring of this group.
     Group(usize),
-    /// Back to its pipeline's free stack (after the pipeline's last group).
-    Free,
+    /// Back to the free stack of this source group (after its pipeline's
+    /// last group).
+    Free(usize),
     /// Through this fork into its branches.
     Fork(usize),
     /// A shared stage's: on along the buffer's pipeline (its lane's
@@ -120,6 +121,9 @@ pub(super) struct Lane {
     /// the run).
     pub(super) ordered: bool,
 }
+
+/// A successor not yet known (every one is set before the run).
+const UNSET: Next = Next::Free(usize::MAX);
 
 /// No lane: the pipeline does not pass the shared stage.
 pub(super) const NO_LANE: u32 = u32::MAX;
@@ -238,7 +242,7 @@ impl<B> Flattener<B> {
         };
         let l = self.lanes.len();
         self.lanes.push(Lane {
-            next: Next::Free,
+            next: UNSET,
             scope,
             ordered: sh.replicas > 1 && sh.order == Order::Ordered,
         });
@@ -281,7 +285,7 @@ impl<B> Flattener<B> {
                 instances,
                 ordered: instances > 1 && g.order == Order::Ordered,
                 repeat: g.repeat.max(1),
-                next: Next::Free,
+                next: UNSET,
                 scope,
                 extra: None,
                 merge: false,
@@ -314,7 +318,7 @@ impl<B> Flattener<B> {
             self.forks.push(ForkRt {
                 depth,
                 branches: Vec::with_capacity(n),
-                after: Next::Free,
+                after: UNSET,
                 kind: ForkKind::Route {
                     ordered: fork.order == Order::Ordered,
                     notices: 0,
@@ -356,7 +360,7 @@ impl<B> Flattener<B> {
                         instances: 1,
                         ordered: false,
                         repeat: 1,
-                        next: Next::Free,
+                        next: UNSET,
                         scope,
                         extra: Some(Extra::Merge(m)),
                         merge: true,
@@ -425,7 +429,9 @@ pub(super) fn flatten<B>(
         let scope = fl.scopes;
         fl.scopes += 1;
         let groups = std::mem::take(&mut spec.groups);
-        let first = fl.chain(groups, vec![src_name], scope, 0, Next::Free);
+        // The chain's first group is the source's.
+        let free = Next::Free(fl.groups.len());
+        let first = fl.chain(groups, vec![src_name], scope, 0, free);
         visits.push(std::mem::take(&mut fl.visits));
         let base = roots.len() as u32; // validated: the ids fit a u32
         let width = buffers + fl.notices;

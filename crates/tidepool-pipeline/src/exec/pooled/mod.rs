@@ -570,6 +570,7 @@ pub(crate) fn run<B: Send + 'static>(
                         .collect(),
                 },
                 lanes: f.lanes.clone().into_boxed_slice(),
+                next_turn: ((f.pipe + 1) % specs.len()) as u32,
             }
         })
         .collect();

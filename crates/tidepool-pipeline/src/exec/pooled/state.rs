@@ -82,6 +82,9 @@ pub(super) struct GroupRt {
     /// A shared stage: per pipeline its lane (`graph::NO_LANE` where it
     /// does not pass); empty for other groups.
     pub(super) lanes: Box<[u32]>,
+    /// A source group: the pipeline whose source a scan tries first after
+    /// this one's (the next).
+    pub(super) next_turn: u32,
 }
 
 /// A pipeline of the run (see `graph.rs`, [`PipeIds`]).
@@ -333,9 +336,10 @@ impl State {
     fn scan(&self, plan: &Plan, ok: impl Fn(&Self, usize) -> bool) -> Option<usize> {
         let found = plan.order.iter().rev().copied().find(|&g| ok(self, g));
         found.or_else(|| {
-            let n = plan.pipes.len();
-            (0..n)
-                .map(|k| plan.pipes[(self.turn as usize + k) % n].ids.source)
+            let (first, rest) = plan.pipes.split_at(self.turn as usize);
+            rest.iter()
+                .chain(first)
+                .map(|p| p.ids.source)
                 .find(|&g| ok(self, g))
         })
     }
@@ -381,7 +385,7 @@ impl State {
         if rt.source {
             // The free stack's top `repeat` ids, bottom first.
             // The next pipeline's source is tried first next time.
-            self.turn = ((rt.pipes[0] + 1) % plan.pipes.len()) as u32;
+            self.turn = rt.next_turn;
             let c = &mut self.groups[g];
             round = c.popped;
             c.len -= rt.repeat as u32;
@@ -497,16 +501,13 @@ impl State {
         let width = plan.width;
         match next {
             Next::Group(h) => self.push_back(&plan.groups[h], h, id, width),
-            Next::Free => {
-                let src = plan.free_of(id);
-                self.push_back(&plan.groups[src], src, id, width)
-            }
+            Next::Free(src) => self.push_back(&plan.groups[src], src, id, width),
             Next::Fork(_) | Next::Lanes => unreachable!("a fork or lanes are a group's next only"),
             Next::Join(f) => {
                 let fk = &plan.forks[f];
                 if fk.own_notice(id) {
                     // Its branch has had its last-buffer notice.
-                    return self.send(plan, Next::Free, id);
+                    return self.send(plan, Next::Free(plan.free_of(id)), id);
                 }
                 let ForkKind::Route { ordered: true, .. } = fk.kind else {
                     return self.send(plan, fk.after, id);
