@@ -373,7 +373,7 @@ fn make_instances<B: Send + 'static>(
     groups: &[GroupRt],
 ) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
     let err = |g: &GroupRt, stage: &str, step, cause| PipelineError {
-        pipeline: pipes[g.pipes[0]].clone(),
+        pipeline: pipes[g.pipe].clone(),
         stage: stage.to_string(),
         round: None,
         step,
@@ -459,7 +459,7 @@ fn cleanup<B, I: DerefMut<Target = Inst<B>>>(
 ) -> Option<PipelineError> {
     let mut first = None;
     for (insts, rt) in all.iter_mut().zip(groups) {
-        let name = &pipes[rt.pipes[0]];
+        let name = &pipes[rt.pipe];
         for inst in insts.iter_mut() {
             let inst: &mut Inst<B> = inst;
             let off = usize::from(inst.source.is_some());
@@ -563,6 +563,7 @@ pub(crate) fn run<B: Send + 'static>(
                 merge: f.merge,
                 fork: f.fork,
                 source: f.source,
+                pipe: f.pipe,
                 pipes: match f.lanes.is_empty() {
                     true => vec![f.pipe],
                     false => (0..f.lanes.len())
@@ -716,6 +717,7 @@ pub(crate) fn run<B: Send + 'static>(
             limit,
             failed: false,
             turn: 0,
+            open: specs.len() as u32, // run_all's pipelines, far fewer
         })),
         plan: Plan {
             groups,

@@ -76,8 +76,10 @@ pub(super) struct GroupRt {
     pub(super) fork: Option<usize>,
     /// A source group: its input ring is its pipeline's free stack.
     pub(super) source: bool,
-    /// The pipelines it serves (one unless a shared stage), for the report;
-    /// the first names its `init` and `cleanup` failures.
+    /// The pipeline it serves (a shared stage: the first that passes it,
+    /// which names its `init` and `cleanup` failures), and all it serves,
+    /// for the report.
+    pub(super) pipe: usize,
     pub(super) pipes: Vec<usize>,
     /// A shared stage: per pipeline its lane (`graph::NO_LANE` where it
     /// does not pass); empty for other groups.
@@ -214,6 +216,8 @@ pub(super) struct State {
     /// The pipeline whose source a scan tries first: the sources take
     /// turns (module doc, "Shared stages").
     pub(super) turn: u32,
+    /// Pipelines whose stream has not ended yet.
+    pub(super) open: u32,
 }
 
 /// A picked task: an instance of group `group` (its id) and the input
@@ -242,10 +246,11 @@ impl State {
     /// in its free stack.
     pub(super) fn over(&self, plan: &Plan) -> bool {
         self.failed
-            || plan.pipes.iter().all(|p| {
-                let c = &self.groups[p.ids.source];
-                c.total != u64::MAX && c.len as usize == p.ids.roots
-            })
+            || (self.open == 0
+                && plan
+                    .pipes
+                    .iter()
+                    .all(|p| self.groups[p.ids.source].len as usize == p.ids.roots))
     }
 
     /// Tasks running now, and of them the computing ones (the groups
@@ -636,6 +641,7 @@ impl State {
                 // Before the last buffer moves on (the notice's count).
                 let total = self.groups[g].popped;
                 self.set_totals(plan, groups[g].scope, total);
+                self.open -= 1;
             }
         }
         for h in &batch[..done.filled] {

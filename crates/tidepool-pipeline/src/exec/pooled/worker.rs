@@ -98,9 +98,14 @@ impl<B: Send + 'static> Shared<B> {
         &self.plan.pipes[pipe].name
     }
 
-    /// The pipeline of buffer `id`.
-    fn pipe(&self, id: u32) -> usize {
-        self.plan.pipe_of[id as usize] as usize
+    /// The pipeline of buffer `id` in group `rt` (a shared stage serves
+    /// several).
+    fn pipe(&self, rt: &GroupRt, id: u32) -> usize {
+        if rt.lanes.is_empty() {
+            rt.pipe
+        } else {
+            self.plan.pipe_of[id as usize] as usize
+        }
     }
 
     pub(super) fn err(
@@ -183,7 +188,7 @@ impl<B: Send + 'static> Shared<B> {
         if let Some(src) = inst.source.as_mut() {
             first = 1;
             // A source's buffers are its pipeline's.
-            let pipe = self.pipe(batch[0].id);
+            let pipe = rt.pipe;
             let stopper = &self.plan.pipes[pipe].stopper;
             for (i, h) in batch.iter_mut().enumerate() {
                 let r = round + i as u64;
@@ -226,7 +231,7 @@ impl<B: Send + 'static> Shared<B> {
         for (i, stage) in inst.stages.iter_mut().enumerate() {
             let name = &rt.stage_names[first + i];
             for h in batch[..filled].iter() {
-                let pipe = self.pipe(h.id);
+                let pipe = self.pipe(rt, h.id);
                 let r = self.on_buf(&mut one, h.id, |b| {
                     let (round, last, empty) = (b.round, h.last, b.empty);
                     let cx = Context::new(name, self.name(pipe), round, last, empty, inst.replica);
@@ -265,7 +270,7 @@ impl<B: Send + 'static> Shared<B> {
             copies as usize + self.plan.roots[id as usize] as usize * (n - 1) + b - 1
         };
         for h in batch.iter_mut() {
-            let pipe = self.pipe(h.id);
+            let pipe = self.pipe(rt, h.id);
             let mut orig = lock(&self.bufs[h.id as usize]);
             let (round, empty) = (orig.round, orig.empty);
             let fail = |step, cause| Some(self.err(pipe, name, Some(round), step, cause));
