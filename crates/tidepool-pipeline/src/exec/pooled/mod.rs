@@ -253,7 +253,7 @@
 //!
 //! A hand-off moves as few cache lines between cores as it can. The lock
 //! word and the run's scalars (`parked`, `notified`, the spinner count,
-//! `limit`, a failed flag, `turn`) fill one line of their own; a
+//! `limit`, a failed flag, `turn`, the streams still open) fill one line of their own; a
 //! pipeline's rounds filled and stream total are its source group's
 //! `popped` and `total`. Each group's counters (its input ring's head and length,
 //! `popped`, `total`, idle-instance count, reorder position, kind) are 32
