@@ -120,7 +120,10 @@ impl<B> GroupSpec<B> {
 /// A stage that two or more pipelines share (FG 2.0's intersecting
 /// pipelines): one thread serves the buffers of all of them, each going on
 /// along its own pipeline. Clone the handle into each pipeline's builder
-/// with [`Builder::shared`] and run the pipelines with [`crate::run_all`].
+/// with [`Builder::shared`] and run the pipelines with [`crate::run_all`]
+/// (thread per stage, or all [`pooled`](Builder::pooled) alike: then the
+/// pooled workers run its one instance, or its replicas, for every
+/// pipeline).
 pub struct SharedStage<B> {
     pub(crate) inner: Arc<SharedInner<B>>,
 }
@@ -522,8 +525,10 @@ impl<B: Send + 'static> Builder<B> {
     /// worker of its own, as with `pooled_threads(cores + blocking stages)`
     /// set by hand. [`pooled_threads`](Builder::pooled_threads) fixes the
     /// count instead. Forks and broadcasts work as with a thread per stage.
-    /// `build()` refuses what needs a thread per stage: priorities,
-    /// self-sizing stages and shared stages.
+    /// Shared stages work too: pipelines that share one run together with
+    /// [`run_all`](crate::run_all), all pooled, on one set of workers.
+    /// `build()` refuses what needs a thread per stage: priorities and
+    /// self-sizing stages.
     ///
     /// ```
     /// use tidepool_pipeline::{BoxError, Context, Flow, Order, Pipeline};
@@ -696,7 +701,8 @@ pub(crate) fn validate_chain<B>(b: &Builder<B>, in_branch: bool, errors: &mut Ve
     }
 }
 
-/// What pooled mode refuses: each needs a thread per stage.
+/// What pooled mode refuses: each needs a thread per stage (or exceeds the
+/// run's small counters).
 pub(crate) fn validate_pooled<B>(b: &Builder<B>, errors: &mut Vec<String>) {
     let name = &b.name;
     let workers = match &b.workers {
@@ -773,11 +779,14 @@ fn validate_pooled_groups<B>(groups: &[GroupSpec<B>], errors: &mut Vec<String>) 
                 validate_pooled_groups(&br.groups, errors);
             }
         }
-        if g.shared.is_some() {
-            errors.push(format!(
-                "shared stage `{stage}`: a stage shared between pipelines runs thread per \
-                 stage only; drop `pooled`"
-            ));
+        if let Some(sh) = &g.shared {
+            if sh.inner.replicas > usize::from(u16::MAX) {
+                errors.push(format!(
+                    "shared stage `{stage}`: a pooled pipeline runs at most {} replicas of a \
+                     stage",
+                    u16::MAX
+                ));
+            }
         }
     }
 }

@@ -537,3 +537,104 @@ fn loom_pooled_fork_and_broadcast() {
 fn loom_pooled_fork_and_broadcast_three_buffers() {
     pooled_fork(2, 3, 2);
 }
+
+/// Pooled mode with a stage shared by two pipelines (`run_all`), on
+/// `workers` loom workers (`None`: self-sizing): `a` and `b`, each read →
+/// shared `s` (`replicas`, ordered) → its own sink, `rounds` rounds each over `buffers` buffers
+/// each. The shared stage's one input takes both pipelines' buffers; each
+/// pipeline's lane counts its own, reorders its own and passes them on to
+/// its own sink. Checks: each sink sees its pipeline's rounds once and in
+/// order, the shared stage gets each pipeline's last-buffer notice once
+/// (and each sink its own), every buffer is dropped after the run, no
+/// worker sleeps forever, and the protocol's invariant at every release of
+/// the lock.
+fn pooled_shared(rounds: u64, buffers: usize, replicas: usize, workers: Option<usize>) {
+    use crate::{run_all, Context, Flow, Order, Pipeline, SharedStage};
+    use std::sync::Mutex;
+    model(move || {
+        type R = Result<(), crate::BoxError>;
+        let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lasts = Arc::new(Mutex::new(Vec::new()));
+        struct Buf(Arc<std::sync::atomic::AtomicUsize>);
+        impl Drop for Buf {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let l = lasts.clone();
+        let shared = SharedStage::replicated("s", replicas, Order::Ordered, None, move || {
+            let l = l.clone();
+            move |_: &mut Buf, cx: &Context| -> R {
+                if cx.is_last() {
+                    l.lock().unwrap().push(format!("s {}", cx.pipeline()));
+                }
+                Ok(())
+            }
+        });
+        let seen: Vec<Arc<Mutex<Vec<u64>>>> = (0..2).map(|_| Arc::default()).collect();
+        let pipelines = ["a", "b"]
+            .iter()
+            .zip(&seen)
+            .map(|(&name, seen)| {
+                let (live1, l, s) = (live.clone(), lasts.clone(), seen.clone());
+                let p = Pipeline::builder(name)
+                    .buffers(buffers, move || {
+                        live1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Buf(live1.clone())
+                    })
+                    .source("read", move |_: &mut Buf, cx: &Context| {
+                        Ok(if cx.round() + 1 == rounds {
+                            Flow::Last
+                        } else {
+                            Flow::More
+                        })
+                    })
+                    .shared(&shared)
+                    .stage("sink", move |_: &mut Buf, cx: &Context| -> R {
+                        if cx.is_last() {
+                            l.lock().unwrap().push(format!("sink {}", cx.pipeline()));
+                        }
+                        s.lock().unwrap().push(cx.round());
+                        Ok(())
+                    })
+                    .pooled_threads(workers.unwrap_or(1));
+                // `None`: self-sizing, one computing task at a time, a
+                // worker per instance.
+                match workers {
+                    Some(_) => p,
+                    None => p.pooled_compute(1),
+                }
+                .build()
+                .expect("valid")
+            })
+            .collect();
+        let report = run_all(pipelines).expect("no stage fails");
+        for (p, seen) in seen.iter().enumerate() {
+            assert_eq!(report.pipelines[p].rounds, rounds);
+            assert_eq!(*seen.lock().unwrap(), (0..rounds).collect::<Vec<_>>());
+        }
+        let mut l = lasts.lock().unwrap().clone();
+        l.sort_unstable();
+        assert_eq!(l, ["s a", "s b", "sink a", "sink b"]);
+        assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn loom_pooled_shared_stage() {
+    pooled_shared(2, 1, 2, Some(2));
+}
+
+/// Two buffers per pipeline: the shared stage's replicas can finish a
+/// pipeline's buffers out of order, and its lane must put them back.
+#[test]
+fn loom_pooled_shared_stage_two_buffers() {
+    pooled_shared(3, 2, 2, Some(2));
+}
+
+/// Self-sizing: a worker per instance (five: the shared stage's one
+/// instance counted once), the computing limit at one task.
+#[test]
+fn loom_pooled_shared_stage_self_sizing() {
+    pooled_shared(2, 1, 1, None);
+}

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::builder::{validate_chain, validate_pooled, Builder, GroupSpec, Replicas, Spread};
+use crate::builder::{
+    validate_chain, validate_pooled, Builder, GroupSpec, Replicas, Spread, Workers,
+};
 use crate::error::{BuildError, Cause, PipelineError, Step};
 use crate::report::Report;
 use crate::stop::StopHandle;
@@ -137,27 +139,54 @@ fn held_while_waiting<B>(groups: &[GroupSpec<B>]) -> usize {
 }
 
 /// Run several pipelines at once, typically pipelines that share a stage
-/// (FG 2.0's intersecting pipelines): the shared stage's thread serves all
-/// of them. All must have the same buffer type. The first failure in any of
-/// them stops all of them.
-pub fn run_all<B: Send + 'static>(
-    mut pipelines: Vec<Pipeline<B>>,
-) -> Result<Report, PipelineError> {
-    if let Some(p) = pipelines.iter().find(|p| p.spec.workers.is_some()) {
-        if pipelines.len() == 1 {
-            let p = pipelines.pop().expect("one pipeline");
-            let workers = p.spec.workers.clone().expect("pooled");
-            return crate::exec::pooled::run(p.spec, workers);
-        }
+/// (FG 2.0's intersecting pipelines): the shared stage serves all of them.
+/// All must have the same buffer type, and run the same way: all thread
+/// per stage (the shared stage's threads serve every pipeline), or all
+/// pooled with the same workers (one set of pooled workers and one sizing
+/// policy serve every pipeline). The first failure in any of them stops all
+/// of them.
+pub fn run_all<B: Send + 'static>(pipelines: Vec<Pipeline<B>>) -> Result<Report, PipelineError> {
+    let refuse = |p: &Pipeline<B>, why: String| PipelineError {
+        pipeline: p.spec.name.clone(),
+        stage: String::new(),
+        round: None,
+        step: Step::Init,
+        cause: Cause::Failed(why.into()),
+    };
+    let Some(first) = pipelines.first() else {
         return Err(PipelineError {
-            pipeline: p.spec.name.clone(),
+            pipeline: String::new(),
             stage: String::new(),
             round: None,
             step: Step::Init,
-            cause: Cause::Failed(
-                "a pooled pipeline runs alone (Pipeline::run), not with others in run_all".into(),
-            ),
+            cause: Cause::Failed("run_all needs at least one pipeline".into()),
         });
+    };
+    let workers = first.spec.workers.clone();
+    for p in &pipelines[1..] {
+        if p.spec.workers != workers {
+            let how = |p: &Pipeline<B>| match &p.spec.workers {
+                None => "thread per stage".to_string(),
+                Some(Workers::Fixed(n)) => format!("pooled_threads({n})"),
+                Some(Workers::Sized { policy, .. }) => format!("pooled_policy({policy})"),
+            };
+            return Err(refuse(
+                p,
+                format!(
+                    "pipelines run together run the same way: `{}` runs {}, `{}` {}; give \
+                     every pipeline the same `pooled`, `pooled_policy` or `pooled_threads`, \
+                     or none",
+                    first.spec.name,
+                    how(first),
+                    p.spec.name,
+                    how(p)
+                ),
+            ));
+        }
     }
-    crate::exec::threads::run(pipelines.into_iter().map(|p| p.spec).collect())
+    let specs = pipelines.into_iter().map(|p| p.spec).collect();
+    match workers {
+        Some(w) => crate::exec::pooled::run(specs, w),
+        None => crate::exec::threads::run(specs),
+    }
 }

@@ -4,8 +4,8 @@
 //!
 //! Shapes: linear, replicated, unordered with repeat, route fork/join,
 //! self-sizing, broadcast with a route fork nested in a branch, a replicated
-//! shared stage, a single shared stage; and the first three pooled
-//! (`Builder::pooled_threads`, 1 to 4 workers).
+//! shared stage, a single shared stage; and all but the self-sizing one
+//! pooled (`Builder::pooled_threads`, 1 to 4 workers).
 
 mod common;
 
@@ -102,6 +102,10 @@ fn pipelines(
             .source("read", counter(rounds))
     };
     let f2 = f.clone();
+    let mode = |p: Builder<Counted>| match pooled {
+        Some(n) => p.pooled_threads(n),
+        None => p,
+    };
     let p = match shape {
         0 => base("linear")
             .stage("a", w("a", f))
@@ -179,7 +183,7 @@ fn pipelines(
                 .stage("b", w("b", f))
                 .replicated("c", 2, move || w("c", &f2))
                 .order(Order::Unordered);
-            return vec![one.build().unwrap(), two.build().unwrap()];
+            return vec![mode(one).build().unwrap(), mode(two).build().unwrap()];
         }
         _ => {
             let shared = SharedStage::new("f", w("f", f));
@@ -192,21 +196,22 @@ fn pipelines(
                 .source("read2", counter(rounds / 2 + 1))
                 .shared(&shared)
                 .stage("c", w("c", f));
-            return vec![one.build().unwrap(), two.build().unwrap()];
+            return vec![mode(one).build().unwrap(), mode(two).build().unwrap()];
         }
     };
-    let p = match pooled {
-        Some(n) => p.pooled_threads(n),
-        None => p,
-    };
-    vec![p.build().unwrap()]
+    vec![mode(p).build().unwrap()]
 }
 
-/// Case `case`; pooled cases run shapes 0–2 on 1–4 workers.
+/// Case `case`; pooled cases run shapes 0–3 and 5–7 (self-sizing stages
+/// are refused pooled) on 1–4 workers.
 fn check(case: u64, pooled: bool) -> Result<bool, String> {
     let mut rng = Rng(case.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let shape = if pooled { case % 3 } else { case % 8 };
-    let workers = pooled.then(|| 1 + (case / 3 % 4) as usize);
+    let shape = if pooled {
+        [0, 1, 2, 3, 5, 6, 7][(case % 7) as usize]
+    } else {
+        case % 8
+    };
+    let workers = pooled.then(|| 1 + (case / 7 % 4) as usize);
     let rounds = 1 + rng.below(60);
     let buffers = 3 + rng.below(4) as usize;
     let kind = [

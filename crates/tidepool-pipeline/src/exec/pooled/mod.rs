@@ -31,7 +31,8 @@
 //! the source's task before it conveys its last buffer, or a route fork's
 //! count for its branch ("Forks and joins"). The run ends when the stream
 //! has ended and every root (below) is back in the free stack, or at the
-//! first failure.
+//! first failure. Several pipelines run together are one run ("Shared
+//! stages").
 //!
 //! # Forks and joins
 //!
@@ -80,12 +81,76 @@
 //! sizing), and is not a row of the report (as the join is not a stage
 //! thread-per-stage).
 //!
-//! Every ring is `width` wide, the number of roots: a group's input, a
-//! reorder ring and a join's ring never hold two buffers of one root.
+//! Every ring is `width` wide, the number of roots (of every pipeline of
+//! the run): a group's input, a reorder ring and a join's ring never hold
+//! two buffers of one root.
 //! Nothing here waits: the new synchronisation is none, and the protocol
 //! below is unchanged (a completion makes work runnable only under the
 //! lock). The `loom` model `loom_pooled_fork_and_broadcast` runs a route
 //! fork inside a broadcast on two workers.
+//!
+//! # Shared stages
+//!
+//! Pooled pipelines run together ([`crate::run_all`], all with the same
+//! `pooled`, `pooled_policy` or `pooled_threads`; anything else is refused
+//! by name) are one run: one lock, one state, one set of workers, one
+//! sizing policy and one `compute` limit for all of them, as their stage
+//! threads would share the machine. `graph.rs` flattens each pipeline in
+//! turn into the one list of groups. Each pipeline has its own source group,
+//! whose input ring is the pipeline's free stack, its own block of ids (its
+//! buffers, notices and copies; `pipe_of` says whose an id is), and its own
+//! scope, whose total its source's task sets when its stream ends (the
+//! source group's own `total` is it). A buffer leaving its pipeline's last
+//! group goes back to its own pipeline's free stack.
+//!
+//! **One group, a lane per pipeline.** A shared stage is one group, made
+//! where the first pipeline passes it: its instances (the `SharedStage`'s
+//! one instance, taken from it for the run and handed back after cleanup,
+//! or `replicas` made by its maker), its idle stack, its kind, and one
+//! input ring, into which every pipeline that passes it delivers. So it
+//! serves buffers in the order they arrived, whatever their pipeline, at
+//! most `replicas` at once, as its thread(s) serve its one queue. What that
+//! queue and the wiring after it keep per pipeline, the pipeline's *lane*
+//! keeps (a counter entry after the joins', not a task kind): the buffers
+//! of that pipeline taken (their arrival index), its total (set in its
+//! stream's scope, so that the pop that takes a pipeline's last buffer
+//! carries its last-buffer notice: each pipeline's reaches exactly one
+//! instance), for an ordered replicated stage a reorder ring of its own
+//! (each pipeline keeps its order, and pipelines never wait for each
+//! other), and its successor, the rest of that pipeline. A pick from the
+//! shared group counts the buffer in its pipeline's lane; its completion
+//! passes it through the lane's ring to the lane's successor.
+//!
+//! **Order across pipelines.** Priorities stay refused (a shared stage's
+//! too: each is a thread's). The scan "downstream first" goes through the
+//! groups by their distance from their pipeline's last group (a shared
+//! stage by its largest), so every pipeline's downstream groups come before
+//! any pipeline's upstream ones, and through the sources last, taking
+//! turns (`turn`: after a source's pick, the next pipeline's source is
+//! tried first). Without turns, one worker would keep filling the pipeline
+//! scanned first and never serve another whose source is as runnable; with
+//! the sources last every buffer already in flight drains first. One
+//! pipeline's order is unchanged (its source was group 0).
+//!
+//! **End, failure and stop.** The run is over when every pipeline's stream
+//! has ended and all its roots are back in its free stack, or at the first
+//! failure in any pipeline: every worker returns and the run returns that
+//! failure, named by the pipeline of the buffer it failed on, as "the first
+//! failure in any of them stops all of them" thread per stage. A stop or a
+//! deadline is one pipeline's (its source's task asks its own `Stopper`):
+//! it ends that pipeline's stream as `Flow::End` would, the others run to
+//! their own end, and the report says which stopped.
+//!
+//! **Synchronisation: none new.** All of this is decided under the run's
+//! lock, in the critical sections that pick and complete tasks for one
+//! pipeline: a shared group's input is a group's input, a lane's ring a
+//! group's reorder ring, `turn` a scalar beside `limit`, and `over` reads
+//! the source groups' counters. `runnable` is unchanged (a shared group
+//! runs with an idle instance and a buffer in its ring), so the protocol
+//! and its invariant below hold as they are. The `loom` models
+//! `loom_pooled_shared_stage*` run two pipelines through one shared stage:
+//! replicated and ordered on two workers, and on one instance with the
+//! workers self-sizing.
 //!
 //! # Scheduling
 //!
@@ -187,12 +252,13 @@
 //! # Layout
 //!
 //! A hand-off moves as few cache lines between cores as it can. The lock
-//! word and the run's scalars (`total`, `parked`, `notified`, the spinner
-//! count, `limit`, a failed flag) fill one line of their own; the rounds
-//! filled are group 0's `popped`. Each group's counters (its input ring's head and length,
+//! word and the run's scalars (`parked`, `notified`, the spinner count,
+//! `limit`, a failed flag, `turn`, the streams still open) fill one line of their own; a
+//! pipeline's rounds filled and stream total are its source group's
+//! `popped` and `total`. Each group's counters (its input ring's head and length,
 //! `popped`, `total`, idle-instance count, reorder position, kind) are 32
 //! bytes, two groups to a line (a join's release position takes an entry
-//! after the groups'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
+//! after the groups', a shared stage's lane one after the joins'). The report's item counts are the groups' `popped`. The queues carry small ids, not buffers or
 //! instances: every group's input ring, idle-instance stack and reorder
 //! ring, and the free stack, are regions of one packed id array. So a pick
 //! or a completion writes a few bytes on three or four lines, and scanning
@@ -283,7 +349,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::builder::{Builder, Workers};
+use crate::builder::{Builder, SharedInner, Workers};
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::report::{DepthSeries, PipelineReport, Report, StageReport};
 use crate::running::Blocking;
@@ -293,30 +359,32 @@ use crate::sys::SchedClass;
 
 use graph::{Flat, ForkKind};
 use sizing::Sizer;
-use state::{Buf, Counters, GroupRt, Inst, Packed, Plan, State, NONE};
+use state::{Buf, Counters, GroupRt, Inst, LaneRt, Packed, PipeRt, Plan, State, NONE};
 use tidepool::policy::Trigger;
 use worker::{Cold, Shared};
-/// Make and `init` every group's instances (the source goes to group 0's,
-/// a fork's or gather's extra code to the group's one instance).
+/// Make and `init` every group's instances (each source goes to its
+/// pipeline's source group, a fork's or gather's extra code to the group's
+/// one instance, a single shared stage's instance is taken from it for the
+/// run).
 fn make_instances<B: Send + 'static>(
-    name: &str,
-    source: Option<Box<dyn crate::stage::Source<B>>>,
+    pipes: &[String],
+    sources: Vec<Box<dyn crate::stage::Source<B>>>,
     flat: &mut [Flat<B>],
     groups: &[GroupRt],
 ) -> (Vec<Vec<Inst<B>>>, Option<PipelineError>) {
-    let err = |stage: &str, step, cause| PipelineError {
-        pipeline: name.to_string(),
+    let err = |g: &GroupRt, stage: &str, step, cause| PipelineError {
+        pipeline: pipes[g.pipe].clone(),
         stage: stage.to_string(),
         round: None,
         step,
         cause,
     };
-    let mut source = source;
+    let mut sources: Vec<_> = sources.into_iter().map(Some).collect();
     let mut all = Vec::with_capacity(groups.len());
-    for (g, (gs, rt)) in flat.iter_mut().zip(groups).enumerate() {
+    for (gs, rt) in flat.iter_mut().zip(groups) {
         let mut insts = Vec::with_capacity(rt.instances);
         for replica in 0..rt.instances {
-            let mut stages = Vec::with_capacity(gs.stages.len());
+            let mut stages = Vec::with_capacity(gs.stages.len().max(1));
             for s in &gs.stages {
                 let made = catch_unwind(AssertUnwindSafe(|| {
                     (s.make.lock().unwrap_or_else(|p| p.into_inner()))()
@@ -326,12 +394,28 @@ fn make_instances<B: Send + 'static>(
                     Err(p) => {
                         all.push(insts);
                         let c = Cause::Panicked(panic_message(&*p));
-                        return (all, Some(err(&s.name, Step::Init, c)));
+                        return (all, Some(err(rt, &s.name, Step::Init, c)));
+                    }
+                }
+            }
+            if let Some(sh) = gs.shared.as_ref().filter(|sh| sh.make.is_none()) {
+                match sh.stage.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    Some(st) => stages.push(st),
+                    None => {
+                        all.push(insts);
+                        let c = Cause::Failed(
+                            "the shared stage is running in another run at the same time".into(),
+                        );
+                        return (all, Some(err(rt, &sh.name, Step::Init, c)));
                     }
                 }
             }
             insts.push(Inst {
-                source: if g == 0 { source.take() } else { None },
+                source: if rt.source {
+                    sources[gs.pipe].take()
+                } else {
+                    None
+                },
                 stages,
                 extra: gs.extra.take(),
                 replica,
@@ -349,13 +433,13 @@ fn make_instances<B: Send + 'static>(
             if let Some(src) = inst.source.as_mut() {
                 let n = names.next().expect("the source's name");
                 if let Err(c) = guarded(|| src.init()) {
-                    return (all, Some(err(n, Step::Init, c)));
+                    return (all, Some(err(rt, n, Step::Init, c)));
                 }
                 inst.inited += 1;
             }
             for (st, n) in inst.stages.iter_mut().zip(names) {
                 if let Err(c) = guarded(|| st.init()) {
-                    return (all, Some(err(n, Step::Init, c)));
+                    return (all, Some(err(rt, n, Step::Init, c)));
                 }
                 inst.inited += 1;
             }
@@ -365,14 +449,17 @@ fn make_instances<B: Send + 'static>(
 }
 
 /// `cleanup` every instance whose `init` ran (its stages in order, then
-/// the source, as a stage thread does); returns the first failure.
+/// the source, as a stage thread does); returns the first failure. A
+/// single shared stage's instance goes back to it for its next run.
 fn cleanup<B, I: DerefMut<Target = Inst<B>>>(
-    name: &str,
+    pipes: &[String],
     all: &mut [Vec<I>],
     groups: &[GroupRt],
+    handback: &[(usize, Arc<SharedInner<B>>)],
 ) -> Option<PipelineError> {
     let mut first = None;
     for (insts, rt) in all.iter_mut().zip(groups) {
+        let name = &pipes[rt.pipe];
         for inst in insts.iter_mut() {
             let inst: &mut Inst<B> = inst;
             let off = usize::from(inst.source.is_some());
@@ -401,6 +488,11 @@ fn cleanup<B, I: DerefMut<Target = Inst<B>>>(
             }
         }
     }
+    for (g, sh) in handback {
+        if let Some(st) = all.get_mut(*g).and_then(|i| i.first_mut()?.stages.pop()) {
+            *sh.stage.lock().unwrap_or_else(|p| p.into_inner()) = Some(st);
+        }
+    }
     first
 }
 
@@ -420,17 +512,31 @@ fn spawn(
     }
 }
 
-/// Run a checked pooled pipeline on its workers (the calling thread is one
-/// of them).
+/// Run checked pooled pipelines together on one set of workers (the
+/// calling thread is one of them).
 pub(crate) fn run<B: Send + 'static>(
-    mut spec: Builder<B>,
+    mut specs: Vec<Builder<B>>,
     workers: Workers,
 ) -> Result<Report, PipelineError> {
     let start = Instant::now();
-    let name = spec.name.clone();
-    let (count, mut make) = spec.buffers.take().expect("validated");
-    let (src_name, source) = spec.source.take().expect("validated");
-    let mut flat = graph::flatten(&mut spec, src_name, count);
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let (mut flat, sources) = graph::flatten(&mut specs);
+    if flat.roots.len() >= u32::MAX as usize {
+        return Err(PipelineError {
+            pipeline: names[0].clone(),
+            stage: String::new(),
+            round: None,
+            step: Step::Init,
+            cause: Cause::Failed(
+                format!(
+                    "pooled pipelines run together take fewer than {} buffers in all (counting \
+                     each broadcast's copies: buffers × branches)",
+                    u32::MAX
+                )
+                .into(),
+            ),
+        });
+    }
     let width = flat.width;
     // The id regions: per group its input ring, idle stack and reorder
     // ring, per fork its join's region, then every id's positions.
@@ -456,8 +562,24 @@ pub(crate) fn run<B: Send + 'static>(
                 scope: f.scope,
                 merge: f.merge,
                 fork: f.fork,
+                source: f.source,
+                pipe: f.pipe,
+                pipes: match f.lanes.is_empty() {
+                    true => vec![f.pipe],
+                    false => (0..f.lanes.len())
+                        .filter(|&p| f.lanes[p] != graph::NO_LANE)
+                        .collect(),
+                },
+                lanes: f.lanes.clone().into_boxed_slice(),
+                next_turn: ((f.pipe + 1) % specs.len()) as u32,
             }
         })
+        .collect();
+    let handback: Vec<(usize, Arc<SharedInner<B>>)> = flat
+        .groups
+        .iter()
+        .enumerate()
+        .filter_map(|(g, f)| Some((g, f.shared.clone().filter(|sh| sh.make.is_none())?)))
         .collect();
     let mut gathers = Vec::new();
     for fk in &mut flat.forks {
@@ -471,6 +593,17 @@ pub(crate) fn run<B: Send + 'static>(
             }
         };
     }
+    // Each ordered lane's reorder ring.
+    let lanes: Vec<LaneRt> = std::mem::take(&mut flat.lanes)
+        .into_iter()
+        .map(|lane| {
+            let reorder = at;
+            if lane.ordered {
+                at += width;
+            }
+            LaneRt { lane, reorder }
+        })
+        .collect();
     let seqs = at;
     let ids_total = flat.roots.len();
     at += ids_total * flat.depths;
@@ -509,30 +642,35 @@ pub(crate) fn run<B: Send + 'static>(
         limit = l as u16; // at most `workers`, below u16::MAX
         sz
     });
-    let (mut insts, error) = make_instances(&name, Some(source), &mut flat.groups, &groups);
+    let (mut insts, error) = make_instances(&names, sources, &mut flat.groups, &groups);
     if let Some(e) = error {
         let mut refs: Vec<Vec<&mut Inst<B>>> =
             insts.iter_mut().map(|g| g.iter_mut().collect()).collect();
-        cleanup(&name, &mut refs, &groups);
+        cleanup(&names, &mut refs, &groups, &handback);
         return Err(e);
     }
-    let bufs = (0..ids_total)
-        .map(|_| {
+    // Each pipeline's buffers, notices and copies, made by its maker.
+    let mut bufs = Vec::with_capacity(ids_total);
+    for (p, spec) in specs.iter_mut().enumerate() {
+        let (_, make) = spec.buffers.as_mut().expect("validated");
+        let ids = flat.pipe_of.iter().filter(|&&q| q as usize == p).count();
+        bufs.extend((0..ids).map(|_| {
             Mutex::new(Buf {
                 buf: make(),
                 round: 0,
                 empty: false,
             })
-        })
-        .collect();
+        }));
+    }
     let mut ids = Packed::new(at, NONE);
     for &g in &gathers {
         for k in 0..width {
             ids[g + k] = 0; // no branch has brought the round yet
         }
     }
+    let lane_at = groups.len() + flat.forks.len();
     let mut counters = Packed::new(
-        groups.len() + flat.forks.len(),
+        lane_at + lanes.len(),
         Counters {
             total: u64::MAX,
             ..Counters::default()
@@ -551,14 +689,26 @@ pub(crate) fn run<B: Send + 'static>(
             ..Counters::default()
         };
     }
-    // Every buffer starts in the free stack (group 0's ring).
-    for i in 0..count {
-        ids[groups[0].ring + i] = i as u32;
+    // Every buffer starts in its pipeline's free stack (its source group's
+    // ring).
+    for p in &flat.pipes {
+        for i in 0..p.buffers {
+            ids[groups[p.source].ring + i] = p.base + i as u32;
+        }
+        counters[p.source].len = p.buffers as u32;
     }
-    counters[0].len = count as u32;
+    let pipes = flat
+        .pipes
+        .into_iter()
+        .zip(&specs)
+        .map(|(ids, spec)| PipeRt {
+            name: spec.name.clone(),
+            ids,
+            stopper: Stopper::new(spec.stop.clone(), spec.deadline),
+        })
+        .collect();
     let shared = Arc::new(Shared {
         state: CachePadded::new(Mutex::new(State {
-            total: u64::MAX,
             groups: counters,
             ids,
             parked: 0,
@@ -566,8 +716,9 @@ pub(crate) fn run<B: Send + 'static>(
             spinning: 0,
             limit,
             failed: false,
+            turn: 0,
+            open: specs.len() as u32, // run_all's pipelines, far fewer
         })),
-        name: name.clone(),
         plan: Plan {
             groups,
             forks: flat.forks,
@@ -575,10 +726,15 @@ pub(crate) fn run<B: Send + 'static>(
             roots: flat.roots,
             depths: flat.depths,
             seqs,
+            pipes,
+            pipe_of: flat.pipe_of.into_boxed_slice(),
+            lanes,
+            lane_at,
+            order: flat.order,
         },
         cv: Condvar::new(),
         start,
-        bufs,
+        bufs: bufs.into_boxed_slice(),
         insts: insts
             .into_iter()
             .map(|g| g.into_iter().map(Mutex::new).collect())
@@ -588,7 +744,6 @@ pub(crate) fn run<B: Send + 'static>(
             idle: Duration::ZERO,
             cpu: Some(Duration::ZERO),
         }),
-        stopper: Stopper::new(spec.stop.clone(), spec.deadline),
         epoch: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         spin: !cfg!(loom) && workers <= tidepool::sys::cores(),
         compute,
@@ -599,6 +754,7 @@ pub(crate) fn run<B: Send + 'static>(
         meters: (0..workers).map(|_| CachePadded::default()).collect(),
         classes: cfg!(loom) || matches!(crate::sys::sched_class(), Ok(Some(SchedClass::Other))),
     });
+    let name = &names[0];
     let mut handles = Vec::with_capacity(workers.saturating_sub(1));
     for i in 1..workers {
         let sh = shared.clone();
@@ -609,7 +765,7 @@ pub(crate) fn run<B: Send + 'static>(
             Ok(h) => handles.push(h),
             Err(e) => {
                 let mut s = lock(&shared.state);
-                shared.fail(&mut s, crate::error::spawn_error(&name, "pooled worker", e));
+                shared.fail(&mut s, crate::error::spawn_error(name, "pooled worker", e));
                 drop(s);
                 shared.cv.notify_all();
                 break;
@@ -624,7 +780,8 @@ pub(crate) fn run<B: Send + 'static>(
     for h in handles {
         if h.join().is_err() {
             let e = shared.err(
-                &name,
+                0,
+                name,
                 None,
                 Step::Process,
                 Cause::Panicked("internal: a pooled worker panicked".into()),
@@ -640,7 +797,7 @@ pub(crate) fn run<B: Send + 'static>(
         .iter()
         .map(|g| g.iter().map(lock).collect())
         .collect();
-    let cleanup_error = cleanup(&name, &mut retired, &shared.plan.groups);
+    let cleanup_error = cleanup(&names, &mut retired, &shared.plan.groups, &handback);
     let mut cold = lock(&shared.cold);
     if let Some(e) = cold.error.take().or(cleanup_error) {
         return Err(e);
@@ -666,7 +823,7 @@ pub(crate) fn run<B: Send + 'static>(
             depth.sort_by(|a, b| a.0.total_cmp(&b.0));
             StageReport {
                 name: rt.name.clone(),
-                pipelines: vec![name.clone()],
+                pipelines: rt.pipes.iter().map(|&p| names[p].clone()).collect(),
                 threads: rt.instances,
                 // Every buffer taken was conveyed: the run is over.
                 items: s.groups[g].popped,
@@ -691,14 +848,20 @@ pub(crate) fn run<B: Send + 'static>(
             .map(|c| format!(" and used {:.1} ms of CPU", ms(c)))
             .unwrap_or_default()
     );
+    let pipelines = shared
+        .plan
+        .pipes
+        .iter()
+        .map(|p| PipelineReport {
+            name: p.name.clone(),
+            rounds: s.groups[p.ids.source].popped,
+            buffers: p.ids.buffers,
+            stopped: p.stopper.stopped(),
+        })
+        .collect();
     Ok(Report {
         elapsed,
-        pipelines: vec![PipelineReport {
-            name,
-            rounds: s.groups[0].popped,
-            buffers: count,
-            stopped: shared.stopper.stopped(),
-        }],
+        pipelines,
         stages,
         notes: vec![note],
         cores: tidepool::sys::cores(),

@@ -10,7 +10,8 @@ use crate::report::DepthSeries;
 use crate::running::Blocking;
 use crate::stage::{Source, Stage};
 
-use super::graph::{Extra, ForkKind, ForkRt, Next};
+use super::graph::{Extra, ForkKind, ForkRt, Lane, Next, PipeIds};
+use crate::stop::Stopper;
 
 /// A buffer and what the framework knows about it (a slab entry).
 pub(super) struct Buf<B> {
@@ -53,13 +54,13 @@ pub(super) struct Inst<B> {
 /// its id regions are in [`State::ids`].
 pub(super) struct GroupRt {
     pub(super) name: String,
-    /// The group's stage names, the source's first in group 0.
+    /// The group's stage names, the source's first in a source group.
     pub(super) stage_names: Vec<String>,
     pub(super) repeat: usize,
     /// Replicated and ordered: outputs go through the reorder ring.
     pub(super) ordered: bool,
     pub(super) instances: usize,
-    /// The input ring (`width` ids; group 0's is the free stack).
+    /// The input ring (`width` ids; a source group's is the free stack).
     pub(super) ring: usize,
     /// The idle-instance stack (`instances` ids).
     pub(super) idle: usize,
@@ -73,6 +74,35 @@ pub(super) struct GroupRt {
     pub(super) merge: bool,
     /// The fork after the group, or the broadcast whose merge it runs.
     pub(super) fork: Option<usize>,
+    /// A source group: its input ring is its pipeline's free stack.
+    pub(super) source: bool,
+    /// The pipeline it serves (a shared stage: the first that passes it,
+    /// which names its `init` and `cleanup` failures), and all it serves,
+    /// for the report.
+    pub(super) pipe: usize,
+    pub(super) pipes: Vec<usize>,
+    /// A shared stage: per pipeline its lane (`graph::NO_LANE` where it
+    /// does not pass); empty for other groups.
+    pub(super) lanes: Box<[u32]>,
+    /// A source group: the pipeline whose source a scan tries first after
+    /// this one's (the next).
+    pub(super) next_turn: u32,
+}
+
+/// A pipeline of the run (see `graph.rs`, [`PipeIds`]).
+pub(super) struct PipeRt {
+    pub(super) name: String,
+    pub(super) ids: PipeIds,
+    /// Asked by its source's task before each fill.
+    pub(super) stopper: Stopper,
+}
+
+/// A lane of a shared stage at run time: its counters are
+/// `State::groups[lane_at + lane]`.
+pub(super) struct LaneRt {
+    pub(super) lane: Lane,
+    /// Its reorder ring (`width` ids) if ordered.
+    pub(super) reorder: usize,
 }
 
 /// What does not change during the run: the groups and forks, and the id
@@ -88,6 +118,24 @@ pub(super) struct Plan {
     pub(super) depths: usize,
     /// The id array's region of positions: `depths` per id.
     pub(super) seqs: usize,
+    pub(super) pipes: Vec<PipeRt>,
+    /// Every id's pipeline.
+    pub(super) pipe_of: Box<[u32]>,
+    /// The shared stages' lanes; their counters follow the groups' and the
+    /// joins' (from `lane_at`).
+    pub(super) lanes: Vec<LaneRt>,
+    pub(super) lane_at: usize,
+    /// The groups but the sources, upstream first (every scan "downstream
+    /// first" goes backwards through it, then through the sources, in
+    /// turn).
+    pub(super) order: Vec<usize>,
+}
+
+impl Plan {
+    /// The source group of `id`'s pipeline (whose input is its free stack).
+    fn free_of(&self, id: u32) -> usize {
+        self.pipes[self.pipe_of[id as usize] as usize].ids.source
+    }
 }
 
 /// An empty reorder slot.
@@ -97,15 +145,17 @@ pub(super) const NONE: u32 = u32::MAX;
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub(super) struct Counters {
-    /// The input ring's first id and length (group 0: the free stack's
-    /// length; its head stays 0).
+    /// The input ring's first id and length (a source group: the free
+    /// stack's length; its head stays 0).
     pub(super) head: u32,
     pub(super) len: u32,
     /// Buffers taken from the input so far: the next one's arrival index
-    /// (group 0: the rounds filled, so the round it fills next).
+    /// (a source group: the rounds filled, so the round it fills next; a
+    /// shared stage: of every pipeline, its lanes count each one's).
     pub(super) popped: u64,
     /// How many buffers will reach the input, once known (else
-    /// `u64::MAX`): the notice goes with the pop that takes the last.
+    /// `u64::MAX`): the notice goes with the pop that takes the last (a
+    /// source group: the stream's round count once it has ended).
     pub(super) total: u64,
     /// An ordered group's (or a join's) next reorder slot to release.
     pub(super) out: u32,
@@ -146,10 +196,8 @@ impl<T, const N: usize> IndexMut<usize> for Packed<T, N> {
 /// (module doc, "Layout"); 56 bytes, so that with the lock it fills one
 /// line.
 pub(super) struct State {
-    /// The stream's round count once the source has ended it, else
-    /// `u64::MAX`.
-    pub(super) total: u64,
-    /// Per group, then per fork (its join's release position).
+    /// Per group, then per fork (its join's release position), then per
+    /// lane of a shared stage.
     pub(super) groups: Packed<Counters, 2>,
     /// Every queue's ids: per group its input ring, idle stack and reorder
     /// ring (`GroupRt` says where), per fork its join's region, and each
@@ -165,6 +213,11 @@ pub(super) struct State {
     pub(super) limit: u16,
     /// A task failed or a worker panicked (the error is in [`Cold`]).
     pub(super) failed: bool,
+    /// The pipeline whose source a scan tries first: the sources take
+    /// turns (module doc, "Shared stages").
+    pub(super) turn: u32,
+    /// Pipelines whose stream has not ended yet.
+    pub(super) open: u32,
 }
 
 /// A picked task: an instance of group `group` (its id) and the input
@@ -172,26 +225,32 @@ pub(super) struct State {
 pub(super) struct Pick {
     pub(super) group: usize,
     pub(super) inst: u32,
-    /// Group 0: the first round it fills.
+    /// A source group: the first round it fills.
     pub(super) round: u64,
     pub(super) depth: usize,
 }
 
 /// What a finished task reports.
 pub(super) struct Done {
-    /// Group 0: buffers filled (the rest of the batch goes back unused).
+    /// A source group: buffers filled (the rest of the batch goes back
+    /// unused).
     pub(super) filled: usize,
-    /// Group 0: the source ended the stream.
+    /// A source group: the source ended the stream.
     pub(super) ended: bool,
     pub(super) error: Option<PipelineError>,
 }
 
 impl State {
-    /// The run is over: failed, or the stream ended and every root (the
-    /// buffers, and the notices dropped at their joins) is back in the free
-    /// stack.
+    /// The run is over: failed, or every pipeline's stream ended and every
+    /// root (its buffers, and the notices dropped at their joins) is back
+    /// in its free stack.
     pub(super) fn over(&self, plan: &Plan) -> bool {
-        self.failed || (self.total != u64::MAX && self.groups[0].len as usize == plan.width)
+        self.failed
+            || (self.open == 0
+                && plan
+                    .pipes
+                    .iter()
+                    .all(|p| self.groups[p.ids.source].len as usize == p.ids.roots))
     }
 
     /// Tasks running now, and of them the computing ones (the groups
@@ -227,8 +286,8 @@ impl State {
             return false;
         }
         let len = u64::from(s.len);
-        if g == 0 {
-            return self.total == u64::MAX && len >= rt.repeat as u64;
+        if rt.source {
+            return s.total == u64::MAX && len >= rt.repeat as u64;
         }
         len >= rt.repeat as u64 || (len > 0 && s.total == s.popped + len)
     }
@@ -265,8 +324,8 @@ impl State {
     }
 
     /// Append `id` to group `g`'s input ring (`width` wide: it never holds
-    /// more than the roots). Group 0's ring is the free stack: its head
-    /// stays 0, so this pushes on top of it.
+    /// more than the roots). A source group's ring is the free stack: its
+    /// head stays 0, so this pushes on top of it.
     pub(super) fn push_back(&mut self, rt: &GroupRt, g: usize, id: u32, width: usize) {
         let c = &mut self.groups[g];
         let mut at = c.head as usize + c.len as usize;
@@ -277,17 +336,30 @@ impl State {
         self.ids[rt.ring + at] = id;
     }
 
+    /// The first group `ok` takes, downstream first, the sources last and
+    /// in turn (module doc, "Shared stages").
+    fn scan(&self, plan: &Plan, ok: impl Fn(&Self, usize) -> bool) -> Option<usize> {
+        let found = plan.order.iter().rev().copied().find(|&g| ok(self, g));
+        found.or_else(|| {
+            let (first, rest) = plan.pipes.split_at(self.turn as usize);
+            rest.iter()
+                .chain(first)
+                .map(|p| p.ids.source)
+                .find(|&g| ok(self, g))
+        })
+    }
+
     /// Take a runnable task into `batch`, or `None` to park (see the
     /// module doc, "Blocking and computing workers"). `last` is the group
     /// whose task the caller just finished.
     pub(super) fn pick(
         &mut self,
-        groups: &[GroupRt],
+        plan: &Plan,
         last: Option<usize>,
         batch: &mut Vec<Held>,
-        width: usize,
         compute: usize,
     ) -> Option<Pick> {
+        let (groups, width) = (&plan.groups, plan.width);
         let spare = self.parked > self.notified;
         let load = self.load(groups, compute);
         let runnable = |s: &Self, g: usize| s.runnable(g, &groups[g], load, compute);
@@ -299,16 +371,14 @@ impl State {
                 if runnable(self, l) {
                     l
                 } else {
-                    (0..groups.len())
-                        .rev()
-                        .find(|&g| self.groups[g].blocks == kind && runnable(self, g))?
+                    self.scan(plan, |s, g| s.groups[g].blocks == kind && runnable(s, g))?
                 }
             }
             // No spare: a blocking stage (I/O) still keeps its worker, so
             // that it issues its next call at once; others go downstream
             // first.
             Some(l) if self.groups[l].blocks && runnable(self, l) => l,
-            _ => (0..groups.len()).rev().find(|&g| runnable(self, g))?,
+            _ => self.scan(plan, runnable)?,
         };
         let rt = &groups[g];
         let c = &mut self.groups[g];
@@ -316,9 +386,13 @@ impl State {
         let inst = self.ids[rt.idle + c.idle as usize];
         batch.clear();
         let depth;
-        if g == 0 {
+        let mut round = 0;
+        if rt.source {
             // The free stack's top `repeat` ids, bottom first.
-            let c = &mut self.groups[0];
+            // The next pipeline's source is tried first next time.
+            self.turn = rt.next_turn;
+            let c = &mut self.groups[g];
+            round = c.popped;
             c.len -= rt.repeat as u32;
             let at = rt.ring + c.len as usize;
             depth = c.len as usize;
@@ -336,14 +410,22 @@ impl State {
                 let at = c.head as usize;
                 c.head = if at + 1 == width { 0 } else { at as u32 + 1 };
                 c.len -= 1;
-                let index = c.popped;
                 c.popped += 1;
-                let last = c.total == c.popped;
+                let id = self.ids[rt.ring + at];
+                // A shared stage counts each pipeline's buffers in its lane.
+                let c = if rt.lanes.is_empty() {
+                    c
+                } else {
+                    let lane = rt.lanes[plan.pipe_of[id as usize] as usize] as usize;
+                    let c = &mut self.groups[plan.lane_at + lane];
+                    c.popped += 1;
+                    c
+                };
                 batch.push(Held {
-                    index,
-                    id: self.ids[rt.ring + at],
+                    index: c.popped - 1,
+                    id,
                     branch: 0,
-                    last,
+                    last: c.total == c.popped,
                 });
             }
             depth = self.groups[g].len as usize;
@@ -351,7 +433,7 @@ impl State {
         Some(Pick {
             group: g,
             inst,
-            round: self.groups[0].popped,
+            round,
             depth,
         })
     }
@@ -362,11 +444,17 @@ impl State {
         self.ids[plan.seqs + id as usize * plan.depths + d] as usize
     }
 
-    /// Give every group of scope `scope` its total.
+    /// Give every group (and shared stage's lane) of scope `scope` its
+    /// total.
     fn set_totals(&mut self, plan: &Plan, scope: usize, total: u64) {
         for (g, rt) in plan.groups.iter().enumerate() {
             if rt.scope == scope {
                 self.groups[g].total = total;
+            }
+        }
+        for (l, lane) in plan.lanes.iter().enumerate() {
+            if lane.lane.scope == scope {
+                self.groups[plan.lane_at + l].total = total;
             }
         }
     }
@@ -375,26 +463,41 @@ impl State {
     /// ring if it keeps an order, then to its `next`.
     pub(super) fn convey(&mut self, plan: &Plan, g: usize, h: Held) {
         let rt = &plan.groups[g];
-        let width = plan.width;
         if rt.ordered {
-            let slot = rt.reorder + (h.index % width as u64) as usize;
-            debug_assert!(self.ids[slot] == NONE, "reorder window overrun");
-            self.ids[slot] = h.id;
-            loop {
-                let out = self.groups[g].out as usize;
-                let slot = rt.reorder + out;
-                let id = self.ids[slot];
-                if id == NONE {
-                    break;
-                }
-                self.ids[slot] = NONE;
-                self.groups[g].out = if out + 1 == width { 0 } else { out as u32 + 1 };
-                self.send(plan, rt.next, id);
-            }
+            self.reorder(plan, rt.reorder, g, h, rt.next);
         } else if let Next::Fork(f) = rt.next {
             self.fork(plan, f, h);
+        } else if let Next::Lanes = rt.next {
+            // A shared stage: on along the buffer's own pipeline.
+            let l = rt.lanes[plan.pipe_of[h.id as usize] as usize] as usize;
+            let lane = &plan.lanes[l];
+            if lane.lane.ordered {
+                self.reorder(plan, lane.reorder, plan.lane_at + l, h, lane.lane.next);
+            } else {
+                self.send(plan, lane.lane.next, h.id);
+            }
         } else {
             self.send(plan, rt.next, h.id);
+        }
+    }
+
+    /// Put `h` into the reorder ring at `region` (its release position in
+    /// counter `at`), and send what is now in order on to `next`.
+    fn reorder(&mut self, plan: &Plan, region: usize, at: usize, h: Held, next: Next) {
+        let width = plan.width;
+        let slot = region + (h.index % width as u64) as usize;
+        debug_assert!(self.ids[slot] == NONE, "reorder window overrun");
+        self.ids[slot] = h.id;
+        loop {
+            let out = self.groups[at].out as usize;
+            let slot = region + out;
+            let id = self.ids[slot];
+            if id == NONE {
+                break;
+            }
+            self.ids[slot] = NONE;
+            self.groups[at].out = if out + 1 == width { 0 } else { out as u32 + 1 };
+            self.send(plan, next, id);
         }
     }
 
@@ -403,13 +506,13 @@ impl State {
         let width = plan.width;
         match next {
             Next::Group(h) => self.push_back(&plan.groups[h], h, id, width),
-            Next::Free => self.push_back(&plan.groups[0], 0, id, width),
-            Next::Fork(_) => unreachable!("a fork is its group's next only"),
+            Next::Free(src) => self.push_back(&plan.groups[src], src, id, width),
+            Next::Fork(_) | Next::Lanes => unreachable!("a fork or lanes are a group's next only"),
             Next::Join(f) => {
                 let fk = &plan.forks[f];
                 if fk.own_notice(id) {
                     // Its branch has had its last-buffer notice.
-                    return self.push_back(&plan.groups[0], 0, id, width);
+                    return self.send(plan, Next::Free(plan.free_of(id)), id);
                 }
                 let ForkKind::Route { ordered: true, .. } = fk.kind else {
                     return self.send(plan, fk.after, id);
@@ -528,16 +631,17 @@ impl State {
             // The batch's buffers stay in the slab, unused.
             return done.error;
         }
-        if g == 0 {
+        if groups[g].source {
             // Unfilled buffers (the stream ended first) go back unused.
             for h in &batch[done.filled..] {
-                self.push_back(&groups[0], 0, h.id, width);
+                self.push_back(&groups[g], g, h.id, width);
             }
-            self.groups[0].popped += done.filled as u64;
+            self.groups[g].popped += done.filled as u64;
             if done.ended {
                 // Before the last buffer moves on (the notice's count).
-                self.total = self.groups[0].popped;
-                self.set_totals(plan, 0, self.total);
+                let total = self.groups[g].popped;
+                self.set_totals(plan, groups[g].scope, total);
+                self.open -= 1;
             }
         }
         for h in &batch[..done.filled] {

@@ -9,7 +9,6 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::{guarded, panic_message, Cause, PipelineError, Step};
 use crate::stage::{Context, Flow};
-use crate::stop::Stopper;
 use crate::sync::{lock, Condvar, Mutex, MutexGuard};
 use crate::sys::SchedClass;
 
@@ -30,7 +29,6 @@ pub(super) struct Cold {
 pub(super) struct Shared<B> {
     /// The lock and the run's scalars, on lines of their own.
     pub(super) state: CachePadded<Mutex<State>>,
-    pub(super) name: String,
     pub(super) plan: Plan,
     pub(super) cv: Condvar,
     pub(super) start: Instant,
@@ -42,8 +40,6 @@ pub(super) struct Shared<B> {
     pub(super) cold: Mutex<Cold>,
     /// Bumped after a finished task while a worker spins: its hint to look
     /// again (read without the lock; the lock decides).
-    /// Asked by the source's task before each fill.
-    pub(super) stopper: Stopper,
     pub(super) epoch: CachePadded<std::sync::atomic::AtomicU64>,
     /// At most this many computing tasks at once (module doc, "Blocking
     /// stages").
@@ -97,15 +93,31 @@ impl Class {
 pub(super) const SPIN: Duration = Duration::from_micros(30);
 
 impl<B: Send + 'static> Shared<B> {
+    /// Pipeline `pipe`'s name.
+    pub(super) fn name(&self, pipe: usize) -> &str {
+        &self.plan.pipes[pipe].name
+    }
+
+    /// The pipeline of buffer `id` in group `rt` (a shared stage serves
+    /// several).
+    fn pipe(&self, rt: &GroupRt, id: u32) -> usize {
+        if rt.lanes.is_empty() {
+            rt.pipe
+        } else {
+            self.plan.pipe_of[id as usize] as usize
+        }
+    }
+
     pub(super) fn err(
         &self,
+        pipe: usize,
         stage: &str,
         round: Option<u64>,
         step: Step,
         cause: Cause,
     ) -> PipelineError {
         PipelineError {
-            pipeline: self.name.clone(),
+            pipeline: self.name(pipe).to_string(),
             stage: stage.to_string(),
             round,
             step,
@@ -175,12 +187,15 @@ impl<B: Send + 'static> Shared<B> {
         let mut first = 0;
         if let Some(src) = inst.source.as_mut() {
             first = 1;
+            // A source's buffers are its pipeline's.
+            let pipe = rt.pipe;
+            let stopper = &self.plan.pipes[pipe].stopper;
             for (i, h) in batch.iter_mut().enumerate() {
                 let r = round + i as u64;
-                let cx = Context::new(&rt.stage_names[0], &self.name, r, false, false, 0);
+                let cx = Context::new(&rt.stage_names[0], self.name(pipe), r, false, false, 0);
                 let flow = self.on_buf(&mut one, h.id, |b| {
                     // A due stop ends the stream as `Flow::End` would.
-                    let flow = if self.stopper.due() {
+                    let flow = if stopper.due() {
                         Ok(Flow::End)
                     } else {
                         guarded(|| src.fill(&mut b.buf, &cx))
@@ -205,7 +220,8 @@ impl<B: Send + 'static> Shared<B> {
                         }
                     }
                     Err(c) => {
-                        done.error = Some(self.err(&rt.stage_names[0], Some(r), Step::Process, c));
+                        let e = self.err(pipe, &rt.stage_names[0], Some(r), Step::Process, c);
+                        done.error = Some(e);
                         return done;
                     }
                 }
@@ -215,15 +231,17 @@ impl<B: Send + 'static> Shared<B> {
         for (i, stage) in inst.stages.iter_mut().enumerate() {
             let name = &rt.stage_names[first + i];
             for h in batch[..filled].iter() {
+                let pipe = self.pipe(rt, h.id);
                 let r = self.on_buf(&mut one, h.id, |b| {
-                    let cx = Context::new(name, &self.name, b.round, h.last, b.empty, inst.replica);
+                    let (round, last, empty) = (b.round, h.last, b.empty);
+                    let cx = Context::new(name, self.name(pipe), round, last, empty, inst.replica);
                     guarded(|| stage.process(&mut b.buf, &cx)).map_err(|c| (c, b.round))
                 });
                 let now = Instant::now();
                 inst.busy[first + i] += now - mark;
                 mark = now;
                 if let Err((c, round)) = r {
-                    done.error = Some(self.err(name, Some(round), Step::Process, c));
+                    done.error = Some(self.err(pipe, name, Some(round), Step::Process, c));
                     return done;
                 }
             }
@@ -252,15 +270,16 @@ impl<B: Send + 'static> Shared<B> {
             copies as usize + self.plan.roots[id as usize] as usize * (n - 1) + b - 1
         };
         for h in batch.iter_mut() {
+            let pipe = self.pipe(rt, h.id);
             let mut orig = lock(&self.bufs[h.id as usize]);
             let (round, empty) = (orig.round, orig.empty);
-            let fail = |step, cause| Some(self.err(name, Some(round), step, cause));
+            let fail = |step, cause| Some(self.err(pipe, name, Some(round), step, cause));
             match extra {
                 Extra::Route(route) => {
                     // Empty buffers (the stream's end, an outer fork's
                     // notice) carry nothing to route by: branch 0.
                     if !empty {
-                        let cx = Context::new(name, &self.name, round, h.last, false, 0);
+                        let cx = Context::new(name, self.name(pipe), round, h.last, false, 0);
                         match catch_unwind(AssertUnwindSafe(|| route(&orig.buf, &cx))) {
                             Ok(b) if b < n => h.branch = b as u16, // validated: n <= u16::MAX
                             Ok(b) => {
@@ -335,7 +354,10 @@ impl<B: Send + 'static> Shared<B> {
             let groups = &self.plan.groups;
             Now {
                 at,
-                queued: (1..groups.len()).map(|g| s.groups[g].len as usize).sum(),
+                queued: (0..groups.len())
+                    .filter(|&g| !groups[g].source)
+                    .map(|g| s.groups[g].len as usize)
+                    .sum(),
                 running: s.load(groups, self.compute).0,
                 parked: usize::from(s.parked),
                 limit: usize::from(s.limit),
@@ -375,13 +397,7 @@ impl<B: Send + 'static> Shared<B> {
                 break;
             }
             let prev = last.take();
-            if let Some(p) = s.pick(
-                &self.plan.groups,
-                prev,
-                &mut batch,
-                self.plan.width,
-                self.compute,
-            ) {
+            if let Some(p) = s.pick(&self.plan, prev, &mut batch, self.compute) {
                 let computing = !s.groups[p.group].blocks;
                 let wake = s.claim_wake(&self.plan.groups, self.compute);
                 drop(s);
@@ -492,7 +508,8 @@ impl<B: Send + 'static> Shared<B> {
         }
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.worker(id))) {
             let e = self.err(
-                &self.name,
+                0,
+                self.name(0),
                 None,
                 Step::Process,
                 Cause::Panicked(format!("internal: {}", panic_message(&*p))),
