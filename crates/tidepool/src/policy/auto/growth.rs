@@ -86,6 +86,8 @@ impl Peak {
 pub(super) struct Proof {
     base: Option<Probe>,
     pending: Pending,
+    /// A window of the pending span had idle workers.
+    idle: bool,
 }
 
 impl Auto {
@@ -172,19 +174,23 @@ impl Auto {
             self.proof = Proof::default();
             return;
         }
-        if obs.in_flight < obs.live {
-            // Idle workers: throughput says nothing about the size.
-            self.proof.pending = Pending::default();
-            return;
-        }
+        self.proof.idle |= obs.in_flight < obs.live;
         // Long tasks complete slowly: two per worker are enough then.
         let completions = FEEDBACK_MIN_COMPLETIONS.min(2 * obs.live as u64);
         let Some(now) = self.proof.pending.add(obs, completions, PROOF_SPAN) else {
             return;
         };
+        // A size with idle workers is no base (its throughput says nothing
+        // of what it could do), but it is a verdict on the doubling that
+        // made it: more workers than tasks and no more throughput is growth
+        // that did not pay. (Waiting for a span without idle workers, the
+        // verdict never came: 64 clients never keep 67 workers busy.)
+        let full = !std::mem::take(&mut self.proof.idle);
         let Some(base) = self.proof.base.filter(|b| now.threads > b.threads) else {
             // The first size measured, or a smaller one: the new base.
-            self.proof.base = Some(now);
+            if full {
+                self.proof.base = Some(now);
+            }
             return;
         };
         let growth = now.threads as f64 / base.threads as f64 - 1.0;
@@ -193,7 +199,9 @@ impl Auto {
             return;
         }
         if now.throughput >= base.throughput * (1.0 + FEEDBACK_MIN_GAIN * growth) {
-            self.proof.base = Some(now);
+            if full {
+                self.proof.base = Some(now);
+            }
             self.forget_cap();
         } else {
             self.learn_cap(base.threads, obs.now);

@@ -85,7 +85,8 @@
 //!    then goes only to twice the last size measured with every worker
 //!    given a task (≥ 50 ms, two completions per worker), and is kept only
 //!    if throughput rose by a quarter of the proportional gain (judged once
-//!    the pool is 1.6 times that size: smaller steps are within the noise);
+//!    the pool is 1.6 times that size: smaller steps are within the noise;
+//!    a span with idle workers is a verdict but never a base);
 //!    otherwise the measured size becomes the learned cap. Tasks that block on something
 //!    else double every ~50 ms. On such a machine thread totals are no
 //!    evidence of blocking either (point 1), and a change of φ is no new

@@ -1635,6 +1635,23 @@ fn a_small_step_past_the_proven_size_gets_no_verdict() {
 }
 
 #[test]
+fn a_doubling_whose_workers_idle_is_a_verdict() {
+    // 12 clients of a saturated database: measured at 8 workers (every
+    // one busy), then at 16, where 4 idle and throughput stays flat. The
+    // size with idle workers is no base, but it is the verdict on the
+    // doubling: growth past 8 did not pay.
+    let mut p = Auto::new();
+    start(&mut p);
+    for (ticks, live, clients) in [(1..=8u64, 8, 12), (9..=16, 16, 12)] {
+        for tick in ticks {
+            p.decide(&loaded_tick(tick * 25, live, clients, 4_000.0, 1.0));
+        }
+    }
+    assert_eq!(p.learned_cap(Duration::from_millis(400)), Some(8));
+    assert_eq!(p.measured_size(), 8);
+}
+
+#[test]
 fn a_moment_with_a_core_free_keeps_growth_under_proof() {
     // Two ticks with 40% of the machine free (a saturated machine has
     // such moments) do not end the proof; a machine that stays mostly
