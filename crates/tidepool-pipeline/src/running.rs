@@ -92,8 +92,12 @@
 //! stages' user code (one call in [`SAMPLE`] per stage, cheap against the
 //! call); a stage whose sampled calls mostly switch is *blocking*, and its
 //! thread leaves the count around every call of it. A stage starts as
-//! blocking (nothing deferred across it until a sample shows otherwise);
-//! where the OS gives no switch count, it stays so. A stage misjudged as
+//! blocking (nothing deferred across it until two samples show otherwise);
+//! where the OS gives no switch count, it stays so. It takes two samples
+//! in a row to change a stage's kind: on a loaded machine a short sleep can
+//! end while its thread waits for a core, with no voluntary switch at all
+//! (a 50 µs sleep read as computing once in about 150 runs of a test at
+//! load 5, and its stage ran 16 calls in the computing class). A stage misjudged as
 //! computing (it blocks on a few calls only) costs time, never a wake-up:
 //! its thread still leaves the count when it waits in a queue or ends.
 
@@ -257,13 +261,14 @@ impl std::fmt::Debug for Running {
 #[derive(Debug)]
 pub(crate) struct Blocking {
     calls: u32,
-    /// 0..=3; blocking from 2 up.
+    /// 0..=3; blocking from 2 up; each sample moves it by one, so from
+    /// either end it takes two in a row to change the kind.
     score: u8,
 }
 
 impl Default for Blocking {
     fn default() -> Self {
-        Blocking { calls: 0, score: 2 }
+        Blocking { calls: 0, score: 3 }
     }
 }
 
@@ -303,9 +308,32 @@ impl Blocking {
 mod tests {
     use super::*;
 
+    /// One sample does not change a stage's kind; two in a row do.
+    #[test]
+    fn it_takes_two_samples_in_a_row_to_change_the_kind() {
+        let mut b = Blocking::default();
+        let sample = |b: &mut Blocking| {
+            // Sampled calls are one in SAMPLE: run a whole period.
+            for _ in 0..SAMPLE {
+                let s = b.before();
+                std::hint::black_box(0u64);
+                b.after(s);
+            }
+        };
+        if crate::sys::voluntary_switches().is_none() {
+            return; // no switch count here: stages stay blocking
+        }
+        sample(&mut b);
+        assert!(b.blocks(), "one computing sample made the stage computing");
+        sample(&mut b);
+        assert!(!b.blocks(), "two computing samples did not");
+    }
+
     /// Sampled calls that sleep make a thread blocking; calls that only
     /// compute (however often the kernel preempts them: involuntary
-    /// switches do not count) make it computing again.
+    /// switches do not count) make it computing again. Four sampled sleeps,
+    /// so one that ends while its thread waits for a core (no voluntary
+    /// switch) does not decide.
     #[test]
     fn sleeping_calls_block_and_computing_calls_do_not() {
         let mut b = Blocking::default();
@@ -325,7 +353,7 @@ mod tests {
             call(&mut b, &compute);
         }
         assert!(!b.blocks());
-        for _ in 0..2 * SAMPLE {
+        for _ in 0..4 * SAMPLE {
             call(&mut b, &|| {
                 std::thread::sleep(std::time::Duration::from_micros(50))
             });
