@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use common::{refused, Buffers, Counted, Notices, Rng};
+use common::{refused, scrambled, Buffers, Counted, Notices, Rng};
 use proptest::prelude::*;
-use tidepool_pipeline::{BoxError, Builder, Context, Flow, Order, Pipeline};
+use tidepool_pipeline::{BoxError, Builder, Context, Order, Pipeline};
 
 type R = Result<(), BoxError>;
 
@@ -147,17 +147,7 @@ fn run(c: &[StageDesc], rounds: u64, buffers: usize, pooled: Option<Option<usize
     let o = out.clone();
     let b = Pipeline::builder("random")
         .buffers(buffers, bufs.maker())
-        .source("read", move |b: &mut Counted, cx: &Context| {
-            b.round = cx.round();
-            b.value = cx.round().wrapping_mul(0x9e37_79b9) >> 3;
-            Ok(if rounds == 0 {
-                Flow::End
-            } else if cx.round() + 1 == rounds {
-                Flow::Last
-            } else {
-                Flow::More
-            })
-        });
+        .source("read", scrambled(rounds));
     let b = add(b, c, &notices).stage("sink", move |b: &mut Counted, cx: &Context| -> R {
         if !cx.is_empty() {
             o.lock().unwrap().push((b.round, b.value, cx.is_last()));

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use common::{counter, Buffers, Counted, Notices, Rng};
+use common::{counter, scrambled, Buffers, Counted, Notices, Rng};
 use proptest::prelude::*;
 use tidepool_pipeline::{
     run_all, BoxError, Builder, Context, Flow, Order, Pipeline, PipelineError, Report, SharedStage,
@@ -176,17 +176,7 @@ fn run(d: &Desc, mode: Mode) -> Seen {
             let rounds = pd.rounds;
             let mut b = Pipeline::builder(format!("p{p}"))
                 .buffers(pd.buffers, bufs.maker())
-                .source("read", move |b: &mut Counted, cx: &Context| {
-                    b.round = cx.round();
-                    b.value = cx.round().wrapping_mul(0x9e37_79b9) >> 3;
-                    Ok(if rounds == 0 {
-                        Flow::End
-                    } else if cx.round() + 1 == rounds {
-                        Flow::Last
-                    } else {
-                        Flow::More
-                    })
-                });
+                .source("read", scrambled(rounds));
             for s in &pd.steps {
                 b = match *s {
                     StepDesc::Shared(k) => b.shared(&shared[k]),

@@ -57,6 +57,22 @@ pub fn counter(n: u64) -> impl FnMut(&mut Counted, &Context) -> Result<Flow, Box
     }
 }
 
+/// A source of `n` rounds (none for 0) whose values are the rounds
+/// scrambled, so a lost or repeated buffer changes the output.
+pub fn scrambled(n: u64) -> impl FnMut(&mut Counted, &Context) -> Result<Flow, BoxError> + Send {
+    move |b, cx| {
+        b.round = cx.round();
+        b.value = cx.round().wrapping_mul(0x9e37_79b9) >> 3;
+        Ok(if n == 0 {
+            Flow::End
+        } else if cx.round() + 1 == n {
+            Flow::Last
+        } else {
+            Flow::More
+        })
+    }
+}
+
 /// Records every last-buffer notice: (stage, pipeline, empty).
 #[derive(Clone, Default)]
 pub struct Notices(pub Arc<Mutex<Vec<(String, String, bool)>>>);
