@@ -18,7 +18,8 @@ pub(super) struct Probe {
     pub(super) threads: usize,
     /// Completions per second over the span.
     pub(super) throughput: f64,
-    span: Duration,
+    /// How long the span was.
+    pub(super) span: Duration,
 }
 
 /// Backlogged windows pooled for the next throughput probe.

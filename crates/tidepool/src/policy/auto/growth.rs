@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use super::super::Observation;
+use super::descent::Descent;
 use super::feedback::{Pending, Probe};
 use super::{utilization, Auto, FEEDBACK_MIN_COMPLETIONS, FEEDBACK_MIN_GAIN, MIN_THREAD_WINDOW};
 
@@ -47,6 +48,15 @@ const PEAK_BUCKET: Duration = Duration::from_secs(2);
 /// machine does not decide, and tasks that block on something else still
 /// double their workers every 50 ms or so.
 const PROOF_SPAN: Duration = Duration::from_millis(50);
+/// How long after the pool's size last changed its windows are no
+/// evidence for proof: one tick.
+const SETTLE: Duration = Duration::from_millis(25);
+/// Factor by which the throughput at the proven size must fall, the size
+/// unchanged, to read as other tasks: growth is judged afresh. A database
+/// at its limit serves about the same at a given size, whatever φ says
+/// (its waits follow the size), but lookups that gave way to calls that
+/// wait on another service served a tenth as many.
+const COLLAPSE: f64 = 2.0;
 /// Growth allowed past the last proven size while it needs proof.
 const PROOF_FACTOR: usize = 2;
 /// Growth past the proven size that gets a verdict: most of the way to
@@ -80,39 +90,119 @@ impl Peak {
     }
 }
 
+/// The machine-wide CPU share pooled over calls until it spans
+/// [`MACHINE_WINDOW`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct MachineSpan {
+    /// Machine busy share × window, summed.
+    busy: f64,
+    /// The pool's own CPU share × window, summed.
+    own: f64,
+    window: Duration,
+    /// Time of the span no reading covers yet: a window too short for any
+    /// clock tick reads nothing, and the next reading's ticks cover it.
+    unread: Duration,
+    /// The last call found tasks in flight.
+    loaded: bool,
+}
+
+/// A pooled span: its length, and the machine's and the pool's busy shares.
+pub(super) struct MachineReading {
+    window: Duration,
+    machine: f64,
+    own: f64,
+}
+
+impl MachineReading {
+    /// The share other processes than the pool's workers held.
+    fn others(&self) -> f64 {
+        (self.machine - self.own).max(0.0)
+    }
+}
+
+impl MachineSpan {
+    /// Add a window (`machine`: its reading, if the OS counted any clock
+    /// tick in it); once the pooled span is long enough, take it.
+    fn add(&mut self, machine: Option<f64>, obs: &Observation) -> Option<MachineReading> {
+        let loaded = std::mem::replace(&mut self.loaded, obs.in_flight > 0);
+        let secs = obs.window.as_secs_f64();
+        self.own += utilization(obs).unwrap_or(0.0) * secs;
+        self.window += obs.window;
+        self.unread += obs.window;
+        let machine = machine?;
+        if !loaded && machine < MACHINE_BUSY {
+            // A window that began with nothing to run may be mostly the
+            // idle moment before the load: at a run's start one read the
+            // machine half idle while the load had already made it busy.
+            *self = MachineSpan {
+                loaded: self.loaded,
+                ..MachineSpan::default()
+            };
+            return None;
+        }
+        self.busy += machine * std::mem::take(&mut self.unread).as_secs_f64();
+        if self.window < MACHINE_WINDOW {
+            return None;
+        }
+        let span = std::mem::replace(
+            self,
+            MachineSpan {
+                loaded: true,
+                ..MachineSpan::default()
+            },
+        );
+        let secs = span.window.as_secs_f64();
+        Some(MachineReading {
+            window: span.window,
+            machine: (span.busy / secs).clamp(0.0, 1.0),
+            own: (span.own / secs).clamp(0.0, 1.0),
+        })
+    }
+}
+
 /// Growth that must prove itself: the last size measured with every worker
 /// given a task, and the windows pooled for the next measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Proof {
-    base: Option<Probe>,
+    pub(super) base: Option<Probe>,
     pending: Pending,
     /// A window of the pending span had idle workers.
     idle: bool,
+    /// A size to go to at the next tick, and why: back from a doubling
+    /// that did not pay, or a trial of fewer workers and back from it.
+    pub(super) move_to: Option<(usize, &'static str)>,
+    /// The trials of fewer workers.
+    pub(super) descent: Descent,
+    /// Windows before this are no evidence: the size just changed.
+    steady_from: Duration,
 }
 
 impl Auto {
-    /// Feed the window's machine-wide CPU share and tasks present.
+    /// Feed the window's machine-wide CPU share and tasks present. Windows
+    /// are pooled until they span [`MACHINE_WINDOW`]: while the pool spawns,
+    /// calls come a millisecond apart, and the first busy reading it could
+    /// act on came only after it had grown to 67 workers.
     pub(super) fn learn_machine(&mut self, obs: &Observation) {
         self.peak.record(obs.in_flight, obs.now);
-        let Some(machine) = obs.machine_busy else {
+        let Some(span) = self.machine_span.add(obs.machine_busy, obs) else {
             return;
         };
-        if obs.window < MIN_THREAD_WINDOW {
-            return;
-        }
         self.machine
-            .update_over(machine, obs.window, MACHINE_SMOOTHING);
-        let own = utilization(obs).unwrap_or(0.0);
+            .update_over(span.machine, span.window, MACHINE_SMOOTHING);
         self.others
-            .update_over((machine - own).max(0.0), obs.window, MACHINE_SMOOTHING);
-        if obs.window >= MACHINE_WINDOW {
-            self.machine_was_busy = machine >= MACHINE_BUSY;
-        }
-        self.proving = if self.proving {
+            .update_over(span.others(), span.window, MACHINE_SMOOTHING);
+        self.machine_was_busy = span.machine >= MACHINE_BUSY;
+        // In and out on the same evidence: a busy span keeps proof on
+        // (at a run's start the smoothed share, primed by the idle moment
+        // before the load, lagged the busy spans, and each flicker out of
+        // proof let the pool grow).
+        let enter = self.machine_was_busy || self.machine.value >= MACHINE_BUSY;
+        self.proving = if enter && self.others.value >= OTHERS_HOLD {
+            true
+        } else if self.proving {
             self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT
         } else {
-            (self.machine_was_busy || self.machine.value >= MACHINE_BUSY)
-                && self.others.value >= OTHERS_HOLD
+            false
         };
     }
 
@@ -160,10 +250,20 @@ impl Auto {
     /// target until one is measured.
     fn proof_gate(&self) -> Option<usize> {
         self.needs_proof().then(|| {
+            if let Some(size) = self.proof.descent.size() {
+                return size;
+            }
             self.proof
                 .base
                 .map_or(self.target, |b| b.threads.saturating_mul(PROOF_FACTOR))
         })
+    }
+
+    /// The size fewer workers are on trial at, while growth needs proof.
+    pub(super) fn trial_size(&self) -> Option<usize> {
+        self.needs_proof()
+            .then(|| self.proof.descent.size())
+            .flatten()
     }
 
     /// At every call: while growth needs proof and every worker had a task,
@@ -172,6 +272,18 @@ impl Auto {
     pub(super) fn prove(&mut self, obs: &Observation) {
         if !self.needs_proof() {
             self.proof = Proof::default();
+            return;
+        }
+        if obs.threads_created > 0 || obs.threads_retired > 0 {
+            self.proof.steady_from = obs.now + SETTLE;
+        }
+        if obs.now < self.proof.steady_from {
+            // The size is still moving or just moved: a new worker's first
+            // tasks carry its start (a handler's first request opens its
+            // database connection), and a doubling judged on them read as
+            // growth that did not pay. The span starts once the size holds.
+            self.proof.pending = Pending::default();
+            self.proof.idle = false;
             return;
         }
         self.proof.idle |= obs.in_flight < obs.live;
@@ -186,6 +298,19 @@ impl Auto {
         // that did not pay. (Waiting for a span without idle workers, the
         // verdict never came: 64 clients never keep 67 workers busy.)
         let full = !std::mem::take(&mut self.proof.idle);
+        if self.descend(now, obs.now) {
+            return;
+        }
+        if let Some(base) = self.proof.base.filter(|b| b.threads == now.threads) {
+            if now.throughput * COLLAPSE < base.throughput {
+                // Other tasks: what growth and trials did for the old
+                // ones says nothing about these.
+                self.forget_cap();
+                self.proof.descent = Descent::default();
+                self.proof.base = full.then_some(now);
+                return;
+            }
+        }
         let Some(base) = self.proof.base.filter(|b| now.threads > b.threads) else {
             // The first size measured, or a smaller one: the new base.
             if full {
@@ -205,6 +330,24 @@ impl Auto {
             self.forget_cap();
         } else {
             self.learn_cap(base.threads, obs.now);
+            self.proof.move_to =
+                Some((base.threads, "growth did not pay: back to the proven size"));
         }
+    }
+
+    /// Carry out a move proof asked for: back from a doubling that did not
+    /// pay (the workers past the proven size are not idle spares, as every
+    /// one had a task, but more requests queued in the process the tasks
+    /// wait on), or a trial of fewer workers and back from it. Returns
+    /// why, if the target moved.
+    pub(super) fn follow_proof(&mut self) -> Option<&'static str> {
+        let (size, why) = self.proof.move_to.take()?;
+        let size = self.clamp(size);
+        if size == self.target {
+            return None;
+        }
+        self.target = size;
+        self.low_for = Duration::ZERO;
+        Some(why)
     }
 }

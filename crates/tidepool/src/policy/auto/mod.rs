@@ -122,10 +122,11 @@ use std::time::Duration;
 pub use super::queueing::{cores_busy_workers, erlang_c_servers};
 use super::{Decision, Observation, Schedule, SizingPolicy, Trigger};
 use feedback::{Pending, Probe};
-use growth::{Peak, Proof};
+use growth::{MachineSpan, Peak, Proof};
 use phi::{PendingSample, Smoothed};
 
 mod contention;
+mod descent;
 mod feedback;
 mod growth;
 mod phi;
@@ -303,6 +304,8 @@ pub struct Auto {
     machine: Smoothed,
     /// Whether the last window long enough to tell found the machine busy.
     machine_was_busy: bool,
+    /// Calls' machine-wide readings pooled until they span enough time.
+    machine_span: MachineSpan,
     /// Share of the machine's CPU time busy with other processes than the
     /// pool's workers (smoothed).
     others: Smoothed,
@@ -361,6 +364,7 @@ impl Auto {
             sent_short_slice: false,
             machine: Smoothed::starting_at(0.0),
             machine_was_busy: false,
+            machine_span: MachineSpan::default(),
             others: Smoothed::starting_at(0.0),
             peak: Peak::default(),
             proof: Proof::default(),
@@ -464,6 +468,9 @@ impl Auto {
         if self.follow_mix_change(ceiling, obs.now) {
             why = "the mix changed: surplus past the ceiling";
         }
+        if let Some(moved) = self.follow_proof() {
+            why = moved;
+        }
         if backlog {
             // While growth must prove itself, its longer spans decide.
             if !self.needs_proof() {
@@ -533,8 +540,13 @@ impl Auto {
         // depends on φ only, so spawns cannot ratchet it up.
         let ceiling = self.ceiling();
         self.set_spawn_limit(ceiling, obs.now);
-        // Adopt the worker the pool just spawned.
-        let mut desired = obs.live.max(self.target);
+        // Adopt the worker the pool just spawned (it raised its target to
+        // the live workers). Not workers past the target that have yet to
+        // finish their task and leave: at its limit, the pool calls with
+        // them still counted live, and adopting them undid each step down
+        // (81 workers back to 45 and, 4 ms later, to 81 again).
+        let present = obs.live.min(obs.target);
+        let mut desired = present.max(self.target);
         // Until φ is measured, only adopt: each further spawn then calls
         // again with a longer window to measure it, where injecting up to
         // the limit at once would silence the pool until the next tick.
@@ -542,7 +554,7 @@ impl Auto {
             // 1, 3, 7, 15, …: inject 0, 1, 3, 7, … extra workers.
             self.injection = (self.injection * 2 + 1).min(2 * MAX_STEP - 1);
             let extra = (self.injection / 2).min(obs.queue_len);
-            desired = (obs.live + extra).max(desired);
+            desired = (present + extra).max(desired);
             // Tasks wait with nobody idle: go straight to what the traffic
             // needs (at a run's start, as soon as φ is known) rather than
             // escalating one spawn at a time.
@@ -550,14 +562,17 @@ impl Auto {
         }
         // Within the spawn limit set at the last tick, and where growth
         // stops now (the tasks present, proof).
-        let bound = self.growth_bound().max(obs.live);
-        let mut desired = self.clamp(desired.min(self.spawn_limit.max(obs.live)).min(bound));
+        // A worker spawned before a trial of fewer workers began leaves.
+        let bound = self
+            .trial_size()
+            .unwrap_or_else(|| self.growth_bound().max(present));
+        let mut desired = self.clamp(desired.min(self.spawn_limit.max(present)).min(bound));
         if let Some(cap) = self.learned_cap(obs.now) {
             // The cap stops further growth; a worker already spawned (the
             // limit was higher when it came) is kept, not retired at once
             // to be spawned again by the next backlog: the shrink
             // hysteresis takes the surplus down.
-            desired = desired.min(cap.max(old).max(obs.live));
+            desired = desired.min(cap.max(old).max(present));
         }
         self.target = desired.max(old);
         self.low_for = Duration::ZERO;

@@ -1549,14 +1549,20 @@ fn run_on_a_busy_machine(
     tick: impl Fn(u64, usize) -> Observation,
 ) -> Vec<usize> {
     let mut sizes = Vec::new();
+    // Workers the pool started for a raised target since the last call.
+    let mut created = 0;
     for at_ms in ticks.map(|t| t * 25) {
-        let d = p.decide(&tick(at_ms, *live));
-        apply(live, &d);
+        let mut obs = tick(at_ms, *live);
+        obs.threads_created += std::mem::take(&mut created) as u64;
+        let before = *live;
+        apply(live, &p.decide(&obs));
+        created = live.saturating_sub(before);
         // The pool spawns on demand up to the spawn limit.
         while *live < p.spawn_limit() {
-            let mut spawn = starved(at_ms + 1, *live + 1, 256 - *live);
+            let mut spawn = starved(at_ms + 1, *live + 1, 256usize.saturating_sub(*live));
             spawn.in_flight = 256;
             spawn.machine_busy = Some(1.0);
+            spawn.threads_created = 1 + std::mem::take(&mut created) as u64;
             *live += 1;
             let d = p.decide(&spawn);
             apply(live, &d);
@@ -1700,4 +1706,132 @@ fn thread_totals_on_a_machine_with_no_free_core_are_no_evidence() {
             p.cpu_fraction()
         );
     }
+}
+
+#[test]
+fn a_storm_of_spawns_reads_the_machine_busy() {
+    // A fresh pool meets 256 clients of handlers that wait on a database
+    // on the same cores (φ = 0.05; past 8 workers throughput stays flat).
+    // The machine turns busy at once and the pool calls the policy on
+    // every spawn (it starts two threads a millisecond): each window alone
+    // is too short for the OS's clock ticks, pooled they read busy within
+    // 12 ms. The first window, which began before the load, is mostly idle
+    // time. Growth must then wait for proof, not run on toward the
+    // clients present.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let (mut last, mut sizes, mut target) = (0u64, Vec::new(), live);
+    for ms in 20..=600u64 {
+        // Tasks wait with nobody idle: the pool spawns toward its limit.
+        let wanted = p.spawn_limit().max(target);
+        let spawned = wanted.saturating_sub(live).min(2);
+        if spawned == 0 && ms % 25 != 0 {
+            continue;
+        }
+        live += spawned;
+        let rate = 500.0 * live.min(8) as f64;
+        let machine = if last == 0 { 0.5 } else { 1.0 };
+        let mut obs = loaded_tick(ms, live, 256, rate, machine);
+        obs.window = Duration::from_millis(ms - last);
+        let completions = (rate * obs.window.as_secs_f64()).round() as u64;
+        let time = Duration::from_millis(4) * completions as u32;
+        (obs.arrivals, obs.completions) = (completions, completions);
+        obs.sampled_tasks = completions;
+        obs.sampled_task_time = time;
+        obs.sampled_task_cpu = time.mul_f64(0.05);
+        obs.worker_cpu_time = Some(obs.sampled_task_cpu);
+        if spawned > 0 {
+            obs.trigger = Trigger::Starved;
+        }
+        let d = p.decide(&obs);
+        apply(&mut target, &d);
+        // Surplus workers leave at once; missing ones come two a millisecond.
+        live = live.min(target);
+        last = ms;
+        sizes.push(live);
+    }
+    // Proof from 12 ms into the load (the first spawns' injections took
+    // the target to 41), one doubling, and back at once when it did not pay.
+    let biggest = *sizes.iter().max().unwrap();
+    assert!(biggest <= 90, "grew to {biggest}: {sizes:?}");
+    let end = *sizes.last().unwrap();
+    assert!(end <= 12, "ended at {end}: {sizes:?}");
+}
+
+#[test]
+fn a_doubling_is_judged_once_its_workers_have_started() {
+    // Throughput doubles from 16 workers to 32, but a new worker's first
+    // requests open its database connection: the tick after a size change
+    // serves a fifth of it. Judged on that tick, the doubling read as
+    // growth that did not pay; judged once the workers have started, it
+    // pays and is kept.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let last_size = std::cell::Cell::new(live);
+    let sizes = run_on_a_busy_machine(&mut p, &mut live, 1..=80, |at_ms, live| {
+        let started = last_size.replace(live) == live;
+        let rate = 500.0 * live.min(32) as f64 * if started { 1.0 } else { 0.2 };
+        loaded_tick(at_ms, live, 256, rate, 1.0)
+    });
+    let end = *sizes.last().unwrap();
+    assert!(end >= 32, "ended at {end}: {sizes:?}");
+}
+
+#[test]
+fn a_collapse_of_throughput_at_the_proven_size_is_a_new_mix() {
+    // Lookups in a database on the same cores: past 16 workers throughput
+    // stays flat, and the pool learns its cap. Then the requests turn into
+    // calls that wait 20 ms on another service (φ 0.01, throughput
+    // proportional to the workers: a tenth of the lookups' at the same
+    // size), with the machine still busy: the cap said nothing about them,
+    // and the pool must grow well past it.
+    let lookups =
+        |at_ms, live: usize| loaded_tick(at_ms, live, 256, 500.0 * live.min(16) as f64, 1.0);
+    let calls = |at_ms, live: usize| {
+        let mut obs = loaded_tick(at_ms, live, 256, 50.0 * live as f64, 1.0);
+        let time = Duration::from_millis(20) * obs.completions as u32;
+        (obs.mean_service, obs.mean_wait) = (Some(Duration::from_millis(20)), Some(Duration::ZERO));
+        obs.sampled_task_time = time;
+        obs.sampled_task_cpu = time.mul_f64(0.01);
+        obs.worker_cpu_time = Some(obs.sampled_task_cpu);
+        obs
+    };
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let before = run_on_a_busy_machine(&mut p, &mut live, 1..=120, lookups);
+    assert!(
+        p.learned_cap(Duration::from_secs(3)).is_some(),
+        "{before:?}"
+    );
+    let after = run_on_a_busy_machine(&mut p, &mut live, 121..=200, calls);
+    let end = *after.last().unwrap();
+    assert!(end >= 64, "ended at {end}: {after:?}");
+}
+
+#[test]
+fn workers_on_their_way_out_are_not_adopted() {
+    // A database on the same cores, flat past 8 workers: the pool steps
+    // down at some point. Right after, at its limit, it calls with the
+    // workers above the new target still live (they leave when their task
+    // ends): the step down must hold.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let flat = |at_ms, live: usize| loaded_tick(at_ms, live, 256, 500.0 * live.min(8) as f64, 1.0);
+    for t in 1..=200u64 {
+        let before = live;
+        run_on_a_busy_machine(&mut p, &mut live, t..=t, flat);
+        if live < before {
+            let mut at_max = starved(t * 25 + 2, before, 100);
+            (at_max.trigger, at_max.target, at_max.in_flight) = (Trigger::AtMax, live, 256);
+            at_max.machine_busy = Some(1.0);
+            let d = p.decide(&at_max);
+            assert!(
+                d.target.is_none_or(|n| n <= live),
+                "{before} → {live} → {:?}",
+                d.target
+            );
+            return;
+        }
+    }
+    panic!("the pool never stepped down");
 }

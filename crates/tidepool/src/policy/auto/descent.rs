@@ -1,0 +1,123 @@
+//! Fewer workers on trial (module docs of [`super`], point 10). While
+//! growth needs proof, the pool may still be larger than the process its
+//! tasks wait on can serve: it grew before the machine read busy (a fresh
+//! pool met 64 clients and started 74 workers in 70 ms), or a doubling
+//! passed on noise. Each worker past what that process serves queues one
+//! more request in it, where it waits behind the others and stretches
+//! their latency; the throughput does not rise.
+//!
+//! So the pool tries half its size. If the span there served at
+//! least as many tasks a second, the smaller size becomes the
+//! proven size and the learned cap (growth past it proves itself again
+//! once the cap expires), and the next trial may follow at once. Otherwise
+//! the pool goes back to the size it came from at once, and waits before
+//! the next trial: 5 s, twice as long after each trial that failed in a
+//! row (at most 60 s). A trial starts only from a size whose span is
+//! measured, at or below the proven size (a doubling is judged first).
+
+use std::time::Duration;
+
+use super::feedback::Probe;
+use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
+
+/// The span a trial's throughput and the size it starts from are measured
+/// over: longer than a proof span, as the throughput differences it judges
+/// are smaller.
+pub(super) const DESCENT_SPAN: Duration = Duration::from_millis(100);
+/// The size tried, as a fraction of the current one: the inverse of a
+/// proof's doubling. Two-thirds steps took a pool that met 256 clients
+/// from 64 workers to 14 in five trials, a second of the phase.
+const DESCENT_FACTOR: f64 = 0.5;
+
+/// The trials of fewer workers while growth needs proof.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct Descent {
+    /// The trial under way: the span it started from, and the size tried.
+    trial: Option<(Probe, usize)>,
+    /// The spans measured at the current size, pooled (the latest
+    /// [`DESCENT_SPAN`] or more).
+    here: Option<Probe>,
+    /// No trial starts before this.
+    next_at: Duration,
+    /// How long a failed trial holds off the next (0: [`CAP_MEMORY`]).
+    memory: Duration,
+}
+
+impl Descent {
+    /// The size on trial, if a trial is under way.
+    pub(super) fn size(&self) -> Option<usize> {
+        self.trial.map(|(_, size)| size)
+    }
+}
+
+impl Auto {
+    /// Feed a proof span (`span`, measured at a size that held, at `now`)
+    /// to the trials. Returns whether the span was a trial's: then it is no
+    /// verdict on growth.
+    pub(super) fn descend(&mut self, span: Probe, now: Duration) -> bool {
+        let smaller = self.clamp(((span.threads as f64) * DESCENT_FACTOR).ceil() as usize);
+        let d = &mut self.proof.descent;
+        if let Some((from, size)) = d.trial {
+            let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
+            d.here = Some(pooled);
+            if pooled.span < DESCENT_SPAN {
+                return true;
+            }
+            d.trial = None;
+            if pooled.throughput >= from.throughput {
+                // Kept: the proven size, and growth past it must wait.
+                d.next_at = now;
+                d.memory = Duration::ZERO;
+                self.proof.base = Some(pooled);
+                // A fresh cap, not a confirmed one: its memory does not
+                // grow with each step down.
+                self.forget_cap();
+                self.learn_cap(size, now);
+            } else {
+                // Back at once to the size that served more.
+                let memory = if d.memory.is_zero() {
+                    CAP_MEMORY
+                } else {
+                    (d.memory * 2).min(MAX_CAP_MEMORY)
+                };
+                d.memory = memory;
+                d.next_at = now + memory;
+                d.here = Some(from);
+                self.proof.base = Some(from);
+                self.proof.move_to = Some((from.threads, "fewer workers served less: back"));
+            }
+            return true;
+        }
+        let here = pool(d.here.filter(|h| h.threads == span.threads), span);
+        d.here = Some(here);
+        let n = here.threads;
+        let proven = self.proof.base.is_none_or(|b| n <= b.threads);
+        if here.span >= DESCENT_SPAN
+            && now >= d.next_at
+            && proven
+            && n == self.target
+            && smaller < n
+        {
+            d.trial = Some((here, smaller));
+            d.here = None;
+            self.proof.move_to = Some((smaller, "fewer workers on trial"));
+        }
+        false
+    }
+}
+
+/// `span` pooled with the spans before it at the same size (`before`), the
+/// older ones fading so the pool holds about two [`DESCENT_SPAN`]s.
+fn pool(before: Option<Probe>, span: Probe) -> Probe {
+    let Some(before) = before else {
+        return span;
+    };
+    let keep = before.span.min(DESCENT_SPAN);
+    let total = keep + span.span;
+    let (a, b) = (keep.as_secs_f64(), span.span.as_secs_f64());
+    Probe {
+        threads: span.threads,
+        throughput: (before.throughput * a + span.throughput * b) / (a + b),
+        span: total,
+    }
+}
