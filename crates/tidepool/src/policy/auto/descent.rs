@@ -12,7 +12,8 @@
 //! once the cap expires), and the next trial may follow at once. Otherwise
 //! the pool goes back to the size it came from at once, and waits before
 //! the next trial: 5 s, twice as long after each trial that failed in a
-//! row (at most 60 s). A trial starts only from a size whose span is
+//! row (at most 60 s; a trial cut short by the end of proof counts as
+//! failed). A trial starts only from a size whose span is
 //! measured, at or below the proven size (a doubling is judged first).
 
 use std::time::Duration;
@@ -22,8 +23,9 @@ use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
 
 /// The span a trial's throughput and the size it starts from are measured
 /// over: longer than a proof span, as the throughput differences it judges
-/// are smaller.
-pub(super) const DESCENT_SPAN: Duration = Duration::from_millis(100);
+/// are smaller (over 100 ms, trials that lost a tenth of the throughput
+/// passed on noise and took the pool down to 7 where 16 served best).
+const DESCENT_SPAN: Duration = Duration::from_millis(200);
 /// The size tried, as a fraction of the current one: the inverse of a
 /// proof's doubling. Two-thirds steps took a pool that met 256 clients
 /// from 64 workers to 14 in five trials, a second of the phase.
@@ -44,6 +46,15 @@ pub(super) struct Descent {
 }
 
 impl Descent {
+    /// What outlives the end of proof: the wait before the next trial.
+    pub(super) fn between_proofs(self) -> Descent {
+        Descent {
+            next_at: self.next_at,
+            memory: self.memory,
+            ..Descent::default()
+        }
+    }
+
     /// The size on trial, if a trial is under way.
     pub(super) fn size(&self) -> Option<usize> {
         self.trial.map(|(_, size)| size)
@@ -75,13 +86,6 @@ impl Auto {
                 self.learn_cap(size, now);
             } else {
                 // Back at once to the size that served more.
-                let memory = if d.memory.is_zero() {
-                    CAP_MEMORY
-                } else {
-                    (d.memory * 2).min(MAX_CAP_MEMORY)
-                };
-                d.memory = memory;
-                d.next_at = now + memory;
                 d.here = Some(from);
                 self.proof.base = Some(from);
                 self.proof.move_to = Some((from.threads, "fewer workers served less: back"));
@@ -100,6 +104,16 @@ impl Auto {
         {
             d.trial = Some((here, smaller));
             d.here = None;
+            // The wait before the next trial, should this one fail or be
+            // cut short (the machine left proof while calls that wait on
+            // another service were on trial, and they were tried again
+            // every 0.3 s).
+            d.memory = if d.memory.is_zero() {
+                CAP_MEMORY
+            } else {
+                (d.memory * 2).min(MAX_CAP_MEMORY)
+            };
+            d.next_at = now + d.memory;
             self.proof.move_to = Some((smaller, "fewer workers on trial"));
         }
         false

@@ -468,9 +468,7 @@ impl Auto {
         if self.follow_mix_change(ceiling, obs.now) {
             why = "the mix changed: surplus past the ceiling";
         }
-        if let Some(moved) = self.follow_proof() {
-            why = moved;
-        }
+        let moved = self.follow_proof();
         if backlog {
             // While growth must prove itself, its longer spans decide.
             if !self.needs_proof() {
@@ -528,7 +526,7 @@ impl Auto {
             }
         }
         self.set_spawn_limit(ceiling, obs.now);
-        self.emit(old, ceiling, why)
+        self.emit(old, ceiling, moved.unwrap_or(why))
     }
 
     fn starved(&mut self, obs: &Observation) -> Decision {
