@@ -13,12 +13,15 @@
 //! the pool goes back to the size it came from at once, and waits before
 //! the next trial: 5 s, twice as long after each trial that failed in a
 //! row (at most 60 s; a trial cut short by the end of proof counts as
-//! failed). A trial starts only from a size whose span is
-//! measured, at or below the proven size (a doubling is judged first).
+//! failed). A trial starts only from a size whose span is measured and
+//! whose doubling awaits no verdict (a doubling is judged first). Growth
+//! past a size the pool reached before proof began waits for its first
+//! trial: half of it must serve less.
 
 use std::time::Duration;
 
 use super::feedback::Probe;
+use super::growth::PROOF_MIN_GROWTH;
 use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
 
 /// The span a trial's throughput and the size it starts from are measured
@@ -55,6 +58,11 @@ impl Descent {
         }
     }
 
+    /// Whether a trial may start at `now`.
+    pub(super) fn ready(&self, now: Duration) -> bool {
+        self.trial.is_none() && now >= self.next_at
+    }
+
     /// The size on trial, if a trial is under way.
     pub(super) fn size(&self) -> Option<usize> {
         self.trial.map(|(_, size)| size)
@@ -80,6 +88,7 @@ impl Auto {
                 d.next_at = now;
                 d.memory = Duration::ZERO;
                 self.proof.base = Some(pooled);
+                self.proof.tested = false;
                 // A fresh cap, not a confirmed one: its memory does not
                 // grow with each step down.
                 self.forget_cap();
@@ -88,6 +97,7 @@ impl Auto {
                 // Back at once to the size that served more.
                 d.here = Some(from);
                 self.proof.base = Some(from);
+                self.proof.tested = true;
                 self.proof.move_to = Some((from.threads, "fewer workers served less: back"));
             }
             return true;
@@ -95,7 +105,11 @@ impl Auto {
         let here = pool(d.here.filter(|h| h.threads == span.threads), span);
         d.here = Some(here);
         let n = here.threads;
-        let proven = self.proof.base.is_none_or(|b| n <= b.threads);
+        // No doubling awaits its verdict (a step short of one gets none).
+        let proven = self
+            .proof
+            .base
+            .is_none_or(|b| (n as f64) < b.threads as f64 * (1.0 + PROOF_MIN_GROWTH));
         if here.span >= DESCENT_SPAN
             && now >= d.next_at
             && proven

@@ -63,7 +63,7 @@ const PROOF_FACTOR: usize = 2;
 /// [`PROOF_FACTOR`]. A quarter more workers needs only 6% more throughput,
 /// which two 50 ms spans of a loaded machine differ by anyway: such small
 /// steps passed one after another up to 82 workers where 16 served best.
-const PROOF_MIN_GROWTH: f64 = 0.6;
+pub(super) const PROOF_MIN_GROWTH: f64 = 0.6;
 
 /// The largest number of tasks present, over the last one to two
 /// [`PEAK_BUCKET`]s.
@@ -173,6 +173,14 @@ pub(super) struct Proof {
     pub(super) move_to: Option<(usize, &'static str)>,
     /// The trials of fewer workers.
     pub(super) descent: Descent,
+    /// Whether growth past the base may be tried: it came from a doubling
+    /// that paid, half of it served less, or no trial can come soon. A
+    /// size the pool reached before proof began is tried from above first
+    /// (a fresh pool that met 256 clients doubled from 73 workers to 146
+    /// before its first trial).
+    pub(super) tested: bool,
+    /// The time of the last call while proof was needed.
+    now: Duration,
     /// Windows before this are no evidence: the size just changed.
     steady_from: Duration,
 }
@@ -246,16 +254,19 @@ impl Auto {
         self.proof.base.map_or(0, |b| b.threads)
     }
 
-    /// While growth needs proof, twice the last proven size, or the
-    /// target until one is measured.
+    /// While growth needs proof, twice the last proven size once growth
+    /// past it may be tried (the proven size until then), or the target
+    /// until one is measured.
     fn proof_gate(&self) -> Option<usize> {
         self.needs_proof().then(|| {
             if let Some(size) = self.proof.descent.size() {
                 return size;
             }
+            let tried = self.proof.tested || !self.proof.descent.ready(self.proof.now);
+            let factor = if tried { PROOF_FACTOR } else { 1 };
             self.proof
                 .base
-                .map_or(self.target, |b| b.threads.saturating_mul(PROOF_FACTOR))
+                .map_or(self.target, |b| b.threads.saturating_mul(factor))
         })
     }
 
@@ -280,6 +291,7 @@ impl Auto {
             };
             return;
         }
+        self.proof.now = obs.now;
         if obs.threads_created > 0 || obs.threads_retired > 0 {
             self.proof.steady_from = obs.now + SETTLE;
         }
@@ -314,6 +326,7 @@ impl Auto {
                 self.forget_cap();
                 self.proof.descent = Descent::default();
                 self.proof.base = full.then_some(now);
+                self.proof.tested = true;
                 return;
             }
         }
@@ -334,6 +347,7 @@ impl Auto {
                 self.proof.base = Some(now);
             }
             self.forget_cap();
+            self.proof.tested = true;
         } else {
             self.learn_cap(base.threads, obs.now);
             self.proof.move_to =

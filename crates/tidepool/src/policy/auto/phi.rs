@@ -74,6 +74,16 @@ impl Auto {
         self.ceiling_at(CORES_BUSY_PROBABILITY)
     }
 
+    /// [`Auto::ceiling`] without the user's bounds.
+    fn unbounded_ceiling(&self) -> usize {
+        cores_busy_workers(
+            self.cores,
+            self.runnable(),
+            CORES_BUSY_PROBABILITY,
+            SEARCH_MAX,
+        )
+    }
+
     /// The fewest workers that, all busy, keep every core busy with
     /// probability `p`, within the user's bounds.
     pub(super) fn ceiling_at(&self, p: f64) -> usize {
@@ -127,9 +137,13 @@ impl Auto {
                 self.compute_sum = shifted.cpu.as_secs_f64();
                 self.wanted_sum = shifted.time.as_secs_f64();
                 let before = self.cpu_fraction.value;
-                let ceiling = self.ceiling();
+                // Unbounded by the user's `max`: lookups in a busy database
+                // and calls that wait on another service both reached it,
+                // and the change went unseen.
+                let ceiling = self.unbounded_ceiling();
                 self.update_phi();
-                let (low, high) = (ceiling.min(self.ceiling()), ceiling.max(self.ceiling()));
+                let after = self.unbounded_ceiling();
+                let (low, high) = (ceiling.min(after), ceiling.max(after));
                 // What growth did for the old tasks says nothing about
                 // these. Except while growth needs proof: then the tasks
                 // wait on a machine with no core to spare (a local
