@@ -186,3 +186,31 @@ fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
     assert_eq!(status.code(), Some(130));
     assert_removed(&dir, port, pid);
 }
+
+#[test]
+fn the_warm_up_opens_the_connections_before_the_measured_phase() {
+    let out = bench()
+        .args([
+            "server",
+            "--quick",
+            "--json",
+            "--warmup-secs",
+            "1",
+            "--contenders",
+            "tpr",
+            "--sizes",
+            "2",
+            "--change-connections",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["warmup_secs"], 1);
+    let results = doc["phases"][0]["results"].as_array().unwrap();
+    let fixed = results.iter().find(|r| r["impl"] == "fixed:2").unwrap();
+    // Its two workers connected during the warm-up.
+    assert_eq!(fixed["db_connections"], 0, "{fixed}");
+}

@@ -64,6 +64,12 @@ pub struct ServerArgs {
     /// Length of each phase, in seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     phase_secs: u64,
+    /// Seconds of load before each group's measured phases, not measured
+    /// (the first phase's mix and connections): every contender starts its
+    /// threads and database connections, and a self-sizing pool finds its
+    /// size. 0 measures the cold start. [default: 2; 0 with `--quick`]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    warmup_secs: Option<u64>,
     /// Repeats; each runs every contender once per phase, in a rotated order.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100).map(|v| v as usize))]
     repeats: usize,
@@ -103,11 +109,17 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// The warm-up, in seconds.
+    fn warmup(&self) -> u64 {
+        self.warmup_secs.unwrap_or(2)
+    }
+
     fn quickened(mut self) -> Self {
         if self.quick {
             self.connections = vec![8];
             self.change_connections = 8;
             self.phase_secs = 1;
+            self.warmup_secs = self.warmup_secs.or(Some(0));
             self.repeats = 1;
             self.sizes = vec![2, 8];
             self.max_threads = 32;
@@ -133,6 +145,7 @@ struct Document {
     load_average_before: Option<[f64; 3]>,
     load_average_after: Option<[f64; 3]>,
     phase_secs: u64,
+    warmup_secs: u64,
     repeats: usize,
     database: DbReport,
     phases: Vec<Phase>,
@@ -237,6 +250,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         load_average_before: load_before,
         load_average_after: load_average(),
         phase_secs: args.phase_secs,
+        warmup_secs: args.warmup(),
         repeats: args.repeats,
         database: DbReport {
             scale: args.scale,
@@ -255,10 +269,14 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         println!("{json}");
     } else {
         println!(
-            "server benchmark: {} s phases, {} repeats, load average {:?} → {:?}; \
-             req/s and latencies are medians over repeats; thr+ and dbconn count \
-             what the phase created",
-            args.phase_secs, args.repeats, doc.load_average_before, doc.load_average_after
+            "server benchmark: {} s phases after {} s of warm-up, {} repeats, load average \
+             {:?} → {:?}; req/s and latencies are medians over repeats; thr+ and dbconn \
+             count what the phase created",
+            args.phase_secs,
+            args.warmup(),
+            args.repeats,
+            doc.load_average_before,
+            doc.load_average_after
         );
         print!("{}", report::table(&doc.phases));
     }
@@ -299,8 +317,8 @@ fn groups(args: &ServerArgs) -> Vec<Vec<PhaseSpec>> {
     groups
 }
 
-/// Start the service on `contender`, check its endpoints, run `group`'s
-/// phases back to back, stop it.
+/// Start the service on `contender`, check its endpoints, warm it up with
+/// the first phase's load, run `group`'s phases back to back, stop it.
 fn run_group(
     args: &ServerArgs,
     db: &Database,
@@ -310,6 +328,18 @@ fn run_group(
     let handlers = Arc::new(Handlers::new(db.conninfo(), db.accounts()));
     let service = Service::start(contender.dispatch(args.max_threads)?, handlers)?;
     check_endpoints(service.addr()).map_err(|e| format!("{contender}: {e}"))?;
+    if let (Some(first), true) = (group.first(), args.warmup() > 0) {
+        load::run(
+            service.addr(),
+            &first.mix,
+            db.accounts(),
+            first.connections,
+            Duration::from_secs(args.warmup()),
+            Duration::from_secs(args.timeout_secs),
+            db.dir(),
+        )
+        .map_err(|e| format!("{contender}: warm-up: {e}"))?;
+    }
     let mut out = Vec::new();
     for phase in group {
         let before = (
