@@ -6,7 +6,8 @@
 //! more request in it, where it waits behind the others and stretches
 //! their latency; the throughput does not rise.
 //!
-//! So the pool tries half its size. If the span there served at
+//! So, while other processes hold half the machine or more, the pool
+//! tries half its size. If the span there served at
 //! least as many tasks a second, the smaller size becomes the
 //! proven size and the learned cap (growth past it proves itself again
 //! once the cap expires), and the next trial may follow at once. Otherwise
@@ -29,6 +30,11 @@ use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
 /// are smaller (over 100 ms, trials that lost a tenth of the throughput
 /// passed on noise and took the pool down to 7 where 16 served best).
 const DESCENT_SPAN: Duration = Duration::from_millis(200);
+/// Share of the machine other processes must hold (smoothed) for a trial:
+/// the tasks then likely wait on one of them (a database held 0.75–0.88).
+/// Beside a replay's own driver (0.1–0.2), trials of half of a CPU-bound
+/// pool passed on noise and cost `sat10` 6% of its throughput.
+const DESCENT_OTHERS: f64 = 0.5;
 /// The size tried, as a fraction of the current one: the inverse of a
 /// proof's doubling. Two-thirds steps took a pool that met 256 clients
 /// from 64 workers to 14 in five trials, a second of the phase.
@@ -75,6 +81,7 @@ impl Auto {
     /// verdict on growth.
     pub(super) fn descend(&mut self, span: Probe, now: Duration) -> bool {
         let smaller = self.clamp(((span.threads as f64) * DESCENT_FACTOR).ceil() as usize);
+        let others_hold_most = self.others.value >= DESCENT_OTHERS;
         let d = &mut self.proof.descent;
         if let Some((from, size)) = d.trial {
             let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
@@ -111,6 +118,7 @@ impl Auto {
             .base
             .is_none_or(|b| (n as f64) < b.threads as f64 * (1.0 + PROOF_MIN_GROWTH));
         if here.span >= DESCENT_SPAN
+            && others_hold_most
             && now >= d.next_at
             && proven
             && n == self.target

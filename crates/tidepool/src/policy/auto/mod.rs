@@ -79,22 +79,33 @@
 //!    workers than the peak of tasks present (queued or running) over the
 //!    last 2–4 s plus one per core: a worker woken for a task another took
 //!    reads busy, so spawns alone overshoot (8 clients grew 43 workers).
-//!    And while the machine's cores are ≥ 90% busy (`/proc/stat`) with other
-//!    processes holding a tenth or more, blocking may be a wait on one of
-//!    them (a database on the same cores: φ 0.02, ceiling past 150): growth
-//!    then goes only to twice the last size measured with every worker
-//!    given a task (≥ 50 ms, two completions per worker), and is kept only
-//!    if throughput rose by a quarter of the proportional gain (judged once
-//!    the pool is 1.6 times that size: smaller steps are within the noise;
-//!    a span with idle workers is a verdict but never a base);
-//!    otherwise the measured size becomes the learned cap. Tasks that block on something
-//!    else double every ~50 ms. On such a machine thread totals are no
-//!    evidence of blocking either (point 1), and a change of φ is no new
-//!    mix for the proof and the cap, nor takes the pool below the size
-//!    last measured with every worker busy: waits in a saturated database
-//!    stretch with the size itself (φ halves with each doubling), and
-//!    forgetting the cap regrew the pool every second. Proof, once needed,
-//!    lasts until the machine is below 75% busy or the others below 5%.
+//!    And while the machine's cores are ≥ 90% busy (`/proc/stat`, read over
+//!    spans of ≥ 12 ms pooled across calls) with other processes holding a
+//!    tenth or more, blocking may be a wait on one of them (a database on
+//!    the same cores: φ 0.02, ceiling past 150): growth then goes only to
+//!    twice the last size measured with every worker given a task (≥ 50 ms
+//!    from a tick after the size last changed, two completions per worker),
+//!    and is kept only if throughput rose by a quarter of the proportional
+//!    gain (judged once the pool is 1.6 times that size: smaller steps are
+//!    within the noise; a span with idle workers is a verdict but never a
+//!    base); otherwise the pool goes back to the measured size at once,
+//!    which becomes the learned cap. A size the pool reached before proof
+//!    began doubles only after a trial of half of it (point 10) served
+//!    less. Tasks that block on something else double every ~50 ms. On
+//!    such a machine thread totals are no evidence of blocking either
+//!    (point 1), and a change of φ is no new mix for the proof and the
+//!    cap, nor takes the pool below the size last measured with every
+//!    worker busy: waits in a saturated database stretch with the size
+//!    itself (φ halves with each doubling). A throughput at the measured
+//!    size half what it was is: other tasks. Proof, once needed, lasts
+//!    until the machine is below 75% busy or the others below 5%.
+//! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
+//!    and other processes hold half the machine or more, the pool tries
+//!    half its size (over spans of 200 ms): kept if it
+//!    serves at least as much, else back at once, and the next trial waits
+//!    5 s, twice as long after each failure (at most 60 s). A pool that
+//!    grew before the machine read busy comes down to what the database
+//!    serves.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
@@ -114,6 +125,7 @@
 //! | `feedback.rs` | the throughput feedback loop and the learned cap |
 //! | `contention.rs` | the share of the cores other processes take |
 //! | `growth.rs` | where growth stops: the tasks present, proof on a busy machine |
+//! | `descent.rs` | fewer workers on trial while growth needs proof |
 //! | `../queueing.rs` | Erlang C and the binomial core count (shared with `hisdyn`) |
 //! | `tests.rs` | scripted observations |
 

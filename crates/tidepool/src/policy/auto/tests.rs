@@ -1865,3 +1865,21 @@ fn a_new_mix_is_seen_when_both_ceilings_reach_the_users_max() {
     }
     assert!(live >= 2 * capped, "from {capped} to {live}");
 }
+
+#[test]
+fn no_trials_of_fewer_workers_while_the_workers_hold_most_of_the_machine() {
+    // 16 workers use 85% of a busy machine (a replay's driver holds the
+    // rest): proof applies, but the tasks are not waiting on another
+    // process, and a trial of half would pass on noise.
+    let mut p = Auto::new();
+    start(&mut p);
+    let mut proved = false;
+    for tick in 1..=120u64 {
+        let mut obs = loaded_tick(tick * 25, 16, 64, 4_000.0, 1.0);
+        obs.worker_cpu_time = Some((TICK * CORES as u32).mul_f64(0.85));
+        p.decide(&obs);
+        proved |= p.needs_proof();
+        assert_eq!(p.trial_size(), None, "a trial at tick {tick}");
+    }
+    assert!(proved);
+}
