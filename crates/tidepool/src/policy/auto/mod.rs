@@ -100,12 +100,12 @@
 //!    size half what it was is: other tasks. Proof, once needed, lasts
 //!    until the machine is below 75% busy or the others below 5%.
 //! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
-//!    and other processes hold half the machine or more, the pool tries
-//!    half its size (over spans of 200 ms): kept if it
-//!    serves at least as much, else back at once, and the next trial waits
-//!    5 s, twice as long after each failure (at most 60 s). A pool that
-//!    grew before the machine read busy comes down to what the database
-//!    serves.
+//!     and other processes hold half the machine or more, the pool tries
+//!     half its size (over spans of 200 ms): kept if it
+//!     serves at least as much, else back at once, and the next trial waits
+//!     5 s, twice as long after each failure (at most 60 s). A pool that
+//!     grew before the machine read busy comes down to what the database
+//!     serves.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:
