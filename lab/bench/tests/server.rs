@@ -189,6 +189,7 @@ fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
 
 #[test]
 fn the_warm_up_opens_the_connections_before_the_measured_phase() {
+    // `--quick` sets the sizes (2 and 8) and the phases; the warm-up is ours.
     let out = bench()
         .args([
             "server",
@@ -198,10 +199,6 @@ fn the_warm_up_opens_the_connections_before_the_measured_phase() {
             "1",
             "--contenders",
             "tpr",
-            "--sizes",
-            "2",
-            "--change-connections",
-            "0",
         ])
         .output()
         .unwrap();

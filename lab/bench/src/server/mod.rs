@@ -48,6 +48,9 @@ use load::Mix;
 use report::{Phase, PoolView, Row, Run};
 use service::Service;
 
+/// `--warmup-secs` unless given (or `--quick`, which makes it 0).
+const DEFAULT_WARMUP_SECS: u64 = 2;
+
 /// Options of `server`.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
@@ -111,7 +114,7 @@ pub struct ServerArgs {
 impl ServerArgs {
     /// The warm-up, in seconds.
     fn warmup(&self) -> u64 {
-        self.warmup_secs.unwrap_or(2)
+        self.warmup_secs.unwrap_or(DEFAULT_WARMUP_SECS)
     }
 
     fn quickened(mut self) -> Self {
