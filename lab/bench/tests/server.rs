@@ -119,7 +119,8 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
         let oracle = p["oracle"]["impl"].as_str().unwrap();
         assert!(["fixed:2", "fixed:8"].contains(&oracle), "{oracle}");
     }
-    // Thread-per-request opens a connection per request; a static pool at most one per worker.
+    // A static pool opens at most one connection per worker; thread-per-request
+    // starts a thread per request, each taking the connection an exited one handed back.
     let mix = &phases[0]["results"];
     let row = |name: &str| {
         mix.as_array()
@@ -130,7 +131,12 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
             .clone()
     };
     assert!(row("fixed:2")["db_connections"].as_u64().unwrap() <= 2);
-    assert!(row("tpr")["db_connections"].as_u64().unwrap() > 8);
+    let tpr = row("tpr");
+    let (threads, opened) = (
+        tpr["threads_created"].as_u64().unwrap(),
+        tpr["db_connections"].as_u64().unwrap(),
+    );
+    assert!(threads > 100 && opened * 10 < threads, "{tpr}");
     // Tidepool pools report what they saw; the others have no such view.
     assert!(row("auto")["pool"]["target_end"].as_u64().unwrap() >= 1);
     assert!(row("auto")["pool"]["phi"].is_f64());

@@ -11,7 +11,7 @@ use tidepool::policy::PolicySpec;
 use tidepool::Pool;
 use tidepool_workload::{Executor, ExecutorCounts, Job, ThreadPerRequest};
 
-use super::handlers::close_connection;
+use super::handlers::release_connection;
 
 use super::service::{Dispatch, ThreadGauge};
 
@@ -33,7 +33,7 @@ impl Contender {
                 return Ok(Dispatch::SpawnBlocking(Arc::new(ThreadGauge::default())))
             }
             Contender::Tidepool(PolicySpec::ThreadPerRequest) => {
-                return Ok(Dispatch::Executor(Arc::new(ClosingTpr(
+                return Ok(Dispatch::Executor(Arc::new(ReleasingTpr(
                     ThreadPerRequest::new(),
                 ))))
             }
@@ -49,7 +49,7 @@ impl Contender {
         };
         let pool = builder
             .name("server")
-            .on_thread_stop(close_connection)
+            .on_thread_stop(release_connection)
             .build()
             .map_err(|e| format!("cannot build the pool for {self}: {e}"))?;
         Ok(Dispatch::Executor(Arc::new(pool)))
@@ -64,11 +64,11 @@ impl Contender {
     }
 }
 
-/// Thread-per-request whose threads close their database connection after
-/// their one job (see [`close_connection`]).
-struct ClosingTpr(ThreadPerRequest);
+/// Thread-per-request whose threads hand back their database connection after
+/// their one job (see [`release_connection`]).
+struct ReleasingTpr(ThreadPerRequest);
 
-impl Executor for ClosingTpr {
+impl Executor for ReleasingTpr {
     fn name(&self) -> String {
         self.0.name()
     }
@@ -76,7 +76,7 @@ impl Executor for ClosingTpr {
         struct Close;
         impl Drop for Close {
             fn drop(&mut self) {
-                close_connection(); // also when the job panics
+                release_connection(); // also when the job panics
             }
         }
         self.0.execute_job(Box::new(move || {

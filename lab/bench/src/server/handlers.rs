@@ -1,15 +1,19 @@
 //! The service's request handlers: four endpoints of different cost, each a
 //! real PostgreSQL round trip on the calling thread's own connection.
 //!
-//! Connections are per thread: a thread opens one the first time it handles
-//! a request (lazily) and keeps it until it exits, so a pool of `K` workers
-//! holds at most `K` connections and thread-per-request opens one per
-//! request. Every connection opened is counted in [`Handlers::opened`].
-//! Statements are prepared once per connection. Threads close their
-//! connection explicitly before they exit ([`close_connection`]).
+//! Connections are per thread, and outlive their threads: a thread takes one
+//! the first time it handles a request (lazily) and keeps it until it exits;
+//! an exiting thread hands it back ([`release_connection`]) to an idle stack
+//! that the next new thread takes from before it opens one, as a connection
+//! pool (r2d2, deadpool) would. So `K` threads at once hold at most `K`
+//! connections, the service never holds more than its peak of threads, and a
+//! thread that replaces a retired one finds its connection ready. Every
+//! connection opened is counted in [`Handlers::opened`]. Statements are
+//! prepared once per connection.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use postgres::{Client, NoTls, Statement};
 
@@ -60,17 +64,35 @@ impl Endpoint {
     }
 }
 
-/// What the handlers share: where the database is, and a counter of connections.
-#[derive(Debug)]
+/// What the handlers share: where the database is, the connections no
+/// thread holds, and a counter of connections opened.
 pub struct Handlers {
     id: u64,
     conninfo: String,
     accounts: i64,
     opened: AtomicU64,
+    idle: Arc<Idle>,
+}
+
+/// Connections handed back by exiting threads, for the next new thread.
+type Idle = Mutex<Vec<Conn>>;
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handlers")
+            .field("conninfo", &self.conninfo)
+            .field("accounts", &self.accounts)
+            .field("opened", &self.opened())
+            .field("idle", &lock(&self.idle).len())
+            .finish()
+    }
 }
 
 struct Conn {
     owner: u64,
+    /// Where the connection goes when its thread exits (gone once the
+    /// handlers are: then it closes).
+    home: Weak<Idle>,
     client: Client,
     lookup: Statement,
     range: Statement,
@@ -85,12 +107,24 @@ thread_local! {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// Close this thread's connection, if it has one. Every handler thread
-/// calls it before it exits (a pool's or runtime's thread-stop hook, or
-/// after the job for thread-per-request): the client's `Drop` needs tokio's
+/// Hand this thread's connection, if it has one, back to its handlers' idle
+/// stack (or close it if the handlers are gone). Every handler thread calls
+/// it before it exits (a pool's or runtime's thread-stop hook, or after the
+/// job for thread-per-request): a closing client's `Drop` needs tokio's
 /// thread-locals, which may already be gone when thread-locals are destroyed.
-pub fn close_connection() {
-    let _ = CONN.try_with(|cell| cell.borrow_mut().take());
+pub fn release_connection() {
+    let Ok(Some(conn)) = CONN.try_with(|cell| cell.borrow_mut().take()) else {
+        return;
+    };
+    if let Some(idle) = conn.home.upgrade() {
+        if !conn.client.is_closed() {
+            lock(&idle).push(conn);
+        }
+    }
+}
+
+fn lock(idle: &Idle) -> std::sync::MutexGuard<'_, Vec<Conn>> {
+    idle.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Handlers {
@@ -101,6 +135,7 @@ impl Handlers {
             conninfo,
             accounts,
             opened: AtomicU64::new(0),
+            idle: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -118,7 +153,11 @@ impl Handlers {
             let mut slot = cell.borrow_mut();
             if slot.as_ref().is_none_or(|c| c.owner != self.id) {
                 *slot = None;
-                *slot = Some(self.open().map_err(|e| (503, format!("database: {e}\n")))?);
+                let handed_back = lock(&self.idle).pop();
+                *slot = Some(match handed_back {
+                    Some(conn) => conn,
+                    None => self.open().map_err(|e| (503, format!("database: {e}\n")))?,
+                });
             }
             let conn = slot.as_mut().expect("opened above");
             let result = self.run(conn, endpoint, aid);
@@ -134,6 +173,7 @@ impl Handlers {
         self.opened.fetch_add(1, Ordering::Relaxed);
         Ok(Conn {
             owner: self.id,
+            home: Arc::downgrade(&self.idle),
             lookup: client.prepare("SELECT abalance FROM pgbench_accounts WHERE aid = $1")?,
             range: client.prepare(
                 "SELECT count(*), coalesce(sum(abalance), 0)::bigint \

@@ -22,7 +22,7 @@ use tidepool_workload::{Executor, ExecutorCounts};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::handlers::{close_connection, Endpoint, Handlers};
+use super::handlers::{release_connection, Endpoint, Handlers};
 
 /// Largest request head accepted.
 const MAX_HEAD: usize = 16 * 1024;
@@ -85,7 +85,7 @@ impl Service {
             let (start, stop) = (gauge.clone(), gauge.clone());
             rt.on_thread_start(move || start.started())
                 .on_thread_stop(move || {
-                    close_connection();
+                    release_connection();
                     stop.stopped();
                 });
         }
