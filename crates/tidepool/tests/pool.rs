@@ -871,6 +871,31 @@ fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
 }
 
 #[test]
+fn a_worker_of_long_tasks_samples_one_every_20_ms() {
+    if !tidepool::sys::SUPPORT.cpu_clocks {
+        return; // no thread CPU clock: nothing is sampled (see sys::SUPPORT)
+    }
+    // Past its first 16 tasks a worker samples one long task in 16, so a
+    // change of the mix went unseen for 16 of them; it also samples one
+    // whenever its last sample is 20 ms old: of 24 tasks of 6 ms, every
+    // fifth or sooner.
+    let pool = Pool::new(1).unwrap();
+    for _ in 0..16 {
+        pool.execute(|| std::thread::sleep(Duration::from_micros(200)))
+            .unwrap();
+    }
+    pool.wait_idle();
+    let before = pool.stats();
+    for _ in 0..24 {
+        pool.execute(|| std::thread::sleep(Duration::from_millis(6)))
+            .unwrap();
+    }
+    pool.wait_idle();
+    let sampled = pool.stats().sampled_tasks - before.sampled_tasks;
+    assert!(sampled >= 4, "{sampled} of 24 tasks of 6 ms sampled");
+}
+
+#[test]
 fn per_task_cpu_sample_tells_compute_from_blocking() {
     if !tidepool::sys::SUPPORT.cpu_clocks {
         return; // no thread CPU clock: nothing is sampled (see sys::SUPPORT)

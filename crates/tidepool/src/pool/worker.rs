@@ -106,6 +106,12 @@ const CPU_SAMPLE_EVERY: u64 = 16;
 /// ...and one in this many while they are short (the two system calls
 /// would cost a tenth of a microsecond-long task otherwise).
 const CPU_SAMPLE_EVERY_SHORT: u64 = 256;
+/// ...and whichever the rate, a task as soon as this worker's last sample
+/// is this old (ns): a worker of 5 ms calls that samples one task in 16
+/// measured a change of the task mix only after 16 of them, and while
+/// three workers waited out the old mix's small ceiling, 64 requests
+/// queued for a third of a second.
+const CPU_SAMPLE_AGE_NS: u64 = 20_000_000;
 /// Sampled tasks at least this long count as long: they also get their run
 /// delay measured, and keep the CPU sample at one in 16.
 const LONG_TASK_NS: u64 = 100_000;
@@ -121,6 +127,10 @@ struct Worker {
     timed: std::cell::Cell<u64>,
     /// The last CPU-sampled task ran long enough to sample its run delay.
     long_tasks: std::cell::Cell<bool>,
+    /// Clock ticks at the end of the last CPU-sampled task, and of the last
+    /// timed task (0: none yet).
+    sampled_at: std::cell::Cell<u64>,
+    timed_at: std::cell::Cell<u64>,
     /// The scheduler slice this thread last asked for (`NO_SLICE`: none).
     slice_ns: std::cell::Cell<u64>,
     /// Tasks taken since the last wake-up (saturating).
@@ -153,6 +163,8 @@ impl Worker {
             streaks: Streaks::default(),
             timed: std::cell::Cell::new(0),
             long_tasks: std::cell::Cell::new(true),
+            sampled_at: std::cell::Cell::new(0),
+            timed_at: std::cell::Cell::new(0),
             slice_ns: std::cell::Cell::new(NO_SLICE),
             since_wake: std::cell::Cell::new(0),
             woke_from_idle: std::cell::Cell::new(false),
@@ -339,13 +351,17 @@ impl Worker {
                     // The thread's CPU clock costs a system call: read it
                     // around the first tasks (so a policy learns early how
                     // much of a task is compute), then one task in 16 while
-                    // tasks are long, one in 256 while they are short.
+                    // tasks are long, one in 256 while they are short, and
+                    // one whenever the last sample is 20 ms old.
                     let every = if self.long_tasks.get() {
                         CPU_SAMPLE_EVERY
                     } else {
                         CPU_SAMPLE_EVERY_SHORT
                     };
-                    let sample_cpu = n < CPU_SAMPLE_FIRST || n.is_multiple_of(every);
+                    let stale = self.timed_at.get() != 0
+                        && Clock::nanos_between(self.sampled_at.get(), self.timed_at.get())
+                            >= CPU_SAMPLE_AGE_NS;
+                    let sample_cpu = n < CPU_SAMPLE_FIRST || n.is_multiple_of(every) || stale;
                     // For long tasks also the run delay (a `/proc` read), so
                     // time the task spent preempted, waiting for a core,
                     // counts as neither compute nor blocking.
@@ -358,6 +374,10 @@ impl Worker {
                     let started = Clock::ticks();
                     let panicked = self.call(task);
                     let finished = Clock::ticks();
+                    self.timed_at.set(finished);
+                    if sample_cpu {
+                        self.sampled_at.set(finished);
+                    }
                     if let Some(sample) = sample {
                         let service = Clock::nanos_between(started, finished);
                         if let Some((cpu, wanted)) = sample.finish(record, service) {

@@ -11,7 +11,10 @@
 //! least as many tasks a second, the smaller size becomes the
 //! proven size and the learned cap (growth past it proves itself again
 //! once the cap expires), and the next trial may follow at once. Otherwise
-//! the pool goes back to the size it came from at once, and waits before
+//! the pool goes back to the size it came from at once (as soon as the
+//! first span there serves a quarter less: calls that wait on another
+//! service lose half their throughput with half the workers, and each tick
+//! of a trial queues their requests), and waits before
 //! the next trial: 5 s, twice as long after each trial that failed in a
 //! row (at most 60 s; a trial cut short by the end of proof counts as
 //! failed). A trial starts only from a size whose span is measured and
@@ -39,6 +42,12 @@ const DESCENT_OTHERS: f64 = 0.5;
 /// proof's doubling. Two-thirds steps took a pool that met 256 clients
 /// from 64 workers to 14 in five trials, a second of the phase.
 const DESCENT_FACTOR: f64 = 0.5;
+/// Loss of throughput on trial that needs no full [`DESCENT_SPAN`]: two
+/// 50 ms spans of a loaded machine differ by about 6%, a trial of half the
+/// workers of calls that wait on another service loses half. Cut at its
+/// first span, trials of half of 66 such workers lasted 50–75 ms, where
+/// they had lasted 140–175 ms.
+const DESCENT_CLEAR_LOSS: f64 = 0.25;
 
 /// The trials of fewer workers while growth needs proof.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -86,7 +95,8 @@ impl Auto {
         if let Some((from, size)) = d.trial {
             let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
             d.here = Some(pooled);
-            if pooled.span < DESCENT_SPAN {
+            let clear_loss = pooled.throughput < from.throughput * (1.0 - DESCENT_CLEAR_LOSS);
+            if pooled.span < DESCENT_SPAN && !clear_loss {
                 return true;
             }
             d.trial = None;

@@ -102,7 +102,8 @@
 //! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
 //!     half its size (over spans of 200 ms): kept if it
-//!     serves at least as much, else back at once, and the next trial waits
+//!     serves at least as much, else back at once (at its first span if
+//!     that serves a quarter less), and the next trial waits
 //!     5 s, twice as long after each failure (at most 60 s). A pool that
 //!     grew before the machine read busy comes down to what the database
 //!     serves.
