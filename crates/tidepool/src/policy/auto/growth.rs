@@ -183,6 +183,9 @@ pub(super) struct Proof {
     now: Duration,
     /// Windows before this are no evidence: the size just changed.
     steady_from: Duration,
+    /// φ moved as for a new mix while growth needed proof: no evidence
+    /// then, but it is once the machine frees up.
+    pub(super) mix_moved: bool,
 }
 
 impl Auto {
@@ -282,6 +285,13 @@ impl Auto {
     /// throughput with the proven size's. Otherwise start over.
     pub(super) fn prove(&mut self, obs: &Observation) {
         if !self.needs_proof() {
+            if self.proof.mix_moved {
+                // The machine freed up after φ moved: a new mix after all
+                // (lookups that turned into calls waiting on another
+                // service kept the lookups' cap of 3 workers for 5 s, as
+                // the machine was free before proof had a span to judge).
+                self.forget_cap();
+            }
             // The trials' wait outlives a flicker of the machine out of
             // proof: calls waiting on another service on a machine near
             // the line tried half their workers every 0.3 s.

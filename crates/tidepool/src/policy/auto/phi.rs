@@ -149,9 +149,15 @@ impl Auto {
                 // wait on a machine with no core to spare (a local
                 // database, say), their waits stretch and shrink with the
                 // size itself, and a φ that follows the size is no new mix.
-                if high >= 2 * low && !self.needs_proof() {
-                    self.forget_cap();
-                    self.proof = Default::default();
+                if high >= 2 * low {
+                    if self.needs_proof() {
+                        // Unless the machine frees up: then the waits no
+                        // longer stretch with the size (`Auto::prove`).
+                        self.proof.mix_moved = true;
+                    } else {
+                        self.forget_cap();
+                        self.proof = Default::default();
+                    }
                 }
                 // More compute per task: the next tick takes the target
                 // down to the new ceiling (`Auto::follow_mix_change`).

@@ -1909,3 +1909,56 @@ fn a_trial_that_clearly_serves_less_ends_at_its_first_span() {
     }
     assert!(trials >= 1, "no trial to judge");
 }
+
+#[test]
+fn a_new_mix_seen_while_growth_needs_proof_counts_once_the_machine_frees_up() {
+    // Lookups in a database on the same cores: the pool learns its cap
+    // while the machine is busy. Then the requests turn into calls that
+    // wait 20 ms on another service: φ falls thirty times while the
+    // machine still reads busy (no evidence then: a database's waits
+    // stretch with the size), and a tick later the machine is free, before
+    // proof had a span to judge. Now the change of φ is a new mix: the
+    // cap must go, and the pool grow.
+    let lookups =
+        |at_ms, live: usize| loaded_tick(at_ms, live, 64, 500.0 * live.min(4) as f64, 1.0);
+    let calls = |machine: f64| {
+        move |at_ms, live: usize| {
+            let mut obs = loaded_tick(at_ms, live, 64, 50.0 * live as f64, machine);
+            let time = Duration::from_millis(20) * obs.completions as u32;
+            (obs.mean_service, obs.mean_wait) =
+                (Some(Duration::from_millis(20)), Some(Duration::ZERO));
+            obs.sampled_task_time = time;
+            obs.sampled_task_cpu = time.mul_f64(0.01);
+            obs.worker_cpu_time = Some(obs.sampled_task_cpu);
+            obs
+        }
+    };
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let before = run_on_a_busy_machine(&mut p, &mut live, 1..=400, lookups);
+    let cap = p
+        .learned_cap(Duration::from_secs(10))
+        .expect("a learned cap");
+    assert!(cap <= 8, "cap {cap}: {before:?}");
+    // The first window of calls holds enough samples for φ, but too few
+    // completions for a proof span; the next reads the machine free.
+    let mut first = calls(1.0)(10_050, live);
+    first.window = Duration::from_millis(50);
+    (first.completions, first.arrivals, first.sampled_tasks) = (4, 4, 4);
+    first.sampled_task_time = Duration::from_millis(80);
+    first.sampled_task_cpu = Duration::from_micros(800);
+    first.worker_cpu_time = Some(first.sampled_task_cpu);
+    let d = p.decide(&first);
+    apply(&mut live, &d);
+    let mut free = calls(0.0)(10_150, live);
+    free.window = Duration::from_millis(100);
+    let d = p.decide(&free);
+    apply(&mut live, &d);
+    let mut after = Vec::new();
+    for t in 407..=440u64 {
+        let d = p.decide(&calls(0.0)(t * 25, live));
+        apply(&mut live, &d);
+        after.push(live);
+    }
+    assert!(live >= 32, "ended at {live}: {after:?}");
+}
