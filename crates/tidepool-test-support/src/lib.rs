@@ -1,6 +1,6 @@
 //! Helpers for tidepool's own tests (see the README): waiting for a
 //! condition with no timing margin to tune, only a ceiling that turns a hang
-//! into a failure.
+//! into a failure; counting the process's threads by name.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,18 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[track_caller]
 pub fn eventually(what: &str, cond: impl FnMut() -> bool) {
     assert!(wait_until(PATIENCE, cond), "timed out waiting for: {what}");
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux: read
+/// from `/proc/self/task`; 0 where that does not exist).
+pub fn threads_named(prefix: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
 }
 
 #[cfg(test)]

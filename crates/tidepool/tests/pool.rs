@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tidepool::policy::{Decision, Fixed, Observation, Schedule, SizingPolicy, Trigger};
 use tidepool::{JoinError, OnFull, Pool, QueueFlavor, SubmitError};
-use tidepool_test_support::eventually;
+use tidepool_test_support::{eventually, threads_named};
 
 /// A gate that tasks wait on, to hold workers busy on purpose.
 #[derive(Clone, Default)]
@@ -486,14 +486,6 @@ fn a_panicking_task_keeps_its_worker() {
 }
 
 /// Names of this process's threads that start with `prefix`.
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
-
 /// Shutdown returns only once every thread the pool started has ended, also
 /// workers that retired before it and are still on their way out (held here
 /// in the stop hook): a program that exits right after finds none running.

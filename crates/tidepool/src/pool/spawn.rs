@@ -94,6 +94,7 @@ pub(crate) mod injected {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use tidepool_test_support::threads_named;
 
     fn maps() -> usize {
         std::fs::read_to_string("/proc/self/maps")
@@ -157,15 +158,6 @@ mod tests {
         let n = process_threads().unwrap();
         assert!(n >= 1, "{n}");
         assert!(thread_limit().unwrap() > 1000);
-    }
-
-    /// Names of this process's threads that start with `prefix`.
-    fn threads_named(prefix: &str) -> usize {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .filter(|name| name.starts_with(prefix))
-            .count()
     }
 
     #[test]
