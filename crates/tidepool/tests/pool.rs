@@ -485,7 +485,6 @@ fn a_panicking_task_keeps_its_worker() {
     assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
 }
 
-/// Names of this process's threads that start with `prefix`.
 /// Shutdown returns only once every thread the pool started has ended, also
 /// workers that retired before it and are still on their way out (held here
 /// in the stop hook): a program that exits right after finds none running.

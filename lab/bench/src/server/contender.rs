@@ -73,14 +73,14 @@ impl Executor for ReleasingTpr {
         self.0.name()
     }
     fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
-        struct Close;
-        impl Drop for Close {
+        struct Release;
+        impl Drop for Release {
             fn drop(&mut self) {
                 release_connection(); // also when the job panics
             }
         }
         self.0.execute_job(Box::new(move || {
-            let _close = Close;
+            let _release = Release;
             job();
         }))
     }

@@ -97,8 +97,9 @@
 //!    cap (until the machine frees up), nor takes the pool below the size
 //!    last measured with every worker busy: waits in a saturated database
 //!    stretch with the size itself (φ halves with each doubling). A
-//!    throughput at the measured size half what it was is: other tasks. Proof, once needed, lasts
-//!    until the machine is below 75% busy or the others below 5%.
+//!    throughput at the measured size half what it was is: other tasks.
+//!    Proof, once needed, lasts until the machine is below 75% busy or the
+//!    others below 5%.
 //! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
 //!     half its size (over spans of 200 ms): kept if it

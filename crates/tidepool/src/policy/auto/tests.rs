@@ -1778,6 +1778,18 @@ fn a_doubling_is_judged_once_its_workers_have_started() {
     assert!(end >= 32, "ended at {end}: {sizes:?}");
 }
 
+/// A tick of `clients` calls that wait 20 ms on another service (φ 0.01):
+/// throughput follows the workers, on a machine `machine` busy.
+fn calls_tick(at_ms: u64, live: usize, clients: usize, machine: f64) -> Observation {
+    let mut obs = loaded_tick(at_ms, live, clients, 50.0 * live as f64, machine);
+    let time = Duration::from_millis(20) * obs.completions as u32;
+    (obs.mean_service, obs.mean_wait) = (Some(Duration::from_millis(20)), Some(Duration::ZERO));
+    obs.sampled_task_time = time;
+    obs.sampled_task_cpu = time.mul_f64(0.01);
+    obs.worker_cpu_time = Some(obs.sampled_task_cpu);
+    obs
+}
+
 #[test]
 fn a_collapse_of_throughput_at_the_proven_size_is_a_new_mix() {
     // Lookups in a database on the same cores: past 16 workers throughput
@@ -1788,15 +1800,7 @@ fn a_collapse_of_throughput_at_the_proven_size_is_a_new_mix() {
     // and the pool must grow well past it.
     let lookups =
         |at_ms, live: usize| loaded_tick(at_ms, live, 256, 500.0 * live.min(16) as f64, 1.0);
-    let calls = |at_ms, live: usize| {
-        let mut obs = loaded_tick(at_ms, live, 256, 50.0 * live as f64, 1.0);
-        let time = Duration::from_millis(20) * obs.completions as u32;
-        (obs.mean_service, obs.mean_wait) = (Some(Duration::from_millis(20)), Some(Duration::ZERO));
-        obs.sampled_task_time = time;
-        obs.sampled_task_cpu = time.mul_f64(0.01);
-        obs.worker_cpu_time = Some(obs.sampled_task_cpu);
-        obs
-    };
+    let calls = |at_ms, live| calls_tick(at_ms, live, 256, 1.0);
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     let before = run_on_a_busy_machine(&mut p, &mut live, 1..=120, lookups);
@@ -1921,18 +1925,7 @@ fn a_new_mix_seen_while_growth_needs_proof_counts_once_the_machine_frees_up() {
     // cap must go, and the pool grow.
     let lookups =
         |at_ms, live: usize| loaded_tick(at_ms, live, 64, 500.0 * live.min(4) as f64, 1.0);
-    let calls = |machine: f64| {
-        move |at_ms, live: usize| {
-            let mut obs = loaded_tick(at_ms, live, 64, 50.0 * live as f64, machine);
-            let time = Duration::from_millis(20) * obs.completions as u32;
-            (obs.mean_service, obs.mean_wait) =
-                (Some(Duration::from_millis(20)), Some(Duration::ZERO));
-            obs.sampled_task_time = time;
-            obs.sampled_task_cpu = time.mul_f64(0.01);
-            obs.worker_cpu_time = Some(obs.sampled_task_cpu);
-            obs
-        }
-    };
+    let calls = |machine: f64| move |at_ms, live| calls_tick(at_ms, live, 64, machine);
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     let before = run_on_a_busy_machine(&mut p, &mut live, 1..=400, lookups);
