@@ -29,6 +29,7 @@ pub mod load;
 pub mod procfs;
 pub mod report;
 pub mod service;
+pub mod stalls;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -352,6 +353,7 @@ fn run_group(
             procfs::tree_cpu(db.pid()),
         );
         let pool_before = service.pool().map(|p| p.stats());
+        service.take_stalls();
         let peak = AtomicUsize::new(0);
         let done = AtomicBool::new(false);
         let load = std::thread::scope(|s| {
@@ -373,6 +375,7 @@ fn run_group(
             done.store(true, Ordering::Relaxed);
             load
         })?;
+        let stalls = service.take_stalls();
         out.push(Run {
             requests_per_sec: load.ok_per_sec(),
             p50_ms: load.p50_us / 1e3,
@@ -385,6 +388,8 @@ fn run_group(
             db_connections: service.db_connections() - before.1,
             service_cpu_s: (procfs::own_cpu().saturating_sub(before.2)).as_secs_f64(),
             db_cpu_s: (procfs::tree_cpu(db.pid()).saturating_sub(before.3)).as_secs_f64(),
+            stalls: stalls.count,
+            longest_stall_ms: stalls.longest_ms,
             pool: service
                 .pool()
                 .zip(pool_before)

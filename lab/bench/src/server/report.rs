@@ -32,6 +32,10 @@ pub struct Run {
     pub service_cpu_s: f64,
     /// CPU seconds of the database's processes during the phase.
     pub db_cpu_s: f64,
+    /// Times the front end could not run for 20 ms or more (`stalls.rs`).
+    pub stalls: u64,
+    /// The longest of them, in milliseconds.
+    pub longest_stall_ms: f64,
     /// What a tidepool pool saw and decided (absent for tpr and tokio).
     pub pool: Option<PoolView>,
 }
@@ -86,6 +90,10 @@ pub struct Row {
     pub service_cpu_s: f64,
     /// Database CPU seconds (median).
     pub db_cpu_s: f64,
+    /// Front-end stalls of 20 ms or more (median).
+    pub stalls: u64,
+    /// The longest front-end stall, in milliseconds (median).
+    pub longest_stall_ms: f64,
     /// requests/s ÷ the oracle's.
     pub ratio_to_oracle: Option<f64>,
     /// p99 ÷ the oracle's p99.
@@ -145,6 +153,8 @@ impl Row {
             db_connections: m(|r| r.db_connections as f64).round() as u64,
             service_cpu_s: m(|r| r.service_cpu_s),
             db_cpu_s: m(|r| r.db_cpu_s),
+            stalls: m(|r| r.stalls as f64).round() as u64,
+            longest_stall_ms: m(|r| r.longest_stall_ms),
             ratio_to_oracle: None,
             p99_ratio_to_oracle: None,
             pool: runs.first().and_then(|r| r.pool.clone()),
@@ -200,15 +210,15 @@ pub fn table(phases: &[Phase]) -> String {
             p.name, p.connections, p.mix
         ));
         out.push_str(&format!(
-            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6}\n",
+            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}\n",
             "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
-            "svcCPU", "dbCPU", "x rps", "x p99"
+            "svcCPU", "dbCPU", "stallms", "x rps", "x p99"
         ));
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for r in &p.results {
             out.push_str(&format!(
-                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>6} {:>6}\n",
+                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}\n",
                 r.name,
                 r.requests_per_sec,
                 opt(r.spread, 2),
@@ -222,6 +232,7 @@ pub fn table(phases: &[Phase]) -> String {
                 r.db_connections,
                 r.service_cpu_s,
                 r.db_cpu_s,
+                r.longest_stall_ms,
                 opt(r.ratio_to_oracle, 2),
                 opt(r.p99_ratio_to_oracle, 2),
             ));

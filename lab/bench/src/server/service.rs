@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::handlers::{release_connection, Endpoint, Handlers};
+use super::stalls::Stalls;
 
 /// Largest request head accepted.
 const MAX_HEAD: usize = 16 * 1024;
@@ -71,6 +72,7 @@ pub struct Service {
     addr: SocketAddr,
     dispatch: Arc<Dispatch>,
     handlers: Arc<Handlers>,
+    stalls: Arc<Stalls>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -98,9 +100,12 @@ impl Service {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (d, h) = (dispatch.clone(), handlers.clone());
+        let stalls = Arc::new(Stalls::default());
+        let timer = stalls.clone();
         let thread = std::thread::Builder::new()
             .name("server-front".into())
             .spawn(move || {
+                rt.spawn(timer.watch());
                 rt.block_on(accept(listener, d, h, stopped));
                 // Handlers still running finish on their own; don't wait long.
                 rt.shutdown_timeout(Duration::from_secs(5));
@@ -110,6 +115,7 @@ impl Service {
             addr,
             dispatch,
             handlers,
+            stalls,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -131,6 +137,11 @@ impl Service {
             Dispatch::Executor(e) => e.pool(),
             Dispatch::SpawnBlocking(_) => None,
         }
+    }
+
+    /// The front end's stalls since the last call ([`Stalls::take`]).
+    pub fn take_stalls(&self) -> super::stalls::StallCount {
+        self.stalls.take()
     }
 
     /// Database connections opened so far.
