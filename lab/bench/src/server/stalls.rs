@@ -1,5 +1,5 @@
 //! Stalls of the front end: a timer on its runtime that should fire every
-//! [`PERIOD`] and notes how late it does. The front end is one thread for
+//! 5 ms notes how late it does. The front end is one thread for
 //! every contender, so a late timer means it could not run: on a shared
 //! virtual machine the whole machine stops for 50–150 ms now and then, and
 //! every request in flight then waits that long. At 10,000 requests a
