@@ -28,13 +28,12 @@ pub fn eventually(what: &str, cond: impl FnMut() -> bool) {
     assert!(wait_until(PATIENCE, cond), "timed out waiting for: {what}");
 }
 
-/// Threads of this process whose name starts with `prefix` (Linux: read
-/// from `/proc/self/task`; 0 where that does not exist).
+/// Threads of this process whose name starts with `prefix`, read from
+/// `/proc/self/task`. Panics where that cannot be read (not Linux): a count
+/// of 0 must mean no such thread, never no way to tell.
 pub fn threads_named(prefix: &str) -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
+    std::fs::read_dir("/proc/self/task")
+        .expect("counting threads by name reads /proc/self/task (Linux)")
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .filter(|name| name.starts_with(prefix))
         .count()
