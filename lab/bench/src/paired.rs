@@ -53,6 +53,18 @@ pub fn paired(ratios: &[f64]) -> Option<Paired> {
     })
 }
 
+/// What a paired ratio's 95% interval says: `level` when it includes 1.0,
+/// `ahead` or `behind` when all of it lies on one side, `too few repeats`
+/// without one (fewer than 6 repeats).
+pub fn verdict(p: &Paired) -> &'static str {
+    match p.ci95 {
+        None => "too few repeats",
+        Some((lo, _)) if lo > 1.0 => "ahead",
+        Some((_, hi)) if hi < 1.0 => "behind",
+        Some(_) => "level",
+    }
+}
+
 /// `cdf[k]` = P(Binomial(n, ½) ≤ k), for k in 0..=n, summed in log space so
 /// that no term overflows or underflows to a wrong value for any n.
 fn binomial_half_cdf(n: usize) -> Vec<f64> {

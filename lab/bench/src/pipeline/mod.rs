@@ -20,7 +20,7 @@ use tidepool_workload::median;
 use tidepool_workload::BusyLoop;
 
 use crate::harness::{balanced_order, ratio_higher_better};
-use crate::paired::{paired, Paired};
+use crate::paired::{paired, verdict, Paired};
 
 /// Words per item (4 KiB).
 pub const ITEM_WORDS: usize = 512;

@@ -51,16 +51,6 @@ pub struct VsPeer {
     pub verdict: &'static str,
 }
 
-/// The verdict of a paired ratio's 95% interval ([`VsPeer::verdict`]).
-pub fn verdict(p: &Paired) -> &'static str {
-    match p.ci95 {
-        None => "too few repeats",
-        Some((lo, _)) if lo > 1.0 => "ahead",
-        Some((_, hi)) if hi < 1.0 => "behind",
-        Some(_) => "level",
-    }
-}
-
 /// Row `row` against row `other`, paired per repeat.
 fn versus(impls: &[Impl], samples: &[Vec<f64>], row: usize, other: usize) -> Option<VsPeer> {
     let ratios: Vec<f64> = samples[row]

@@ -1,11 +1,13 @@
 //! The server benchmark's results: one record per contender, phase and
 //! repeat; medians over repeats with their spread; the oracle (the static
-//! size with the most requests/s in each phase); the table and the JSON.
+//! size with the most requests/s in each phase) and each contender's
+//! requests/s against it paired per repeat; the table and the JSON.
 
 use serde::Serialize;
 use tidepool_workload::median;
 
-use crate::harness::spread;
+use crate::harness::{ratio_higher_better, spread};
+use crate::paired::{paired, verdict, Paired};
 
 /// One contender in one phase of one repeat.
 #[derive(Debug, Clone, Default)]
@@ -98,6 +100,13 @@ pub struct Row {
     pub ratio_to_oracle: Option<f64>,
     /// p99 ÷ the oracle's p99.
     pub p99_ratio_to_oracle: Option<f64>,
+    /// requests/s ÷ the oracle's in the same repeat, summarised over the
+    /// repeats: the repeats run every contender one after the other, so
+    /// the ratio cancels what the machine did to both.
+    pub vs_oracle: Option<Paired>,
+    /// What [`Row::vs_oracle`]'s 95% interval says: `level`, `ahead`,
+    /// `behind`, or `too few repeats` (fewer than 6).
+    pub verdict: Option<&'static str>,
     /// The pool's own view, from the first repeat (tidepool pools only).
     pub pool: Option<PoolView>,
 }
@@ -157,6 +166,8 @@ impl Row {
             longest_stall_ms: m(|r| r.longest_stall_ms),
             ratio_to_oracle: None,
             p99_ratio_to_oracle: None,
+            vs_oracle: None,
+            verdict: None,
             pool: runs.first().and_then(|r| r.pool.clone()),
         }
     }
@@ -181,10 +192,23 @@ impl Phase {
                 p99_ms: r.p99_ms,
             });
         if let Some(o) = &oracle {
+            let oracle_runs = results
+                .iter()
+                .find(|r| r.name == o.name)
+                .map(|r| r.requests_per_sec_runs.clone())
+                .unwrap_or_default();
             for r in &mut results {
                 r.ratio_to_oracle =
                     (o.requests_per_sec > 0.0).then(|| r.requests_per_sec / o.requests_per_sec);
                 r.p99_ratio_to_oracle = (o.p99_ms > 0.0).then(|| r.p99_ms / o.p99_ms);
+                let ratios: Vec<f64> = r
+                    .requests_per_sec_runs
+                    .iter()
+                    .zip(&oracle_runs)
+                    .filter_map(|(&a, &b)| ratio_higher_better(a, b))
+                    .collect();
+                r.vs_oracle = paired(&ratios);
+                r.verdict = r.vs_oracle.as_ref().map(verdict);
             }
         }
         Phase {
@@ -210,15 +234,15 @@ pub fn table(phases: &[Phase]) -> String {
             p.name, p.connections, p.mix
         ));
         out.push_str(&format!(
-            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}\n",
+            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}  {}\n",
             "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
-            "svcCPU", "dbCPU", "stallms", "x rps", "x p99"
+            "svcCPU", "dbCPU", "stallms", "x rps", "x p99", "paired x rps (95%)"
         ));
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for r in &p.results {
             out.push_str(&format!(
-                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}\n",
+                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}  {}\n",
                 r.name,
                 r.requests_per_sec,
                 opt(r.spread, 2),
@@ -235,10 +259,23 @@ pub fn table(phases: &[Phase]) -> String {
                 r.longest_stall_ms,
                 opt(r.ratio_to_oracle, 2),
                 opt(r.p99_ratio_to_oracle, 2),
+                paired_cell(r),
             ));
         }
     }
     out
+}
+
+/// The paired ratio to the oracle: its median, and its 95% interval and
+/// verdict, or the repeats won and lost when there are too few for one.
+fn paired_cell(r: &Row) -> String {
+    match (&r.vs_oracle, r.verdict) {
+        (Some(p), Some(v)) => match p.ci95 {
+            Some((lo, hi)) => format!("{:.2} [{lo:.2}, {hi:.2}] {v}", p.median),
+            None => format!("{:.2} ({}↑ {}↓, {v})", p.median, p.won, p.lost),
+        },
+        _ => "-".to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +312,36 @@ mod tests {
         assert!((auto.ratio_to_oracle.unwrap() - 100.0 / 120.0).abs() < 1e-9);
         assert!((auto.p99_ratio_to_oracle.unwrap() - 1.1).abs() < 1e-9);
         assert!(table(std::slice::from_ref(&p)).contains("oracle fixed:8"));
+        // One repeat of the oracle: auto's first repeat pairs with it.
+        let paired = auto.vs_oracle.unwrap();
+        assert!((paired.median - 90.0 / 120.0).abs() < 1e-9);
+        assert_eq!(auto.verdict, Some("too few repeats"));
+    }
+
+    #[test]
+    fn the_paired_ratio_pairs_each_repeat_with_the_oracles_own() {
+        // auto's median is below the oracle's, but in every repeat it
+        // served more than the oracle did in the same repeat.
+        let oracle: Vec<Run> = [100.0, 200.0, 100.0, 200.0, 100.0, 200.0]
+            .map(|v| run(v, 1.0))
+            .into();
+        let auto: Vec<Run> = [110.0, 210.0, 110.0, 210.0, 110.0, 210.0]
+            .map(|v| run(v, 1.0))
+            .into();
+        let p = Phase::new(
+            "x".into(),
+            8,
+            "m".into(),
+            vec![Row::of("auto", &auto), Row::of("fixed:4", &oracle)],
+            |n| n.starts_with("fixed:"),
+        );
+        let a = &p.results[0];
+        let v = a.vs_oracle.unwrap();
+        assert_eq!((v.won, v.lost), (6, 0));
+        assert_eq!(a.verdict, Some("ahead"));
+        assert_eq!(p.results[1].verdict, Some("level"));
+        let t = table(std::slice::from_ref(&p));
+        assert!(t.contains("ahead") && t.contains("level"), "{t}");
     }
 
     #[test]
