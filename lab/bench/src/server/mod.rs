@@ -192,7 +192,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         None => None,
     };
     cleanup::on_sigint()?;
-    let load_before = load_average();
+    let load_before = tidepool::sys::load_average();
 
     let db = Database::start(&DbOptions {
         scale: args.scale,
@@ -252,7 +252,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         .collect();
     let doc = Document {
         load_average_before: load_before,
-        load_average_after: load_average(),
+        load_average_after: tidepool::sys::load_average(),
         phase_secs: args.phase_secs,
         warmup_secs: args.warmup(),
         repeats: args.repeats,
@@ -274,13 +274,14 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
     } else {
         println!(
             "server benchmark: {} s phases after {} s of warm-up, {} repeats, load average \
-             {:?} → {:?}; req/s and latencies are medians over repeats; thr+ and dbconn \
-             count what the phase created",
+             {} → {}; req/s and latencies are medians over repeats; thr+ and dbconn \
+             count what the phase created; the paired ratio is to the oracle's run of \
+             the same repeat",
             args.phase_secs,
             args.warmup(),
             args.repeats,
-            doc.load_average_before,
-            doc.load_average_after
+            loads(doc.load_average_before),
+            loads(doc.load_average_after)
         );
         print!("{}", report::table(&doc.phases));
     }
@@ -476,14 +477,11 @@ fn database_removed(port: u16, dir: &std::path::Path, pid: i32) -> bool {
     gone && no_process && port_free
 }
 
-fn load_average() -> Option<[f64; 3]> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let v: Vec<f64> = s
-        .split_whitespace()
-        .take(3)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    Some([*v.first()?, *v.get(1)?, *v.get(2)?])
+/// A load average for the table: `1.2 / 3.4 / 5.6`, or `unknown`.
+fn loads(l: Option<[f64; 3]>) -> String {
+    l.map_or("unknown".into(), |[a, b, c]| {
+        format!("{a:.1} / {b:.1} / {c:.1}")
+    })
 }
 
 fn command_exists(name: &str) -> bool {

@@ -234,7 +234,7 @@ pub fn table(phases: &[Phase]) -> String {
             p.name, p.connections, p.mix
         ));
         out.push_str(&format!(
-            "{:<12} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}  {}\n",
+            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}  {}\n",
             "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
             "svcCPU", "dbCPU", "stallms", "x rps", "x p99", "paired x rps (95%)"
         ));
@@ -242,7 +242,7 @@ pub fn table(phases: &[Phase]) -> String {
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for r in &p.results {
             out.push_str(&format!(
-                "{:<12} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}  {}\n",
+                "{:<16} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}  {}\n",
                 r.name,
                 r.requests_per_sec,
                 opt(r.spread, 2),
