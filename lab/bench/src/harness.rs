@@ -17,6 +17,12 @@ pub fn spread(values: &[f64]) -> Option<f64> {
     (m > 0.0).then(|| (max - min) / m)
 }
 
+/// A load average for a run's header (`1.22 8.38 9.79`), or `unknown`.
+pub fn fmt_load(l: Option<[f64; 3]>) -> String {
+    l.map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// How many times better `subject` is than `reference` for a
 /// higher-is-better quantity (throughput): `subject / reference`.
 /// `None` when the reference is not positive.

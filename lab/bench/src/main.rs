@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
-use tidepool_bench::harness::rotated;
+use tidepool_bench::harness::{fmt_load, rotated};
 use tidepool_bench::report::{Report, Samples};
 use tidepool_bench::scenario::{self, Idle, Params, Sample, Scenario};
 use tidepool_bench::subject::{Subject, Visit};
@@ -158,11 +158,6 @@ fn idle_gap(s: &str) -> Result<Duration, String> {
 
 fn load_average() -> Option<[f64; 3]> {
     tidepool::sys::load_average()
-}
-
-fn fmt_load(l: Option<[f64; 3]>) -> String {
-    l.map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn dispatch(args: DispatchArgs) {

@@ -41,7 +41,7 @@ use clap::builder::TypedValueParser;
 use clap::Args;
 use serde::Serialize;
 
-use crate::harness::rotated;
+use crate::harness::{fmt_load, rotated};
 use contender::Contender;
 use db::{Database, DbOptions};
 use handlers::{Endpoint, Handlers};
@@ -280,8 +280,8 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
             args.phase_secs,
             args.warmup(),
             args.repeats,
-            loads(doc.load_average_before),
-            loads(doc.load_average_after)
+            fmt_load(doc.load_average_before),
+            fmt_load(doc.load_average_after)
         );
         print!("{}", report::table(&doc.phases));
     }
@@ -475,13 +475,6 @@ fn database_removed(port: u16, dir: &std::path::Path, pid: i32) -> bool {
         && unsafe { libc::kill(pid, 0) } != 0;
     let port_free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
     gone && no_process && port_free
-}
-
-/// A load average for the table: `1.2 / 3.4 / 5.6`, or `unknown`.
-fn loads(l: Option<[f64; 3]>) -> String {
-    l.map_or("unknown".into(), |[a, b, c]| {
-        format!("{a:.1} / {b:.1} / {c:.1}")
-    })
 }
 
 fn command_exists(name: &str) -> bool {

@@ -269,12 +269,13 @@ pub fn table(phases: &[Phase]) -> String {
 /// The paired ratio to the oracle: its median, and its 95% interval and
 /// verdict, or the repeats won and lost when there are too few for one.
 fn paired_cell(r: &Row) -> String {
-    match (&r.vs_oracle, r.verdict) {
-        (Some(p), Some(v)) => match p.ci95 {
-            Some((lo, hi)) => format!("{:.2} [{lo:.2}, {hi:.2}] {v}", p.median),
-            None => format!("{:.2} ({}↑ {}↓, {v})", p.median, p.won, p.lost),
-        },
-        _ => "-".to_string(),
+    let Some(p) = &r.vs_oracle else {
+        return "-".to_string();
+    };
+    let v = verdict(p);
+    match p.ci95 {
+        Some((lo, hi)) => format!("{:.2} [{lo:.2}, {hi:.2}] {v}", p.median),
+        None => format!("{:.2} ({}↑ {}↓, {v})", p.median, p.won, p.lost),
     }
 }
 
