@@ -156,10 +156,6 @@ fn idle_gap(s: &str) -> Result<Duration, String> {
     tidepool_cluster::duration::parse_within(s, Duration::from_micros(1)..=Duration::from_secs(1))
 }
 
-fn load_average() -> Option<[f64; 3]> {
-    tidepool::sys::load_average()
-}
-
 fn dispatch(args: DispatchArgs) {
     if let Some(path) = &args.load {
         let report: Report = std::fs::read_to_string(path)
@@ -200,7 +196,7 @@ fn dispatch(args: DispatchArgs) {
     let repeats = args.repeats.max(1);
     // Calibrated here, outside any measurement.
     let per_us = tidepool_workload::BusyLoop::global().iters_per_us();
-    let load_start = load_average();
+    let load_start = tidepool::sys::load_average();
     // Always on stderr (also with --json and --quiet): a run's numbers mean
     // little without the machine's load next to them.
     eprintln!(
@@ -254,11 +250,11 @@ fn dispatch(args: DispatchArgs) {
                 "  repeat {}/{repeats}: {:>6.2} s, load average {}",
                 rep + 1,
                 t.elapsed().as_secs_f64(),
-                fmt_load(load_average())
+                fmt_load(tidepool::sys::load_average())
             );
         }
     }
-    let load_end = load_average();
+    let load_end = tidepool::sys::load_average();
     eprintln!("dispatch: done, load average {}", fmt_load(load_end));
     let report =
         Report::from_samples(&scenarios, &impls, &samples).with_load_average(load_start, load_end);
