@@ -40,12 +40,6 @@ const OTHERS_HOLD: f64 = 0.1;
 const MACHINE_FREE: f64 = 0.75;
 /// See [`MACHINE_FREE`].
 const OTHERS_LEFT: f64 = 0.05;
-/// How long the machine must read free without a break for proof to end:
-/// a database's flush stalls its writers (and empties the machine) for
-/// tens of milliseconds, and each such moment out of proof let the pool
-/// grow from about 20 workers to 67 at once, which trials then took a
-/// second to bring back.
-const PROOF_LINGER: Duration = Duration::from_millis(500);
 /// The tasks-present bound remembers the peak for between one and two of
 /// these (two buckets).
 const PEAK_BUCKET: Duration = Duration::from_secs(2);
@@ -213,19 +207,14 @@ impl Auto {
         // (at a run's start the smoothed share, primed by the idle moment
         // before the load, lagged the busy spans, and each flicker out of
         // proof let the pool grow).
-        let enter = (self.machine_was_busy || self.machine.value >= MACHINE_BUSY)
-            && self.others.value >= OTHERS_HOLD;
-        let held = self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT;
-        if enter || (self.proving && held) {
-            self.proving = true;
-            self.free_since = None;
+        let enter = self.machine_was_busy || self.machine.value >= MACHINE_BUSY;
+        self.proving = if enter && self.others.value >= OTHERS_HOLD {
+            true
         } else if self.proving {
-            let since = *self.free_since.get_or_insert(obs.now);
-            if obs.now.saturating_sub(since) >= PROOF_LINGER {
-                self.proving = false;
-                self.free_since = None;
-            }
-        }
+            self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT
+        } else {
+            false
+        };
     }
 
     /// Whether the machine had no free core in `obs`'s window (or, when the
@@ -242,8 +231,7 @@ impl Auto {
     /// Whether growth must prove itself: the machine has no core to spare
     /// (lately, or in the last window long enough to tell) and other
     /// processes hold a share of it; and, once it must, until the machine
-    /// or the others' share has been clearly lower ([`MACHINE_FREE`]) for
-    /// [`PROOF_LINGER`].
+    /// or the others' share is clearly lower ([`MACHINE_FREE`]).
     pub(super) fn needs_proof(&self) -> bool {
         self.proving
     }

@@ -98,9 +98,8 @@
 //!    last measured with every worker busy: waits in a saturated database
 //!    stretch with the size itself (φ halves with each doubling). A
 //!    throughput at the measured size half what it was is: other tasks.
-//!    Proof, once needed, lasts until the machine has been below 75% busy
-//!    or the others below 5% for 0.5 s without a break (a database's
-//!    flush empties the machine for tens of milliseconds).
+//!    Proof, once needed, lasts until the machine is below 75% busy or the
+//!    others below 5%.
 //! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
 //!     half its size (over spans of 200 ms): kept if it
@@ -332,8 +331,6 @@ pub struct Auto {
     proof: Proof,
     /// Whether growth needs proof (entered and left with hysteresis).
     proving: bool,
-    /// Since when the machine has read free while growth needs proof.
-    free_since: Option<Duration>,
     /// Whether the spawn limit is the tasks present lately plus one per
     /// core (a burst lifts it: the pool calls when it reaches it).
     at_tasks_present: bool,
@@ -388,7 +385,6 @@ impl Auto {
             peak: Peak::default(),
             proof: Proof::default(),
             proving: false,
-            free_since: None,
             at_tasks_present: false,
         }
     }

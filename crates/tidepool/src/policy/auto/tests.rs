@@ -1660,9 +1660,8 @@ fn a_doubling_whose_workers_idle_is_a_verdict() {
 #[test]
 fn a_moment_with_a_core_free_keeps_growth_under_proof() {
     // Two ticks with 40% of the machine free (a saturated machine has
-    // such moments) do not end the proof, nor do 200 ms with the machine
-    // nearly idle (a database's flush stalls its writers); a machine that
-    // stays mostly free for half a second does.
+    // such moments) do not end the proof; a machine that stays mostly
+    // free does.
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     let database = |machine: f64| {
@@ -1672,19 +1671,8 @@ fn a_moment_with_a_core_free_keeps_growth_under_proof() {
     assert!(p.needs_proof());
     run_on_a_busy_machine(&mut p, &mut live, 41..=42, database(0.6));
     assert!(p.needs_proof(), "a moment's free core ended the proof");
-    run_on_a_busy_machine(&mut p, &mut live, 43..=60, database(1.0));
-    run_on_a_busy_machine(&mut p, &mut live, 61..=68, database(0.1));
-    assert!(p.needs_proof(), "a 200 ms stall ended the proof");
-    run_on_a_busy_machine(&mut p, &mut live, 69..=80, database(1.0));
-    let mut ended = None;
-    for t in 81..=120u64 {
-        run_on_a_busy_machine(&mut p, &mut live, t..=t, database(0.3));
-        if ended.is_none() && !p.needs_proof() {
-            ended = Some(t);
-        }
-    }
-    let ended = ended.expect("a free machine still needs proof");
-    assert!((95..=105).contains(&ended), "proof ended at tick {ended}");
+    run_on_a_busy_machine(&mut p, &mut live, 43..=60, database(0.3));
+    assert!(!p.needs_proof(), "a free machine still needs proof");
 }
 
 #[test]
