@@ -359,6 +359,9 @@ impl Auto {
             self.forget_cap();
             self.proof.tested = true;
         } else {
+            if now.throughput > base.throughput {
+                self.proof.descent.doubling_gained(base.threads);
+            }
             self.learn_cap(base.threads, obs.now);
             self.proof.move_to =
                 Some((base.threads, "growth did not pay: back to the proven size"));

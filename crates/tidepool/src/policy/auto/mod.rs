@@ -100,14 +100,16 @@
 //!    throughput at the measured size half what it was is: other tasks.
 //!    Proof, once needed, lasts until the machine is below 75% busy or the
 //!    others below 5%.
-//! 10. **Fewer workers on trial** (`descent.rs`). While growth needs proof
+//! 10. **Other sizes on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
 //!     half its size (over spans of 200 ms): kept if it
 //!     serves at least as much, else back at once (at its first span if
 //!     that serves a quarter less), and the next trial waits
 //!     5 s, twice as long after each failure (at most 60 s); half that
 //!     served less but not a quarter less is followed at once by three
-//!     quarters, the best size lying between. A pool that
+//!     quarters, the best size lying between; a doubling that raised
+//!     throughput, but not enough, by four thirds (kept if they raise it
+//!     by a quarter of their proportional gain, then the next step). A pool that
 //!     grew before the machine read busy comes down to what the database
 //!     serves.
 //!
