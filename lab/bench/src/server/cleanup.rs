@@ -84,6 +84,32 @@ pub fn detached(mut cmd: Command) -> Command {
     cmd
 }
 
+/// `cmd` set to receive `signal` when the thread that spawns it ends: should
+/// the benchmark die where no undo can run (a crash, SIGKILL), the kernel
+/// still stops the child. Spawn it from a thread that lives as long as the
+/// child should (the main one).
+pub fn dies_with_spawner(mut cmd: Command, signal: i32) -> Command {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as i32;
+    let signal = signal as libc::c_ulong;
+    // SAFETY: the closure runs in the child between fork and exec and makes
+    // only async-signal-safe calls (prctl, getppid); it runs after the
+    // child's uid changed, which would otherwise clear the setting.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the benchmark has exited"));
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// Send `signal` to `pid`, wait up to `grace` for it to exit (reaping it if
 /// it is our child), then kill it. True when it exited within the grace.
 pub fn stop_process(pid: i32, signal: i32, grace: Duration) -> bool {
@@ -134,6 +160,27 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         undo.run();
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_child_set_to_die_with_its_spawner_does() {
+        // The spawning thread ends without stopping its child, as a crashed
+        // benchmark would: the kernel must stop it.
+        let mut child = std::thread::spawn(|| {
+            dies_with_spawner(Command::new("sleep"), libc::SIGKILL)
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        let pid = child.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(pid) {
+            assert!(Instant::now() < deadline, "the child outlived its spawner");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(child.wait().is_err(), "alive reaps it");
     }
 
     #[test]

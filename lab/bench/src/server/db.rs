@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::cleanup::{self, Undo};
+use super::procfs;
 
 /// The system user the cluster runs as when the benchmark runs as root.
 pub const OS_USER: &str = "tidepool-bench";
@@ -77,7 +78,11 @@ impl Database {
         let port = free_port()?;
         let log = fs::File::create(dir.join("postgres.log"))
             .map_err(|e| format!("cannot create the database log: {e}"))?;
-        let mut postgres = cleanup::detached(Command::new(bin.join("postgres")));
+        // Fast shutdown should the benchmark die where no undo runs.
+        let mut postgres = cleanup::dies_with_spawner(
+            cleanup::detached(Command::new(bin.join("postgres"))),
+            libc::SIGINT,
+        );
         postgres
             .arg("-D")
             .arg(&data)
@@ -251,6 +256,7 @@ fn id(args: &[&str]) -> Result<u32, String> {
 
 /// A fresh directory `DIR_PREFIX<pid>-<n>` in the temp dir, owned by `owner`.
 fn make_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, String> {
+    remove_stale_dirs(&std::env::temp_dir());
     for n in 0..1000 {
         let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}-{n}", std::process::id()));
         match fs::create_dir(&dir) {
@@ -268,6 +274,33 @@ fn make_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, String> {
         }
     }
     Err("cannot find a free temporary directory name".into())
+}
+
+/// Remove the directories in `tmp` that a benchmark which died where no
+/// undo could run left behind: its pid gone, no process mentioning them
+/// (its postmaster stops by itself, see `cleanup::dies_with_spawner`).
+fn remove_stale_dirs(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let path = e.path();
+        if gone && procfs::processes_mentioning(&path.display().to_string()).is_empty() {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// Run a short cluster command as `owner`, its output to `log`.
@@ -301,4 +334,26 @@ pub fn free_port() -> Result<u16, String> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_directories_go_and_live_ones_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No process has this pid (pid_max is at most 2^22).
+        let stale = tmp.path().join(format!("{DIR_PREFIX}2147483646-0"));
+        let ours = tmp
+            .path()
+            .join(format!("{DIR_PREFIX}{}-0", std::process::id()));
+        let other = tmp.path().join("tidepool-other-2147483646-0");
+        for dir in [&stale, &ours, &other] {
+            fs::create_dir_all(dir.join("data")).unwrap();
+        }
+        remove_stale_dirs(tmp.path());
+        assert!(!stale.exists(), "a dead benchmark's directory stayed");
+        assert!(ours.exists() && other.exists());
+    }
 }
