@@ -196,20 +196,39 @@ fn sigterm_on_replay_local_stops_the_broker_and_nodes_and_removes_the_store() {
 
 #[test]
 fn up_stops_everything_on_ctrl_c_also_during_its_start() {
-    // Ctrl-C once it is up: the nodes and the broker stop, exit 0.
+    // Ctrl-C once it is up (it printed the broker's address: its last
+    // node's process exists from the fork on, before the start is over):
+    // the nodes and the broker stop, exit 0.
     let tmp = tempfile::tempdir().unwrap();
     let mut child = spawn(&["cluster", "up", "--nodes", "2"], tmp.path());
     let pid = child.id();
+    let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let mut pipe = child.stdout.take().unwrap();
+        let stdout = stdout.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                stdout
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
     let mut kids = Vec::new();
     wait_for("broker and nodes up", &mut child, || {
         kids = children(pid);
-        nodes_and_broker(&kids, 2)
+        nodes_and_broker(&kids, 2) && stdout.lock().unwrap().contains("broker: nats://")
     });
     common::send_signal("-INT", pid);
     let o = finish_watching(child, &mut kids, "up after Ctrl-C");
+    reader.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("broker: nats://"));
     assert_all_gone(&kids, "up after Ctrl-C");
     assert_empty(tmp.path(), "up after Ctrl-C");
 
