@@ -204,18 +204,12 @@ fn up_stops_everything_on_ctrl_c_also_during_its_start() {
     let pid = child.id();
     let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let reader = {
-        let mut pipe = child.stdout.take().unwrap();
+        let pipe = child.stdout.take().unwrap();
         let stdout = stdout.clone();
         std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                stdout
-                    .lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                stdout.lock().unwrap().push_str(&line);
             }
         })
     };

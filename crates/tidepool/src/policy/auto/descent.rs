@@ -70,7 +70,7 @@ const DESCENT_FINE_FACTOR: f64 = 0.75;
 /// enough to keep, as a multiple of the size it came from.
 const ASCENT_FACTOR: f64 = 4.0 / 3.0;
 
-/// The trials of fewer workers while growth needs proof.
+/// The trials of other sizes while growth needs proof.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Descent {
     /// The trial under way: the span it started from, and the size tried.
@@ -126,7 +126,7 @@ impl Auto {
         let tried = |factor: f64| self.clamp(((span.threads as f64) * factor).ceil() as usize);
         let (half, three_quarters) = (tried(DESCENT_FACTOR), tried(DESCENT_FINE_FACTOR));
         let fine = self.proof.descent.fine == Some(span.threads) && three_quarters < span.threads;
-        let larger = tried(ASCENT_FACTOR).max(span.threads.saturating_add(1).min(self.max));
+        let larger = tried(ASCENT_FACTOR);
         let up = self.proof.descent.up == Some(span.threads) && larger > span.threads;
         let smaller = if fine { three_quarters } else { half };
         let others_hold_most = self.others.value >= DESCENT_OTHERS;

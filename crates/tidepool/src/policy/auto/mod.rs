@@ -109,9 +109,9 @@
 //!     served less but not a quarter less is followed at once by three
 //!     quarters, the best size lying between; a doubling that raised
 //!     throughput, but not enough, by four thirds (kept if they raise it
-//!     by a quarter of their proportional gain, then the next step). A pool that
-//!     grew before the machine read busy comes down to what the database
-//!     serves.
+//!     by a quarter of their proportional gain, then the next step). A
+//!     pool that grew before the machine read busy comes down to what the
+//!     database serves.
 //!
 //! **Bounds, one name each.** `min`/`max`: the user's bounds. *Ceiling*
 //! ([`Auto::ceiling`]): the useful concurrency φ allows. *Burst ceiling*:

@@ -1980,10 +1980,11 @@ fn a_trial_of_half_that_lost_a_little_is_followed_by_three_quarters() {
 
 #[test]
 fn a_doubling_that_gained_a_little_is_followed_by_four_thirds() {
-    // Lookups and writes in a database on the same cores, best with 16
-    // workers: 9% more than 12, flat past 16. A doubling of 12 gains 9%,
-    // short of the quarter of the proportional gain, yet the best size lies
-    // between: the pool must find it, not hold 12.
+    // A database on the same cores whose throughput rises as the 0.3
+    // power of the workers up to 16 and is flat past it: each doubling
+    // gains 23%, short of the quarter of the proportional gain, yet each
+    // step of a third gains 9%, more than its quarter. The pool must climb
+    // to about 16, not hold the size whose doubling first failed.
     let database = |at_ms, live: usize| {
         let n = live as f64;
         let rate = 8_000.0 * (n.min(16.0) / 16.0).powf(0.3) * (1.0 - 0.002 * (n - 16.0).max(0.0));
