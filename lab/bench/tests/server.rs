@@ -137,10 +137,32 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
         tpr["db_connections"].as_u64().unwrap(),
     );
     assert!(threads > 100 && opened * 10 < threads, "{tpr}");
-    // Tidepool pools report what they saw; the others have no such view.
-    assert!(row("auto")["pool"]["target_end"].as_u64().unwrap() >= 1);
-    assert!(row("auto")["pool"]["phi"].is_f64());
-    assert!(row("tokio")["pool"].is_null() && row("tpr")["pool"].is_null());
+    // Tidepool pools report what they saw in each repeat; the others have
+    // no such view.
+    let auto = &row("auto")["pools"][0];
+    assert!(auto["target_end"].as_u64().unwrap() >= 1);
+    assert!(auto["phi"].is_f64());
+    assert_eq!(row("tokio")["pools"], serde_json::json!([]));
+    assert_eq!(row("tpr")["pools"], serde_json::json!([]));
+    // Each move is `seconds trigger old->new reason`, the sizes differing,
+    // and the raises among them are the ones counted.
+    for phase in phases {
+        let results = phase["results"].as_array().unwrap();
+        let auto = results.iter().find(|r| r["impl"] == "auto").unwrap();
+        for view in auto["pools"].as_array().unwrap() {
+            let mut raises = 0;
+            for m in view["moves"].as_array().unwrap() {
+                let m = m.as_str().unwrap();
+                let fields: Vec<&str> = m.split(' ').collect();
+                assert!(fields[0].parse::<f64>().is_ok(), "{m}");
+                let (old, new) = fields[2].split_once("->").unwrap();
+                let (old, new): (usize, usize) = (old.parse().unwrap(), new.parse().unwrap());
+                assert_ne!(old, new, "{m}");
+                raises += usize::from(new > old);
+            }
+            assert_eq!(view["raises"].as_u64(), Some(raises as u64), "{view}");
+        }
+    }
 }
 
 #[test]

@@ -407,10 +407,14 @@ fn pool_view(pool: &tidepool::Pool, before: &tidepool::PoolStats) -> PoolView {
     let busy = window.service.total().as_secs_f64();
     let share = |d: Option<Duration>| d.filter(|_| busy > 0.0).map(|d| d.as_secs_f64() / busy);
     let mut reasons: Vec<(String, usize)> = Vec::new();
-    let raises: Vec<_> = pool
+    let moves: Vec<_> = pool
         .decisions()
         .into_iter()
-        .filter(|d| d.at >= before.elapsed && d.new_target > d.old_target)
+        .filter(|d| d.at >= before.elapsed && d.new_target != d.old_target)
+        .collect();
+    let raises: Vec<_> = moves
+        .iter()
+        .filter(|d| d.new_target > d.old_target)
         .collect();
     for d in &raises {
         // The reason's words, without the numbers that differ every time.
@@ -437,6 +441,19 @@ fn pool_view(pool: &tidepool::Pool, before: &tidepool::PoolStats) -> PoolView {
         run_delay_share: share(window.worker_run_delay),
         raises: raises.len(),
         top_raise: reasons.first().map(|(k, n)| format!("{k} ({n})")),
+        moves: moves
+            .iter()
+            .map(|d| {
+                format!(
+                    "{:.3} {:?} {}->{} {}",
+                    d.at.as_secs_f64(),
+                    d.trigger,
+                    d.old_target,
+                    d.new_target,
+                    d.reason
+                )
+            })
+            .collect(),
     }
 }
 

@@ -58,6 +58,10 @@ pub struct PoolView {
     pub raises: usize,
     /// The most frequent reason among those raises, with its count.
     pub top_raise: Option<String>,
+    /// Every change of the target during the phase, as `seconds trigger
+    /// old->new reason` (seconds since the pool started; from the pool's
+    /// decision log, which keeps the latest 4,096 decisions).
+    pub moves: Vec<String>,
 }
 
 /// A contender's result in a phase: medians over the repeats.
@@ -107,8 +111,9 @@ pub struct Row {
     /// What [`Row::vs_oracle`]'s 95% interval says: `level`, `ahead`,
     /// `behind`, or `too few repeats` (fewer than 6).
     pub verdict: Option<&'static str>,
-    /// The pool's own view, from the first repeat (tidepool pools only).
-    pub pool: Option<PoolView>,
+    /// The pool's own view in each repeat, in repeat order (tidepool pools
+    /// only; empty for the others).
+    pub pools: Vec<PoolView>,
 }
 
 /// The best static size of a phase.
@@ -168,7 +173,7 @@ impl Row {
             p99_ratio_to_oracle: None,
             vs_oracle: None,
             verdict: None,
-            pool: runs.first().and_then(|r| r.pool.clone()),
+            pools: runs.iter().filter_map(|r| r.pool.clone()).collect(),
         }
     }
 }
