@@ -140,8 +140,14 @@ fn alive(pid: i32) -> bool {
     if reaped == pid {
         return false;
     }
+    exists(pid)
+}
+
+/// Whether a process `pid` exists (also one this process may not signal).
+pub fn exists(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+    let signalled = unsafe { libc::kill(pid, 0) } == 0;
+    signalled || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[cfg(test)]

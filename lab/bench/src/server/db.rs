@@ -293,11 +293,10 @@ fn remove_stale_dirs(tmp: &Path) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
         let path = e.path();
-        if gone && procfs::processes_mentioning(&path.display().to_string()).is_empty() {
+        if !cleanup::exists(pid)
+            && procfs::processes_mentioning(&path.display().to_string()).is_empty()
+        {
             let _ = fs::remove_dir_all(&path);
         }
     }

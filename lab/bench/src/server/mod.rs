@@ -488,8 +488,7 @@ fn get(addr: SocketAddr, target: &str) -> std::io::Result<String> {
 fn database_removed(port: u16, dir: &std::path::Path, pid: i32) -> bool {
     let gone = !dir.exists();
     let no_process = procfs::processes_mentioning(&dir.display().to_string()).is_empty()
-        // SAFETY: signal 0 only checks that the process exists.
-        && unsafe { libc::kill(pid, 0) } != 0;
+        && !cleanup::exists(pid);
     let port_free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
     gone && no_process && port_free
 }
