@@ -40,7 +40,7 @@
 use std::time::Duration;
 
 use super::feedback::Probe;
-use super::growth::PROOF_MIN_GROWTH;
+use super::growth::{Move, PROOF_MIN_GROWTH};
 use super::{Auto, CAP_MEMORY, FEEDBACK_MIN_GAIN, MAX_CAP_MEMORY};
 
 /// The span a trial's throughput and the size it starts from are measured
@@ -168,14 +168,16 @@ impl Auto {
                 d.here = Some(from);
                 self.proof.base = Some(from);
                 self.proof.tested = true;
-                self.proof.move_to = Some((
-                    from.threads,
-                    if size < from.threads {
+                self.proof.move_to = Some(Move {
+                    size: from.threads,
+                    why: if size < from.threads {
                         "fewer workers served less: back"
                     } else {
                         "more workers did not pay: back"
                     },
-                ));
+                    judged: Some(pooled),
+                    against: from,
+                });
             }
             return true;
         }
@@ -192,7 +194,12 @@ impl Auto {
             d.trial = Some((here, larger));
             d.here = None;
             d.up = None;
-            self.proof.move_to = Some((larger, "more workers on trial"));
+            self.proof.move_to = Some(Move {
+                size: larger,
+                why: "more workers on trial",
+                judged: None,
+                against: here,
+            });
             return false;
         }
         if here.span >= DESCENT_SPAN
@@ -218,7 +225,12 @@ impl Auto {
                 };
             }
             d.next_at = now + d.memory;
-            self.proof.move_to = Some((smaller, "fewer workers on trial"));
+            self.proof.move_to = Some(Move {
+                size: smaller,
+                why: "fewer workers on trial",
+                judged: None,
+                against: here,
+            });
         }
         false
     }

@@ -160,6 +160,39 @@ impl MachineSpan {
     }
 }
 
+/// A move proof asks for, with the spans its verdict read: the decision
+/// log then shows the throughputs compared, not only the conclusion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Move {
+    /// The size to go to.
+    pub(super) size: usize,
+    /// Why, in a few words.
+    pub(super) why: &'static str,
+    /// The span judged, if any.
+    pub(super) judged: Option<Probe>,
+    /// The span it was judged against, or the one a trial starts from.
+    pub(super) against: Probe,
+}
+
+impl Move {
+    /// The reason for the decision log: `why`, then the spans as
+    /// `[n workers: throughput over span; …]`.
+    fn reason(&self) -> String {
+        let span = |p: Probe| {
+            format!(
+                "{} workers: {:.0}/s over {} ms",
+                p.threads,
+                p.throughput,
+                p.span.as_millis()
+            )
+        };
+        match self.judged {
+            Some(judged) => format!("{} [{}; {}]", self.why, span(judged), span(self.against)),
+            None => format!("{} [{}]", self.why, span(self.against)),
+        }
+    }
+}
+
 /// Growth that must prove itself: the last size measured with every worker
 /// given a task, and the windows pooled for the next measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -169,8 +202,8 @@ pub(super) struct Proof {
     /// A window of the pending span had idle workers.
     idle: bool,
     /// A size to go to at the next tick, and why: back from a doubling
-    /// that did not pay, or a trial of fewer workers and back from it.
-    pub(super) move_to: Option<(usize, &'static str)>,
+    /// that did not pay, or a trial of other sizes and back from it.
+    pub(super) move_to: Option<Move>,
     /// The trials of fewer workers.
     pub(super) descent: Descent,
     /// Whether growth past the base may be tried: it came from a doubling
@@ -363,8 +396,12 @@ impl Auto {
                 self.proof.descent.doubling_gained(base.threads);
             }
             self.learn_cap(base.threads, obs.now);
-            self.proof.move_to =
-                Some((base.threads, "growth did not pay: back to the proven size"));
+            self.proof.move_to = Some(Move {
+                size: base.threads,
+                why: "growth did not pay: back to the proven size",
+                judged: Some(now),
+                against: base,
+            });
         }
     }
 
@@ -372,15 +409,15 @@ impl Auto {
     /// pay (the workers past the proven size are not idle spares, as every
     /// one had a task, but more requests queued in the process the tasks
     /// wait on), or a trial of fewer workers and back from it. Returns
-    /// why, if the target moved.
-    pub(super) fn follow_proof(&mut self) -> Option<&'static str> {
-        let (size, why) = self.proof.move_to.take()?;
-        let size = self.clamp(size);
+    /// why, with the spans judged, if the target moved.
+    pub(super) fn follow_proof(&mut self) -> Option<String> {
+        let to = self.proof.move_to.take()?;
+        let size = self.clamp(to.size);
         if size == self.target {
             return None;
         }
         self.target = size;
         self.low_for = Duration::ZERO;
-        Some(why)
+        Some(to.reason())
     }
 }

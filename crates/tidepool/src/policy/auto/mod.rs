@@ -544,7 +544,7 @@ impl Auto {
             }
         }
         self.set_spawn_limit(ceiling, obs.now);
-        self.emit(old, ceiling, moved.unwrap_or(why))
+        self.emit(old, ceiling, moved.as_deref().unwrap_or(why))
     }
 
     fn starved(&mut self, obs: &Observation) -> Decision {
@@ -691,7 +691,7 @@ impl Auto {
         self.spawn_limit = others.min(bound).max(self.target);
     }
 
-    fn emit(&mut self, old: usize, ceiling: usize, why: &'static str) -> Decision {
+    fn emit(&mut self, old: usize, ceiling: usize, why: &str) -> Decision {
         let limit = self.spawn_limit.max(self.target);
         self.spawn_limit = limit;
         let slice = (self.short_slice != self.sent_short_slice).then(|| {

@@ -1548,6 +1548,18 @@ fn run_on_a_busy_machine(
     ticks: std::ops::RangeInclusive<u64>,
     tick: impl Fn(u64, usize) -> Observation,
 ) -> Vec<usize> {
+    run_on_a_busy_machine_logged(p, live, ticks, tick, &mut Vec::new())
+}
+
+/// [`run_on_a_busy_machine`], keeping the reason of every decision that
+/// moved the target in `log`.
+fn run_on_a_busy_machine_logged(
+    p: &mut Auto,
+    live: &mut usize,
+    ticks: std::ops::RangeInclusive<u64>,
+    tick: impl Fn(u64, usize) -> Observation,
+    log: &mut Vec<String>,
+) -> Vec<usize> {
     let mut sizes = Vec::new();
     // Workers the pool started for a raised target since the last call.
     let mut created = 0;
@@ -1555,7 +1567,11 @@ fn run_on_a_busy_machine(
         let mut obs = tick(at_ms, *live);
         obs.threads_created += std::mem::take(&mut created) as u64;
         let before = *live;
-        apply(live, &p.decide(&obs));
+        let d = p.decide(&obs);
+        if d.target.is_some() {
+            log.push(d.reason.to_string());
+        }
+        apply(live, &d);
         created = live.saturating_sub(before);
         // The pool spawns on demand up to the spawn limit.
         while *live < p.spawn_limit() {
@@ -1912,6 +1928,36 @@ fn a_trial_that_clearly_serves_less_ends_at_its_first_span() {
         }
     }
     assert!(trials >= 1, "no trial to judge");
+}
+
+#[test]
+fn a_verdict_names_the_spans_it_compared() {
+    // The same calls: a trial of half serves half as many, and the move
+    // back shows both throughputs in the decision log.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let calls = |at_ms, live: usize| loaded_tick(at_ms, live, 256, 250.0 * live as f64, 1.0);
+    let mut log = Vec::new();
+    run_on_a_busy_machine_logged(&mut p, &mut live, 1..=400, calls, &mut log);
+    let back = log
+        .iter()
+        .find(|r| r.contains("served less: back"))
+        .expect("a trial of fewer workers and a move back");
+    // "… back [n workers: X/s over M ms; 2n workers: Y/s over L ms] (…)"
+    let spans: Vec<(f64, f64)> = back
+        .split(['[', ']'])
+        .nth(1)
+        .expect("spans in brackets")
+        .split("; ")
+        .map(|s| {
+            let (n, rest) = s.split_once(" workers: ").expect("n workers");
+            let tp = rest.split_once("/s").expect("throughput").0;
+            (n.parse().unwrap(), tp.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(spans.len(), 2, "{back}");
+    let ((tried, served), (from, before)) = (spans[0], spans[1]);
+    assert!(tried < from && served < before * 0.75, "{back}");
 }
 
 #[test]
