@@ -115,6 +115,9 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
                 r["threads_created"].is_u64() && r["db_connections"].is_u64(),
                 "{what}"
             );
+            // A 1 s phase holds five 200 ms spans: their change is read.
+            let change = r["span_change_pct"].as_f64();
+            assert!(change.is_some_and(|c| c >= 0.0), "{what}: {change:?}");
         }
         let oracle = p["oracle"]["impl"].as_str().unwrap();
         assert!(["fixed:2", "fixed:8"].contains(&oracle), "{oracle}");

@@ -29,6 +29,7 @@ pub mod load;
 pub mod procfs;
 pub mod report;
 pub mod service;
+pub mod spans;
 pub mod stalls;
 
 use std::io::{Read, Write};
@@ -355,6 +356,7 @@ fn run_group(
         );
         let pool_before = service.pool().map(|p| p.stats());
         service.take_stalls();
+        service.take_span_change();
         let peak = AtomicUsize::new(0);
         let done = AtomicBool::new(false);
         let load = std::thread::scope(|s| {
@@ -377,6 +379,7 @@ fn run_group(
             load
         })?;
         let stalls = service.take_stalls();
+        let span_change_pct = service.take_span_change();
         out.push(Run {
             requests_per_sec: load.ok_per_sec(),
             p50_ms: load.p50_us / 1e3,
@@ -391,6 +394,7 @@ fn run_group(
             db_cpu_s: (procfs::tree_cpu(db.pid()).saturating_sub(before.3)).as_secs_f64(),
             stalls: stalls.count,
             longest_stall_ms: stalls.longest_ms,
+            span_change_pct,
             pool: service
                 .pool()
                 .zip(pool_before)

@@ -38,6 +38,9 @@ pub struct Run {
     pub stalls: u64,
     /// The longest of them, in milliseconds.
     pub longest_stall_ms: f64,
+    /// The median change of requests/s from one 200 ms span to the next,
+    /// percent (`spans.rs`).
+    pub span_change_pct: Option<f64>,
     /// What a tidepool pool saw and decided (absent for tpr and tokio).
     pub pool: Option<PoolView>,
 }
@@ -100,6 +103,10 @@ pub struct Row {
     pub stalls: u64,
     /// The longest front-end stall, in milliseconds (median).
     pub longest_stall_ms: f64,
+    /// The median change of requests/s from one 200 ms span to the next,
+    /// percent (median over the repeats): the noise a policy comparing
+    /// spans must see through.
+    pub span_change_pct: Option<f64>,
     /// requests/s ÷ the oracle's.
     pub ratio_to_oracle: Option<f64>,
     /// p99 ÷ the oracle's p99.
@@ -169,6 +176,7 @@ impl Row {
             db_cpu_s: m(|r| r.db_cpu_s),
             stalls: m(|r| r.stalls as f64).round() as u64,
             longest_stall_ms: m(|r| r.longest_stall_ms),
+            span_change_pct: median(runs.iter().filter_map(|r| r.span_change_pct)),
             ratio_to_oracle: None,
             p99_ratio_to_oracle: None,
             vs_oracle: None,
@@ -239,15 +247,15 @@ pub fn table(phases: &[Phase]) -> String {
             p.name, p.connections, p.mix
         ));
         out.push_str(&format!(
-            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6}  {}\n",
+            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}  {}\n",
             "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
-            "svcCPU", "dbCPU", "stallms", "x rps", "x p99", "paired x rps (95%)"
+            "svcCPU", "dbCPU", "stallms", "span%", "x rps", "x p99", "paired x rps (95%)"
         ));
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for r in &p.results {
             out.push_str(&format!(
-                "{:<16} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6}  {}\n",
+                "{:<16} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6} {:>6}  {}\n",
                 r.name,
                 r.requests_per_sec,
                 opt(r.spread, 2),
@@ -262,6 +270,7 @@ pub fn table(phases: &[Phase]) -> String {
                 r.service_cpu_s,
                 r.db_cpu_s,
                 r.longest_stall_ms,
+                opt(r.span_change_pct, 0),
                 opt(r.ratio_to_oracle, 2),
                 opt(r.p99_ratio_to_oracle, 2),
                 paired_cell(r),

@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::handlers::{release_connection, Endpoint, Handlers};
+use super::spans::Spans;
 use super::stalls::Stalls;
 
 /// Largest request head accepted.
@@ -73,6 +74,7 @@ pub struct Service {
     dispatch: Arc<Dispatch>,
     handlers: Arc<Handlers>,
     stalls: Arc<Stalls>,
+    spans: Arc<Spans>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -102,11 +104,14 @@ impl Service {
         let (d, h) = (dispatch.clone(), handlers.clone());
         let stalls = Arc::new(Stalls::default());
         let timer = stalls.clone();
+        let spans = Arc::new(Spans::default());
+        let (marks, answered) = (spans.clone(), spans.clone());
         let thread = std::thread::Builder::new()
             .name("server-front".into())
             .spawn(move || {
                 rt.spawn(timer.watch());
-                rt.block_on(accept(listener, d, h, stopped));
+                rt.spawn(marks.watch());
+                rt.block_on(accept(listener, d, h, answered, stopped));
                 // Handlers still running finish on their own; don't wait long.
                 rt.shutdown_timeout(Duration::from_secs(5));
             })
@@ -116,6 +121,7 @@ impl Service {
             dispatch,
             handlers,
             stalls,
+            spans,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -144,6 +150,12 @@ impl Service {
         self.stalls.take()
     }
 
+    /// The median change of requests/s from one 200 ms span to the next
+    /// since the last call ([`Spans::take`]).
+    pub fn take_span_change(&self) -> Option<f64> {
+        self.spans.take()
+    }
+
     /// Database connections opened so far.
     pub fn db_connections(&self) -> u64 {
         self.handlers.opened()
@@ -168,6 +180,7 @@ async fn accept(
     listener: TcpListener,
     dispatch: Arc<Dispatch>,
     handlers: Arc<Handlers>,
+    spans: Arc<Spans>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     loop {
@@ -175,7 +188,7 @@ async fn accept(
             _ = &mut stopped => return,
             conn = listener.accept() => {
                 if let Ok((stream, _)) = conn {
-                    tokio::spawn(serve(stream, dispatch.clone(), handlers.clone()));
+                    tokio::spawn(serve(stream, dispatch.clone(), handlers.clone(), spans.clone()));
                 }
             }
         }
@@ -183,7 +196,12 @@ async fn accept(
 }
 
 /// Serve one connection: requests one after another until it closes.
-async fn serve(mut stream: TcpStream, dispatch: Arc<Dispatch>, handlers: Arc<Handlers>) {
+async fn serve(
+    mut stream: TcpStream,
+    dispatch: Arc<Dispatch>,
+    handlers: Arc<Handlers>,
+    spans: Arc<Spans>,
+) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::with_capacity(4096);
     loop {
@@ -218,11 +236,11 @@ async fn serve(mut stream: TcpStream, dispatch: Arc<Dispatch>, handlers: Arc<Han
                 "endpoints: /lookup /range /write /external\n".to_string(),
             ),
         };
-        if respond(&mut stream, status, &body, keep_alive)
-            .await
-            .is_err()
-            || !keep_alive
-        {
+        let sent = respond(&mut stream, status, &body, keep_alive).await;
+        if sent.is_ok() && status == 200 {
+            spans.answered();
+        }
+        if sent.is_err() || !keep_alive {
             return;
         }
     }
