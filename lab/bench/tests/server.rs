@@ -118,6 +118,13 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
             // A 1 s phase holds five 200 ms spans: their change is read.
             let change = r["span_change_pct"].as_f64();
             assert!(change.is_some_and(|c| c >= 0.0), "{what}: {change:?}");
+            // One repeat: its p99 paired with the oracle's in the same repeat.
+            let p99 = r["p99_ms"].as_f64().unwrap();
+            assert_eq!(r["p99_ms_runs"][0].as_f64(), Some(p99), "{what}");
+            let paired = r["p99_vs_oracle"]["median"].as_f64().unwrap();
+            let oracle_p99 = p["oracle"]["p99_ms"].as_f64().unwrap();
+            assert!((paired - p99 / oracle_p99).abs() < 1e-9, "{what}");
+            assert_eq!(r["p99_verdict"], "too few repeats", "{what}");
         }
         let oracle = p["oracle"]["impl"].as_str().unwrap();
         assert!(["fixed:2", "fixed:8"].contains(&oracle), "{oracle}");

@@ -1,7 +1,7 @@
 //! The server benchmark's results: one record per contender, phase and
 //! repeat; medians over repeats with their spread; the oracle (the static
 //! size with the most requests/s in each phase) and each contender's
-//! requests/s against it paired per repeat; the table and the JSON.
+//! requests/s and p99 against it paired per repeat; the table and the JSON.
 
 use serde::Serialize;
 use tidepool_workload::median;
@@ -83,6 +83,8 @@ pub struct Row {
     pub p50_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
+    /// Every repeat's p99, in repeat order.
+    pub p99_ms_runs: Vec<f64>,
     /// 99.9th percentile.
     pub p999_ms: f64,
     /// Errors (median).
@@ -118,6 +120,13 @@ pub struct Row {
     /// What [`Row::vs_oracle`]'s 95% interval says: `level`, `ahead`,
     /// `behind`, or `too few repeats` (fewer than 6).
     pub verdict: Option<&'static str>,
+    /// p99 ÷ the oracle's in the same repeat, summarised over the repeats
+    /// (below 1 is better): one stall of the machine moves a phase's p99,
+    /// so a single ratio says little.
+    pub p99_vs_oracle: Option<Paired>,
+    /// What [`Row::p99_vs_oracle`]'s 95% interval says: `level`, `lower`,
+    /// `higher`, or `too few repeats`.
+    pub p99_verdict: Option<&'static str>,
     /// The pool's own view in each repeat, in repeat order (tidepool pools
     /// only; empty for the others).
     pub pools: Vec<PoolView>,
@@ -159,13 +168,15 @@ impl Row {
     pub fn of(name: &str, runs: &[Run]) -> Row {
         let m = |f: fn(&Run) -> f64| med(runs.iter().map(f));
         let rps: Vec<f64> = runs.iter().map(|r| r.requests_per_sec).collect();
+        let p99: Vec<f64> = runs.iter().map(|r| r.p99_ms).collect();
         Row {
             name: name.to_string(),
             requests_per_sec: m(|r| r.requests_per_sec),
             spread: spread(&rps),
             requests_per_sec_runs: rps,
             p50_ms: m(|r| r.p50_ms),
-            p99_ms: m(|r| r.p99_ms),
+            p99_ms: med(p99.iter().copied()),
+            p99_ms_runs: p99,
             p999_ms: m(|r| r.p999_ms),
             errors: m(|r| r.errors as f64).round() as u64,
             timeouts: m(|r| r.timeouts as f64).round() as u64,
@@ -181,6 +192,8 @@ impl Row {
             p99_ratio_to_oracle: None,
             vs_oracle: None,
             verdict: None,
+            p99_vs_oracle: None,
+            p99_verdict: None,
             pools: runs.iter().filter_map(|r| r.pool.clone()).collect(),
         }
     }
@@ -205,10 +218,10 @@ impl Phase {
                 p99_ms: r.p99_ms,
             });
         if let Some(o) = &oracle {
-            let oracle_runs = results
+            let (oracle_runs, oracle_p99) = results
                 .iter()
                 .find(|r| r.name == o.name)
-                .map(|r| r.requests_per_sec_runs.clone())
+                .map(|r| (r.requests_per_sec_runs.clone(), r.p99_ms_runs.clone()))
                 .unwrap_or_default();
             for r in &mut results {
                 r.ratio_to_oracle =
@@ -222,6 +235,15 @@ impl Phase {
                     .collect();
                 r.vs_oracle = paired(&ratios);
                 r.verdict = r.vs_oracle.as_ref().map(verdict);
+                // Latency: the contender's ÷ the oracle's, as the goal reads it.
+                let ratios: Vec<f64> = r
+                    .p99_ms_runs
+                    .iter()
+                    .zip(&oracle_p99)
+                    .filter_map(|(&a, &b)| ratio_higher_better(a, b))
+                    .collect();
+                r.p99_vs_oracle = paired(&ratios);
+                r.p99_verdict = r.p99_vs_oracle.as_ref().map(latency_verdict);
             }
         }
         Phase {
@@ -247,15 +269,16 @@ pub fn table(phases: &[Phase]) -> String {
             p.name, p.connections, p.mix
         ));
         out.push_str(&format!(
-            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}  {}\n",
+            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}  {:<28} {}\n",
             "impl", "req/s", "spread", "p50ms", "p99ms", "p99.9ms", "errors", "tmo", "thr+", "peak", "dbconn",
-            "svcCPU", "dbCPU", "stallms", "span%", "x rps", "x p99", "paired x rps (95%)"
+            "svcCPU", "dbCPU", "stallms", "span%", "x rps", "x p99", "paired x rps (95%)",
+            "paired x p99 (95%)"
         ));
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         for r in &p.results {
             out.push_str(&format!(
-                "{:<16} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6} {:>6}  {}\n",
+                "{:<16} {:>8.0} {:>6} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>5} {:>6} {:>5} {:>6} {:>6.2} {:>6.2} {:>7.0} {:>6} {:>6} {:>6}  {:<28} {}\n",
                 r.name,
                 r.requests_per_sec,
                 opt(r.spread, 2),
@@ -273,23 +296,35 @@ pub fn table(phases: &[Phase]) -> String {
                 opt(r.span_change_pct, 0),
                 opt(r.ratio_to_oracle, 2),
                 opt(r.p99_ratio_to_oracle, 2),
-                paired_cell(r),
+                paired_cell(r.vs_oracle.as_ref(), verdict),
+                paired_cell(r.p99_vs_oracle.as_ref(), latency_verdict),
             ));
         }
     }
     out
 }
 
-/// The paired ratio to the oracle: its median, and its 95% interval and
-/// verdict, or the repeats won and lost when there are too few for one.
-fn paired_cell(r: &Row) -> String {
-    let Some(p) = &r.vs_oracle else {
+/// A paired ratio to the oracle: its median, and its 95% interval and
+/// verdict (`verdict` of it), or the repeats above and below 1 when there
+/// are too few for one.
+fn paired_cell(p: Option<&Paired>, verdict: fn(&Paired) -> &'static str) -> String {
+    let Some(p) = p else {
         return "-".to_string();
     };
     let v = verdict(p);
     match p.ci95 {
         Some((lo, hi)) => format!("{:.2} [{lo:.2}, {hi:.2}] {v}", p.median),
         None => format!("{:.2} ({}↑ {}↓, {v})", p.median, p.won, p.lost),
+    }
+}
+
+/// What a paired latency ratio's 95% interval says: `level` when it
+/// includes 1.0, `lower` or `higher` when all of it lies on one side.
+fn latency_verdict(p: &Paired) -> &'static str {
+    match verdict(p) {
+        "ahead" => "higher",
+        "behind" => "lower",
+        v => v,
     }
 }
 
@@ -354,9 +389,38 @@ mod tests {
         let v = a.vs_oracle.unwrap();
         assert_eq!((v.won, v.lost), (6, 0));
         assert_eq!(a.verdict, Some("ahead"));
+        // Equal p99 in every repeat: level.
+        assert_eq!(a.p99_vs_oracle.unwrap().median, 1.0);
+        assert_eq!(a.p99_verdict, Some("level"));
         assert_eq!(p.results[1].verdict, Some("level"));
         let t = table(std::slice::from_ref(&p));
         assert!(t.contains("ahead") && t.contains("level"), "{t}");
+    }
+
+    #[test]
+    fn the_p99_pairs_each_repeat_with_the_oracles_own() {
+        // The oracle's own p99 moves fourfold from repeat to repeat (the
+        // machine's stalls); auto's is above it in every repeat.
+        let oracle: Vec<Run> = [10.0, 40.0, 10.0, 40.0, 10.0, 40.0, 40.0]
+            .map(|p99| run(100.0, p99))
+            .into();
+        let auto: Vec<Run> = [15.0, 60.0, 15.0, 60.0, 15.0, 60.0, 45.0]
+            .map(|p99| run(90.0, p99))
+            .into();
+        let p = Phase::new(
+            "x".into(),
+            8,
+            "m".into(),
+            vec![Row::of("auto", &auto), Row::of("fixed:4", &oracle)],
+            |n| n.starts_with("fixed:"),
+        );
+        let a = &p.results[0];
+        assert_eq!(a.p99_ms_runs.len(), 7);
+        let v = a.p99_vs_oracle.unwrap();
+        assert_eq!((v.median, v.won, v.lost), (1.5, 7, 0));
+        assert_eq!(a.p99_verdict, Some("higher"));
+        let t = table(std::slice::from_ref(&p));
+        assert!(t.contains("1.50 [") && t.contains("higher"), "{t}");
     }
 
     #[test]
