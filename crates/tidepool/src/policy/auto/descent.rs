@@ -20,7 +20,11 @@
 //! failed). A trial starts only from a size whose span is measured and
 //! whose doubling awaits no verdict (a doubling is judged first). Growth
 //! past a size the pool reached before proof began waits for its first
-//! trial: half of it must serve less.
+//! trial: half of it must serve less. A pool that grew to twice the size
+//! measured before proof last ended or more is tried at once, whatever
+//! the wait: the machine read free for a moment (a trial of 8 workers let
+//! the database idle), spawning took 16 workers to 76, and the wait of the
+//! failed trial held them there for the rest of the phase.
 //!
 //! A trial of half that served less, but not a quarter less, says the
 //! best size lies between: throughput that follows the workers would have
@@ -88,14 +92,19 @@ pub(super) struct Descent {
     /// The size a trial of [`ASCENT_FACTOR`] times it is due from, at
     /// once: a doubling of it raised throughput, but not enough to keep.
     up: Option<usize>,
+    /// The size measured before proof last ended: a pool that grew to
+    /// twice it or more while the machine read free is tried at once.
+    proven_before: Option<usize>,
 }
 
 impl Descent {
-    /// What outlives the end of proof: the wait before the next trial.
-    pub(super) fn between_proofs(self) -> Descent {
+    /// What outlives the end of proof: the wait before the next trial,
+    /// and the size measured last (`proven`, or the one before).
+    pub(super) fn between_proofs(self, proven: Option<usize>) -> Descent {
         Descent {
             next_at: self.next_at,
             memory: self.memory,
+            proven_before: self.proven_before.or(proven),
             ..Descent::default()
         }
     }
@@ -129,6 +138,14 @@ impl Auto {
         let larger = tried(ASCENT_FACTOR);
         let up = self.proof.descent.up == Some(span.threads) && larger > span.threads;
         let smaller = if fine { three_quarters } else { half };
+        // Grown while the machine read free (a moment's flicker let spawns
+        // take 16 workers to 76): not what the wait of a failed trial was
+        // about.
+        let grew = self
+            .proof
+            .descent
+            .proven_before
+            .is_some_and(|p| span.threads >= 2 * p);
         let others_hold_most = self.others.value >= DESCENT_OTHERS;
         let d = &mut self.proof.descent;
         if let Some((from, size)) = d.trial {
@@ -204,13 +221,14 @@ impl Auto {
         }
         if here.span >= DESCENT_SPAN
             && others_hold_most
-            && (now >= d.next_at || fine)
+            && (now >= d.next_at || fine || grew)
             && proven
             && n == self.target
             && smaller < n
         {
             d.trial = Some((here, smaller));
             d.here = None;
+            d.proven_before = None;
             d.fine = d.fine.filter(|_| fine);
             // The wait before the next trial, should this one fail or be
             // cut short (the machine left proof while calls that wait on
@@ -249,5 +267,42 @@ fn pool(before: Option<Probe>, span: Probe) -> Probe {
         threads: span.threads,
         throughput: (before.throughput * a + span.throughput * b) / (a + b),
         span: total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool at `size` whose last failed trial holds the next off for a
+    /// minute, with proof ended after measuring `proven` and back now, on
+    /// a machine others hold; fed a 250 ms span at `size`.
+    fn after_a_flicker(proven: usize, size: usize) -> Auto {
+        let mut p = Auto::new();
+        p.others.value = 0.8;
+        p.target = size;
+        p.proof.descent = Descent {
+            next_at: Duration::from_secs(60),
+            memory: CAP_MEMORY,
+            ..Descent::default()
+        }
+        .between_proofs(Some(proven));
+        let span = Probe {
+            threads: size,
+            throughput: 10_000.0,
+            span: Duration::from_millis(250),
+        };
+        p.descend(span, Duration::from_secs(1));
+        p
+    }
+
+    #[test]
+    fn a_pool_that_doubled_while_proof_was_off_is_tried_at_once() {
+        // At 64 connections a moment of free machine let spawning take
+        // the pool from 16 workers to 76, where it held for the rest of
+        // the phase: the wait was the failed trial's, of another size.
+        assert_eq!(after_a_flicker(16, 76).proof.descent.size(), Some(38));
+        // Short of a doubling, the wait holds.
+        assert_eq!(after_a_flicker(16, 31).proof.descent.size(), None);
     }
 }

@@ -329,7 +329,10 @@ impl Auto {
             // proof: calls waiting on another service on a machine near
             // the line tried half their workers every 0.3 s.
             self.proof = Proof {
-                descent: self.proof.descent.between_proofs(),
+                descent: self
+                    .proof
+                    .descent
+                    .between_proofs(self.proof.base.map(|b| b.threads)),
                 ..Proof::default()
             };
             return;

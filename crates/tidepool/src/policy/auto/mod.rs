@@ -105,7 +105,8 @@
 //!     half its size (over spans of 200 ms): kept if it
 //!     serves at least as much, else back at once (at its first span if
 //!     that serves a quarter less), and the next trial waits
-//!     5 s, twice as long after each failure (at most 60 s); half that
+//!     5 s, twice as long after each failure (at most 60 s; at once if
+//!     the pool doubled while the machine read free); half that
 //!     served less but not a quarter less is followed at once by three
 //!     quarters, the best size lying between; a doubling that raised
 //!     throughput, but not enough, by four thirds (kept if they raise it
