@@ -227,22 +227,10 @@ impl Phase {
                 r.ratio_to_oracle =
                     (o.requests_per_sec > 0.0).then(|| r.requests_per_sec / o.requests_per_sec);
                 r.p99_ratio_to_oracle = (o.p99_ms > 0.0).then(|| r.p99_ms / o.p99_ms);
-                let ratios: Vec<f64> = r
-                    .requests_per_sec_runs
-                    .iter()
-                    .zip(&oracle_runs)
-                    .filter_map(|(&a, &b)| ratio_higher_better(a, b))
-                    .collect();
-                r.vs_oracle = paired(&ratios);
+                r.vs_oracle = paired_per_repeat(&r.requests_per_sec_runs, &oracle_runs);
                 r.verdict = r.vs_oracle.as_ref().map(verdict);
                 // Latency: the contender's ÷ the oracle's, as the goal reads it.
-                let ratios: Vec<f64> = r
-                    .p99_ms_runs
-                    .iter()
-                    .zip(&oracle_p99)
-                    .filter_map(|(&a, &b)| ratio_higher_better(a, b))
-                    .collect();
-                r.p99_vs_oracle = paired(&ratios);
+                r.p99_vs_oracle = paired_per_repeat(&r.p99_ms_runs, &oracle_p99);
                 r.p99_verdict = r.p99_vs_oracle.as_ref().map(latency_verdict);
             }
         }
@@ -254,6 +242,17 @@ impl Phase {
             oracle,
         }
     }
+}
+
+/// Each repeat's value in `runs` ÷ the oracle's in the same repeat,
+/// summarised.
+fn paired_per_repeat(runs: &[f64], oracle: &[f64]) -> Option<Paired> {
+    let ratios: Vec<f64> = runs
+        .iter()
+        .zip(oracle)
+        .filter_map(|(&a, &b)| ratio_higher_better(a, b))
+        .collect();
+    paired(&ratios)
 }
 
 /// The readable table.
@@ -340,6 +339,17 @@ mod tests {
         }
     }
 
+    /// A phase of `auto` against one static size, its oracle.
+    fn auto_against_fixed(auto: &[Run], oracle: &[Run]) -> Phase {
+        Phase::new(
+            "x".into(),
+            8,
+            "m".into(),
+            vec![Row::of("auto", auto), Row::of("fixed:4", oracle)],
+            |n| n.starts_with("fixed:"),
+        )
+    }
+
     #[test]
     fn the_oracle_is_the_fastest_static_size_and_ratios_follow() {
         let rows = vec![
@@ -378,13 +388,7 @@ mod tests {
         let auto: Vec<Run> = [110.0, 210.0, 110.0, 210.0, 110.0, 210.0]
             .map(|v| run(v, 1.0))
             .into();
-        let p = Phase::new(
-            "x".into(),
-            8,
-            "m".into(),
-            vec![Row::of("auto", &auto), Row::of("fixed:4", &oracle)],
-            |n| n.starts_with("fixed:"),
-        );
+        let p = auto_against_fixed(&auto, &oracle);
         let a = &p.results[0];
         let v = a.vs_oracle.unwrap();
         assert_eq!((v.won, v.lost), (6, 0));
@@ -407,13 +411,7 @@ mod tests {
         let auto: Vec<Run> = [15.0, 60.0, 15.0, 60.0, 15.0, 60.0, 45.0]
             .map(|p99| run(90.0, p99))
             .into();
-        let p = Phase::new(
-            "x".into(),
-            8,
-            "m".into(),
-            vec![Row::of("auto", &auto), Row::of("fixed:4", &oracle)],
-            |n| n.starts_with("fixed:"),
-        );
+        let p = auto_against_fixed(&auto, &oracle);
         let a = &p.results[0];
         assert_eq!(a.p99_ms_runs.len(), 7);
         let v = a.p99_vs_oracle.unwrap();
