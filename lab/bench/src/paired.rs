@@ -11,6 +11,8 @@
 use serde::Serialize;
 use tidepool_workload::median;
 
+use crate::harness::ratio_higher_better;
+
 /// A paired comparison over the repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Paired {
@@ -28,6 +30,17 @@ pub struct Paired {
     /// out): how likely a split at least this uneven is if neither side is
     /// faster.
     pub sign_p: f64,
+}
+
+/// `subject`'s value in each repeat ÷ `reference`'s in the same repeat,
+/// summarised ([`paired`]).
+pub fn paired_per_repeat(subject: &[f64], reference: &[f64]) -> Option<Paired> {
+    let ratios: Vec<f64> = subject
+        .iter()
+        .zip(reference)
+        .filter_map(|(&a, &b)| ratio_higher_better(a, b))
+        .collect();
+    paired(&ratios)
 }
 
 /// Summarise per-repeat ratios; `None` when there are none (non-finite

@@ -19,8 +19,8 @@ use serde::Serialize;
 use tidepool_workload::median;
 use tidepool_workload::BusyLoop;
 
-use crate::harness::{balanced_order, ratio_higher_better};
-use crate::paired::{paired, verdict, Paired};
+use crate::harness::balanced_order;
+use crate::paired::{paired_per_repeat, verdict, Paired};
 
 /// Words per item (4 KiB).
 pub const ITEM_WORDS: usize = 512;

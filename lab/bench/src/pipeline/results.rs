@@ -53,12 +53,7 @@ pub struct VsPeer {
 
 /// Row `row` against row `other`, paired per repeat.
 fn versus(impls: &[Impl], samples: &[Vec<f64>], row: usize, other: usize) -> Option<VsPeer> {
-    let ratios: Vec<f64> = samples[row]
-        .iter()
-        .zip(&samples[other])
-        .filter_map(|(&a, &b)| ratio_higher_better(a, b))
-        .collect();
-    let ratio = paired(&ratios)?;
+    let ratio = paired_per_repeat(&samples[row], &samples[other])?;
     Some(VsPeer {
         peer: impls[other].name().into(),
         verdict: verdict(&ratio),

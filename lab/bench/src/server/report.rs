@@ -6,8 +6,8 @@
 use serde::Serialize;
 use tidepool_workload::median;
 
-use crate::harness::{ratio_higher_better, spread};
-use crate::paired::{paired, verdict, Paired};
+use crate::harness::spread;
+use crate::paired::{paired_per_repeat, verdict, Paired};
 
 /// One contender in one phase of one repeat.
 #[derive(Debug, Clone, Default)]
@@ -242,17 +242,6 @@ impl Phase {
             oracle,
         }
     }
-}
-
-/// Each repeat's value in `runs` ÷ the oracle's in the same repeat,
-/// summarised.
-fn paired_per_repeat(runs: &[f64], oracle: &[f64]) -> Option<Paired> {
-    let ratios: Vec<f64> = runs
-        .iter()
-        .zip(oracle)
-        .filter_map(|(&a, &b)| ratio_higher_better(a, b))
-        .collect();
-    paired(&ratios)
 }
 
 /// The readable table.

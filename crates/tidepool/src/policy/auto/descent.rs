@@ -99,7 +99,8 @@ pub(super) struct Descent {
 
 impl Descent {
     /// What outlives the end of proof: the wait before the next trial,
-    /// and the size measured last (`proven`, or the one before).
+    /// and the size measured before proof ended (`proven`, unless one
+    /// kept from an earlier end awaits its trial).
     pub(super) fn between_proofs(self, proven: Option<usize>) -> Descent {
         Descent {
             next_at: self.next_at,
