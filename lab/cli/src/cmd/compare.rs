@@ -56,7 +56,7 @@ compare.csv, per-workload sweep CSVs and SVG plots.";
 #[command(after_help = EXAMPLES)]
 pub struct CompareArgs {
     /// Workload: suite name, generator spec or trace file; repeat, list with
-    /// commas, or `suite` for all six.
+    /// commas, or `suite` for all twelve.
     #[arg(long, short, value_name = "NAME_OR_SPEC", required = true)]
     pub workload: Vec<String>,
     /// Policy specs, comma-separated (repeatable).

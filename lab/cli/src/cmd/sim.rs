@@ -49,7 +49,7 @@ need no more memory than ten thousand. See docs/sim.md.";
 #[command(after_help = EXAMPLES)]
 pub struct SimArgs {
     /// Workload: suite name, generator spec or trace file; repeat, list with
-    /// commas, or `suite` for all six.
+    /// commas, or `suite` for all twelve.
     #[arg(long, short, value_name = "NAME_OR_SPEC")]
     pub workload: Vec<String>,
     /// Cores of the simulated machine.

@@ -20,7 +20,7 @@
 //! failed). A trial starts only from a size whose span is measured and
 //! whose doubling awaits no verdict (a doubling is judged first). Growth
 //! past a size the pool reached before proof began waits for its first
-//! trial: half of it must serve less. A pool that grew to twice the size
+//! trial (while one may come): half of it must serve less. A pool that grew to twice the size
 //! measured before proof last ended or more is tried at once, whatever
 //! the wait: the machine read free for a moment (a trial of 8 workers let
 //! the database idle), spawning took 16 workers to 76, and the wait of the
@@ -129,6 +129,12 @@ impl Descent {
 }
 
 impl Auto {
+    /// Whether other processes hold enough of the machine for trials of
+    /// fewer workers ([`DESCENT_OTHERS`]).
+    pub(super) fn others_hold_most(&self) -> bool {
+        self.others.value >= DESCENT_OTHERS
+    }
+
     /// Feed a proof span (`span`, measured at a size that held, at `now`)
     /// to the trials. Returns whether the span was a trial's: then it is no
     /// verdict on growth.
@@ -147,7 +153,7 @@ impl Auto {
             .descent
             .proven_before
             .is_some_and(|p| span.threads >= 2 * p);
-        let others_hold_most = self.others.value >= DESCENT_OTHERS;
+        let others_hold_most = self.others_hold_most();
         let d = &mut self.proof.descent;
         if let Some((from, size)) = d.trial {
             let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);

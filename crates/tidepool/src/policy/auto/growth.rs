@@ -207,10 +207,10 @@ pub(super) struct Proof {
     /// The trials of fewer workers.
     pub(super) descent: Descent,
     /// Whether growth past the base may be tried: it came from a doubling
-    /// that paid, half of it served less, or no trial can come soon. A
-    /// size the pool reached before proof began is tried from above first
-    /// (a fresh pool that met 256 clients doubled from 73 workers to 146
-    /// before its first trial).
+    /// that paid or half of it served less. Otherwise a size the pool
+    /// reached before proof began is tried from above first (a fresh pool
+    /// that met 256 clients doubled from 73 workers to 146 before its
+    /// first trial), unless no trial can come soon (`proof_gate`).
     pub(super) tested: bool,
     /// The time of the last call while proof was needed.
     now: Duration,
@@ -298,7 +298,12 @@ impl Auto {
             if let Some(size) = self.proof.descent.size() {
                 return size;
             }
-            let tried = self.proof.tested || !self.proof.descent.ready(self.proof.now);
+            // No trial can come soon: it waits, or others hold too little
+            // of the machine for one (`sat50`'s pool, whose workers held
+            // 80% of it, stayed at 6 workers for half its run).
+            let tried = self.proof.tested
+                || !self.proof.descent.ready(self.proof.now)
+                || !self.others_hold_most();
             let factor = if tried { PROOF_FACTOR } else { 1 };
             self.proof
                 .base

@@ -91,10 +91,10 @@
 //!    base); otherwise the pool goes back to the measured size at once,
 //!    which becomes the learned cap. A size the pool reached before proof
 //!    began doubles only after a trial of half of it (point 10) served
-//!    less. Tasks that block on something else double every ~50 ms. On
-//!    such a machine thread totals are no evidence of blocking either
-//!    (point 1), and a change of φ is no new mix for the proof and the
-//!    cap (until the machine frees up), nor takes the pool below the size
+//!    less, while one may come. Tasks that block on something else double
+//!    every ~50 ms. On such a machine thread totals are no evidence of
+//!    blocking either (point 1), and a change of φ is no new mix for the
+//!    proof and the cap (until the machine frees up), nor takes the pool below the size
 //!    last measured with every worker busy: waits in a saturated database
 //!    stretch with the size itself (φ halves with each doubling). A
 //!    throughput at the measured size half what it was is: other tasks.

@@ -2042,3 +2042,30 @@ fn a_doubling_that_gained_a_little_is_followed_by_four_thirds() {
     let end = *sizes.last().unwrap();
     assert!((15..=20).contains(&end), "ended at {end}: {sizes:?}");
 }
+
+#[test]
+fn growth_under_proof_is_not_held_for_a_trial_that_cannot_come() {
+    // The workers hold 80% of a busy machine (a replay's driver the
+    // rest): proof applies, but no trial of fewer does. Throughput
+    // follows the workers up to 16. A size the pool reached before proof
+    // began waits for a trial of half before it may double; with no
+    // trial to come, it must double without one (`sat50` held 6 workers
+    // for half its run where 8–16 serve best).
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    let mut log = Vec::new();
+    let sizes = run_on_a_busy_machine_logged(
+        &mut p,
+        &mut live,
+        1..=40,
+        |at_ms, live| {
+            let mut obs = loaded_tick(at_ms, live, 64, 500.0 * live.min(16) as f64, 1.0);
+            obs.worker_cpu_time = Some((TICK * CORES as u32).mul_f64(0.8));
+            obs
+        },
+        &mut log,
+    );
+    assert!(p.needs_proof(), "{sizes:?}");
+    let end = *sizes.last().unwrap();
+    assert!(end >= 16, "ended at {end}: {sizes:?} {log:?}");
+}
