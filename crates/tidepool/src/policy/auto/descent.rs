@@ -20,11 +20,12 @@
 //! failed). A trial starts only from a size whose span is measured and
 //! whose doubling awaits no verdict (a doubling is judged first). Growth
 //! past a size the pool reached before proof began waits for its first
-//! trial (while one may come): half of it must serve less. A pool that grew to twice the size
-//! measured before proof last ended or more is tried at once, whatever
-//! the wait: the machine read free for a moment (a trial of 8 workers let
-//! the database idle), spawning took 16 workers to 76, and the wait of the
-//! failed trial held them there for the rest of the phase.
+//! trial (while one may come): half of it must serve less. A pool that
+//! grew to twice the size measured before proof last ended or more is
+//! tried at once, whatever the wait: the machine read free for a moment (a
+//! trial of 8 workers let the database idle), spawning took 16 workers to
+//! 76, and the wait of the failed trial held them there for the rest of
+//! the phase.
 //!
 //! A trial of half that served less, but not a quarter less, says the
 //! best size lies between: throughput that follows the workers would have

@@ -300,7 +300,7 @@ impl Auto {
             }
             // No trial can come soon: it waits, or others hold too little
             // of the machine for one (`sat50`'s pool, whose workers held
-            // 80% of it, stayed at 6 workers for half its run).
+            // 80% of it, stayed at 6 workers for a third of its run).
             let tried = self.proof.tested
                 || !self.proof.descent.ready(self.proof.now)
                 || !self.others_hold_most();

@@ -94,10 +94,11 @@
 //!    less, while one may come. Tasks that block on something else double
 //!    every ~50 ms. On such a machine thread totals are no evidence of
 //!    blocking either (point 1), and a change of φ is no new mix for the
-//!    proof and the cap (until the machine frees up), nor takes the pool below the size
-//!    last measured with every worker busy: waits in a saturated database
-//!    stretch with the size itself (φ halves with each doubling). A
-//!    throughput at the measured size half what it was is: other tasks.
+//!    proof and the cap (until the machine frees up), nor takes the pool
+//!    below the size last measured with every worker busy: waits in a
+//!    saturated database stretch with the size itself (φ halves with each
+//!    doubling). A throughput at the measured size half what it was is:
+//!    other tasks.
 //!    Proof, once needed, lasts until the machine is below 75% busy or the
 //!    others below 5%.
 //! 10. **Other sizes on trial** (`descent.rs`). While growth needs proof

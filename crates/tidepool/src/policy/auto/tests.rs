@@ -2050,7 +2050,7 @@ fn growth_under_proof_is_not_held_for_a_trial_that_cannot_come() {
     // follows the workers up to 16. A size the pool reached before proof
     // began waits for a trial of half before it may double; with no
     // trial to come, it must double without one (`sat50` held 6 workers
-    // for half its run where 8–16 serve best).
+    // for a third of its run where 8–16 serve best).
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     let mut log = Vec::new();
