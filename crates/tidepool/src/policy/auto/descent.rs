@@ -44,9 +44,9 @@
 
 use std::time::Duration;
 
-use super::feedback::Probe;
+use super::feedback::{gain_needed, Probe};
 use super::growth::{Move, PROOF_MIN_GROWTH};
-use super::{Auto, CAP_MEMORY, FEEDBACK_MIN_GAIN, MAX_CAP_MEMORY};
+use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
 
 /// The span a trial's throughput and the size it starts from are measured
 /// over: longer than a proof span, as the throughput differences it judges
@@ -155,6 +155,7 @@ impl Auto {
             .proven_before
             .is_some_and(|p| span.threads >= 2 * p);
         let others_hold_most = self.others_hold_most();
+        let cores = self.cores;
         let d = &mut self.proof.descent;
         if let Some((from, size)) = d.trial {
             let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
@@ -165,10 +166,9 @@ impl Auto {
             }
             d.trial = None;
             let was_fine = d.fine.take().is_some();
-            // More workers must raise throughput as a doubling must (by a
-            // quarter of the proportional gain); fewer must serve as much.
-            let growth = (size as f64 / from.threads as f64 - 1.0).max(0.0);
-            if pooled.throughput >= from.throughput * (1.0 + FEEDBACK_MIN_GAIN * growth) {
+            // More workers must raise throughput as a doubling must;
+            // fewer must serve as much.
+            if pooled.throughput >= from.throughput * gain_needed(cores, from.threads, size) {
                 if size < from.threads {
                     // Kept: the proven size, and growth past it must wait.
                     d.next_at = now;

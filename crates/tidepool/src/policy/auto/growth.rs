@@ -9,7 +9,8 @@
 //! machine that has no core to spare. While the machine is busy and others
 //! hold a share of it, the pool may therefore only double past a size it
 //! measured with every worker given a task, and keeps the doubling only if
-//! throughput rose by a quarter of the proportional gain; otherwise the
+//! throughput rose by a quarter of the proportional gain (did not fall, up
+//! to twice the cores: [`gain_needed`]); otherwise the
 //! measured size becomes the learned cap. Tasks that block on something
 //! else (sleep, a remote service) pass each doubling and keep growing.
 
@@ -17,8 +18,8 @@ use std::time::Duration;
 
 use super::super::Observation;
 use super::descent::Descent;
-use super::feedback::{Pending, Probe};
-use super::{utilization, Auto, FEEDBACK_MIN_COMPLETIONS, FEEDBACK_MIN_GAIN, MIN_THREAD_WINDOW};
+use super::feedback::{gain_needed, Pending, Probe};
+use super::{utilization, Auto, FEEDBACK_MIN_COMPLETIONS, MIN_THREAD_WINDOW};
 
 /// Share of the machine's CPU time busy (smoothed) from which it has no
 /// core to spare.
@@ -393,7 +394,7 @@ impl Auto {
             // On the way to the doubling: no verdict, the base stays.
             return;
         }
-        if now.throughput >= base.throughput * (1.0 + FEEDBACK_MIN_GAIN * growth) {
+        if now.throughput >= base.throughput * gain_needed(self.cores, base.threads, now.threads) {
             if full {
                 self.proof.base = Some(now);
             }
