@@ -155,7 +155,7 @@ impl Auto {
             .proven_before
             .is_some_and(|p| span.threads >= 2 * p);
         let others_hold_most = self.others_hold_most();
-        let cores = self.cores;
+        let free_growth = self.free_growth();
         let d = &mut self.proof.descent;
         if let Some((from, size)) = d.trial {
             let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
@@ -168,7 +168,7 @@ impl Auto {
             let was_fine = d.fine.take().is_some();
             // More workers must raise throughput as a doubling must;
             // fewer must serve as much.
-            if pooled.throughput >= from.throughput * gain_needed(cores, from.threads, size) {
+            if pooled.throughput >= from.throughput * gain_needed(free_growth, from.threads, size) {
                 if size < from.threads {
                     // Kept: the proven size, and growth past it must wait.
                     d.next_at = now;

@@ -51,8 +51,8 @@ impl Auto {
         if let Some(before) = self.probe {
             let growth = now.threads as f64 / before.threads as f64 - 1.0;
             if growth >= FEEDBACK_MIN_GROWTH {
-                let expected =
-                    before.throughput * gain_needed(self.cores, before.threads, now.threads);
+                let expected = before.throughput
+                    * gain_needed(self.free_growth(), before.threads, now.threads);
                 // The missing completions must have been there to take: in an
                 // open loop a pool that clears its queue cannot go faster
                 // than the arrivals, however many threads it has.
@@ -65,6 +65,23 @@ impl Auto {
             }
         }
         self.probe = Some(now);
+    }
+
+    /// The size up to which growth need only not lose throughput: `2 ×
+    /// cores`, where a sustained backlog takes even CPU-bound work (module
+    /// docs, point 3), as runnable workers past the cores fill the gaps
+    /// blocking leaves. That is worth 8–15%, short of a quarter of a
+    /// doubling's gain: in three of ten runs `sat10`'s pool went back to 2
+    /// workers after 4 served 815/s against 2's 658/s. Not while other
+    /// processes hold most of the machine: the tasks then likely wait on
+    /// one of them (lookups in a database on the same cores: 4 workers
+    /// served 0.82–0.93 of 2), and each worker past its need queues more.
+    pub(super) fn free_growth(&self) -> usize {
+        if self.others_hold_most() {
+            0
+        } else {
+            BURST_CORES * self.cores
+        }
     }
 
     /// Growth paid: forget any cap and its long memory.
@@ -84,14 +101,10 @@ impl Auto {
 }
 
 /// The factor by which throughput must rise for growth from `from` to `to`
-/// workers on `cores` to pay: a quarter of the proportional gain. Within
-/// `2 × cores`, where a sustained backlog takes even CPU-bound work
-/// (module docs, point 3), it need only not fall: runnable workers past
-/// the cores fill the gaps blocking leaves, worth 8–15% there, short of a
-/// quarter of a doubling's gain (in three of ten runs `sat10`'s pool went
-/// back to 2 workers after 4 served 815/s against 2's 658/s).
-pub(super) fn gain_needed(cores: usize, from: usize, to: usize) -> f64 {
-    if to <= BURST_CORES * cores {
+/// workers to pay: a quarter of the proportional gain, or, up to `floor`
+/// workers ([`Auto::free_growth`]), no loss.
+pub(super) fn gain_needed(floor: usize, from: usize, to: usize) -> f64 {
+    if to <= floor {
         return 1.0;
     }
     let growth = (to as f64 / from as f64 - 1.0).max(0.0);

@@ -10,7 +10,8 @@
 //! hold a share of it, the pool may therefore only double past a size it
 //! measured with every worker given a task, and keeps the doubling only if
 //! throughput rose by a quarter of the proportional gain (did not fall, up
-//! to twice the cores: [`gain_needed`]); otherwise the
+//! to twice the cores while others hold less than half the machine:
+//! [`Auto::free_growth`]); otherwise the
 //! measured size becomes the learned cap. Tasks that block on something
 //! else (sleep, a remote service) pass each doubling and keep growing.
 
@@ -394,7 +395,9 @@ impl Auto {
             // On the way to the doubling: no verdict, the base stays.
             return;
         }
-        if now.throughput >= base.throughput * gain_needed(self.cores, base.threads, now.threads) {
+        if now.throughput
+            >= base.throughput * gain_needed(self.free_growth(), base.threads, now.threads)
+        {
             if full {
                 self.proof.base = Some(now);
             }

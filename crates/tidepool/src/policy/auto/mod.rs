@@ -56,7 +56,8 @@
 //!    not deliver a quarter of the proportional throughput gain although enough
 //!    tasks were queued to show it, the smaller size becomes a cap (tasks that
 //!    block on a shared resource). Growth up to `2 × cores` (point 3) need
-//!    only not lose throughput: the 8–15% it brings is less than a quarter. The cap is forgotten after 5 s so the size
+//!    only not lose throughput, while others hold less than half the
+//!    machine: the 8–15% it brings is less than a quarter. The cap is forgotten after 5 s so the size
 //!    is probed again; each confirmation doubles its memory (up to 60 s).
 //! 6. **Shrink with hysteresis.** A smaller size is applied only after 2 s of
 //!    consecutive low-demand ticks (ticks are every 25 ms), half the gap at a
