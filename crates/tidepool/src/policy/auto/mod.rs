@@ -57,8 +57,9 @@
 //!    tasks were queued to show it, the smaller size becomes a cap (tasks that
 //!    block on a shared resource). Growth up to `2 × cores` (point 3) need
 //!    only not lose throughput, while others hold less than half the
-//!    machine: the 8–15% it brings is less than a quarter. The cap is forgotten after 5 s so the size
-//!    is probed again; each confirmation doubles its memory (up to 60 s).
+//!    machine: the 8–15% it brings is less than a quarter. The cap is
+//!    forgotten after 5 s so the size is probed again; each confirmation
+//!    doubles its memory (up to 60 s).
 //! 6. **Shrink with hysteresis.** A smaller size is applied only after 2 s of
 //!    consecutive low-demand ticks (ticks are every 25 ms), half the gap at a
 //!    time every further 0.5 s; surplus workers keep a 2 s keep-alive. Threads
@@ -90,8 +91,8 @@
 //!    and is kept only if throughput rose by a quarter of the proportional
 //!    gain (up to `2 × cores`, did not fall: point 5), judged once the pool
 //!    is 1.6 times that size (smaller steps are within the noise; a span
-//!    with idle workers is a verdict but never a base); otherwise the pool goes back to the measured size at once,
-//!    which becomes the learned cap. A size the pool reached before proof
+//!    with idle workers is a verdict but never a base); otherwise the pool
+//!    goes back to the measured size at once, which becomes the learned cap. A size the pool reached before proof
 //!    began doubles only after a trial of half of it (point 10) served
 //!    less, while one may come. Tasks that block on something else double
 //!    every ~50 ms. On such a machine thread totals are no evidence of
