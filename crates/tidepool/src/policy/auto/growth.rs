@@ -246,7 +246,8 @@ impl Auto {
         self.proving = if enter && self.others.value >= OTHERS_HOLD {
             true
         } else if self.proving {
-            self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT
+            (self.machine.value >= MACHINE_FREE && self.others.value >= OTHERS_LEFT)
+                || self.proof.descent.holds_proof(obs.now)
         } else {
             false
         };
