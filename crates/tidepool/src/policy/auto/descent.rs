@@ -7,21 +7,14 @@
 //! their latency; the throughput does not rise.
 //!
 //! So, while other processes hold half the machine or more, the pool
-//! tries half its size, in five rounds of 50 ms: the size tried, the size
-//! it came from, the size tried, and so on, each read right after the
-//! switch to it ([`Trial`]). If the median ratio of each round to the one
-//! before it says the size tried served at least as many tasks a second,
-//! the smaller size becomes the proven size and the learned cap (growth
-//! past it proves itself again once the cap expires), and the next trial
-//! may follow at once. The machine serves in stretches of its own (lookups
-//! at 2 workers read 15,000–25,000/s for 0.3–1 s, then 46,000/s): a trial
-//! read against the span before it met a change of stretch as often as
-//! not, where a change between two rounds sways one ratio of four.
-//! Otherwise the pool goes back to the size it came from at once (as soon
-//! as the first round serves a quarter less than the span before the
-//! trial: calls that wait on another service lose half their throughput
-//! with half the workers, and each tick of a trial queues their requests),
-//! and waits before
+//! tries half its size. If the span there served at
+//! least as many tasks a second, the smaller size becomes the
+//! proven size and the learned cap (growth past it proves itself again
+//! once the cap expires), and the next trial may follow at once. Otherwise
+//! the pool goes back to the size it came from at once (as soon as the
+//! first span there serves a quarter less: calls that wait on another
+//! service lose half their throughput with half the workers, and each tick
+//! of a trial queues their requests), and waits before
 //! the next trial: 5 s, twice as long after each trial that failed in a
 //! row (at most 60 s; a trial cut short by the end of proof counts as
 //! failed). A trial starts only from a size whose span is measured and
@@ -60,14 +53,8 @@ use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
 /// are smaller (over 100 ms, trials that lost a tenth of the throughput
 /// passed on noise and took the pool down to 7 where 16 served best).
 const DESCENT_SPAN: Duration = Duration::from_millis(200);
-/// The span each round of a trial is read over ([`Trial`]): a proof span.
-const ROUND_SPAN: Duration = Duration::from_millis(50);
-/// Rounds of a trial: the size tried, the size it came from, and so on,
-/// ending at the size tried; a change of stretch sways one of the four
-/// ratios of rounds in a row, and the median holds.
-const TRIAL_ROUNDS: usize = 5;
 /// How long a trial keeps growth under proof however free the machine
-/// reads ([`Descent::holds_proof`]): twice a trial's length.
+/// reads ([`Descent::holds_proof`]): a trial lasts 200–300 ms.
 const TRIAL_HOLDS_PROOF: Duration = Duration::from_secs(1);
 /// Share of the machine other processes must hold (smoothed) for a trial:
 /// the tasks then likely wait on one of them (a database held 0.75–0.88).
@@ -94,8 +81,9 @@ const ASCENT_FACTOR: f64 = 4.0 / 3.0;
 /// The trials of other sizes while growth needs proof.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Descent {
-    /// The trial under way.
-    trial: Option<Trial>,
+    /// The trial under way: the span it started from, the size tried, and
+    /// when it began.
+    trial: Option<(Probe, usize, Duration)>,
     /// The spans measured at the current size, pooled (the latest
     /// [`DESCENT_SPAN`] or more).
     here: Option<Probe>,
@@ -112,52 +100,6 @@ pub(super) struct Descent {
     /// The size measured before proof last ended: a pool that grew to
     /// twice it or more while the machine read free is tried at once.
     proven_before: Option<usize>,
-}
-
-/// A trial of another size: rounds of [`ROUND_SPAN`] at the size tried
-/// and the size it came from in turn, [`TRIAL_ROUNDS`] of them starting
-/// and ending at the size tried, each read right after the switch to it.
-/// The size tried is judged by the median ratio of each round to the one
-/// before it: the machine serves in stretches (lookups at 2 workers read
-/// 15,000–25,000/s for 0.3–1 s, then 46,000/s), and a change of stretch
-/// between two rounds sways one ratio, where it decided a trial read
-/// against the span before it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Trial {
-    /// The span measured before the trial, at the size it came from.
-    from: Probe,
-    /// The size tried.
-    size: usize,
-    /// The size the pool is at for the round under way.
-    at: usize,
-    /// The round under way, pooled.
-    round: Option<Probe>,
-    /// The round before it.
-    last: Option<Probe>,
-    /// ln(tried / came from) of each pair of rounds in a row so far.
-    ratios: [f64; TRIAL_ROUNDS - 1],
-    /// Rounds done.
-    rounds: usize,
-    /// The rounds at the size it came from, pooled (for the decision log).
-    came_from: Option<Probe>,
-    /// When the trial began.
-    began: Duration,
-}
-
-impl Trial {
-    fn new(from: Probe, size: usize, began: Duration) -> Trial {
-        Trial {
-            from,
-            size,
-            at: size,
-            round: None,
-            last: None,
-            ratios: [0.0; TRIAL_ROUNDS - 1],
-            rounds: 0,
-            came_from: None,
-            began,
-        }
-    }
 }
 
 impl Descent {
@@ -181,15 +123,15 @@ impl Descent {
     /// Whether a trial under way at `now` keeps growth under proof: for
     /// [`TRIAL_HOLDS_PROOF`] after it began, the machine's reading is the
     /// trial's own doing (a trial of 1 worker from 2 left a core of the
-    /// database's idle, proof ended, and spawning took the pool to 28).
+    /// database's idle, proof ended, and backlog growth took the pool to 28).
     pub(super) fn holds_proof(&self, now: Duration) -> bool {
         self.trial
-            .is_some_and(|t| now < t.began + TRIAL_HOLDS_PROOF)
+            .is_some_and(|(_, _, began)| now < began + TRIAL_HOLDS_PROOF)
     }
 
     /// The size on trial, if a trial is under way.
     pub(super) fn size(&self) -> Option<usize> {
-        self.trial.map(|t| t.at)
+        self.trial.map(|(_, size, _)| size)
     }
 
     /// A doubling of `size` raised throughput, but not enough to keep: the
@@ -228,8 +170,54 @@ impl Auto {
         let others_hold_most = self.others_hold_most();
         let free_growth = self.free_growth();
         let d = &mut self.proof.descent;
-        if let Some(trial) = d.trial {
-            return self.try_size(trial, span, now, free_growth);
+        if let Some((from, size, _)) = d.trial {
+            let pooled = pool(d.here.filter(|h| h.threads == span.threads), span);
+            d.here = Some(pooled);
+            let clear_loss = pooled.throughput < from.throughput * (1.0 - DESCENT_CLEAR_LOSS);
+            if pooled.span < DESCENT_SPAN && !clear_loss {
+                return true;
+            }
+            d.trial = None;
+            let was_fine = d.fine.take().is_some();
+            // More workers must raise throughput as a doubling must;
+            // fewer must serve as much.
+            if pooled.throughput >= from.throughput * gain_needed(free_growth, from.threads, size) {
+                if size < from.threads {
+                    // Kept: the proven size, and growth past it must wait.
+                    d.next_at = now;
+                    d.memory = Duration::ZERO;
+                    self.proof.tested = false;
+                } else {
+                    // The next step up follows at once, until one does
+                    // not pay; the wait before trials of fewer holds.
+                    d.up = Some(size);
+                }
+                self.proof.base = Some(pooled);
+                // A fresh cap, not a confirmed one: its memory does not
+                // grow with each step.
+                self.forget_cap();
+                self.learn_cap(size, now);
+            } else {
+                // Back at once to the size that served more.
+                if !was_fine && !clear_loss && size < from.threads {
+                    // Between the two: three quarters next, at once.
+                    d.fine = Some(from.threads);
+                }
+                d.here = Some(from);
+                self.proof.base = Some(from);
+                self.proof.tested = true;
+                self.proof.move_to = Some(Move {
+                    size: from.threads,
+                    why: if size < from.threads {
+                        "fewer workers served less: back"
+                    } else {
+                        "more workers did not pay: back"
+                    },
+                    judged: Some(pooled),
+                    against: from,
+                });
+            }
+            return true;
         }
         let here = pool(d.here.filter(|h| h.threads == span.threads), span);
         d.here = Some(here);
@@ -241,7 +229,7 @@ impl Auto {
             .is_none_or(|b| (n as f64) < b.threads as f64 * (1.0 + PROOF_MIN_GROWTH));
         if here.span >= DESCENT_SPAN && others_hold_most && proven && n == self.target && up {
             // Not a trial of fewer workers: the wait before those holds.
-            d.trial = Some(Trial::new(here, larger, now));
+            d.trial = Some((here, larger, now));
             d.here = None;
             d.up = None;
             self.proof.move_to = Some(Move {
@@ -259,7 +247,7 @@ impl Auto {
             && n == self.target
             && smaller < n
         {
-            d.trial = Some(Trial::new(here, smaller, now));
+            d.trial = Some((here, smaller, now));
             d.here = None;
             d.proven_before = None;
             d.fine = d.fine.filter(|_| fine);
@@ -284,144 +272,6 @@ impl Auto {
             });
         }
         false
-    }
-}
-
-impl Auto {
-    /// Feed a proof span to the trial under way (`t`): pool it into the
-    /// round, and once the round is long enough switch sizes or judge.
-    /// Returns whether the span was the trial's.
-    fn try_size(&mut self, mut t: Trial, span: Probe, now: Duration, free_growth: usize) -> bool {
-        let moved = self.target != t.at;
-        let d = &mut self.proof.descent;
-        if moved {
-            // The size moved under the trial (a new mix, the hysteresis):
-            // the span says nothing of either size, and the trial's wait
-            // holds. (The span's mean workers may differ from the size the
-            // trial is at while spawned workers start.)
-            d.trial = None;
-            d.fine = None;
-            d.here = None;
-            return false;
-        }
-        let round = pool_round(t.round.take(), span);
-        let clear_loss =
-            t.rounds == 0 && round.throughput < t.from.throughput * (1.0 - DESCENT_CLEAR_LOSS);
-        if clear_loss {
-            // Back at once: each tick of it queues requests.
-            return self.trial_failed(t, round, t.from, true);
-        }
-        if round.span < ROUND_SPAN {
-            t.round = Some(round);
-            d.trial = Some(t);
-            return true;
-        }
-        let from = t.from.threads;
-        let at_tried = t.at == t.size;
-        if let Some(last) = t.last {
-            let (tried, came_from) = if at_tried {
-                (round, last)
-            } else {
-                (last, round)
-            };
-            t.ratios[t.rounds - 1] = (tried.throughput / came_from.throughput).ln();
-        }
-        if !at_tried {
-            t.came_from = Some(pool_round(t.came_from, round));
-        }
-        t.rounds += 1;
-        if t.rounds < TRIAL_ROUNDS {
-            t.last = Some(round);
-            t.at = if at_tried { from } else { t.size };
-            d.trial = Some(t);
-            self.proof.move_to = Some(Move {
-                size: t.at,
-                why: if at_tried {
-                    "back to compare with the trial"
-                } else {
-                    "the trial again"
-                },
-                judged: None,
-                against: round,
-            });
-            return true;
-        }
-        let mut ratios = t.ratios;
-        ratios.sort_by(f64::total_cmp);
-        let mid = ratios.len() / 2;
-        let median = (ratios[mid] + ratios[(ratios.len() - 1) / 2]) / 2.0;
-        let against = t.came_from.unwrap_or(t.from);
-        let tried = Probe {
-            threads: t.size,
-            throughput: against.throughput * median.exp(),
-            span: round.span,
-        };
-        d.trial = None;
-        let was_fine = d.fine.take().is_some();
-        // More workers must raise throughput as a doubling must; fewer
-        // must serve as much.
-        if tried.throughput < against.throughput * gain_needed(free_growth, from, t.size) {
-            let clear = tried.throughput < against.throughput * (1.0 - DESCENT_CLEAR_LOSS);
-            return self.trial_failed(t, tried, against, clear || was_fine);
-        }
-        if t.size < from {
-            // Kept: the proven size, and growth past it must wait.
-            d.next_at = now;
-            d.memory = Duration::ZERO;
-            self.proof.tested = false;
-        } else {
-            // The next step up follows at once, until one does not pay;
-            // the wait before trials of fewer holds.
-            d.up = Some(t.size);
-        }
-        d.here = Some(round);
-        self.proof.base = Some(round);
-        // A fresh cap, not a confirmed one: its memory does not grow with
-        // each step.
-        self.forget_cap();
-        self.learn_cap(t.size, now);
-        true
-    }
-
-    /// The size tried (`judged`) served less than the size the trial came
-    /// from (`against`): back to it at once. A trial of fewer that lost
-    /// less than [`DESCENT_CLEAR_LOSS`] is followed by one of three
-    /// quarters (`no_finer`: not after a clear loss, nor after that one).
-    fn trial_failed(&mut self, t: Trial, judged: Probe, against: Probe, no_finer: bool) -> bool {
-        let d = &mut self.proof.descent;
-        d.trial = None;
-        let was_fine = d.fine.take().is_some();
-        if !no_finer && !was_fine && t.size < t.from.threads {
-            // Between the two: three quarters next, at once.
-            d.fine = Some(t.from.threads);
-        }
-        d.here = Some(against);
-        self.proof.base = Some(against);
-        self.proof.tested = true;
-        self.proof.move_to = Some(Move {
-            size: t.from.threads,
-            why: if t.size < t.from.threads {
-                "fewer workers served less: back"
-            } else {
-                "more workers did not pay: back"
-            },
-            judged: Some(judged),
-            against,
-        });
-        true
-    }
-}
-
-/// `span` added to the round pooled so far (`round`), at the same size.
-fn pool_round(round: Option<Probe>, span: Probe) -> Probe {
-    let Some(round) = round else {
-        return span;
-    };
-    let (a, b) = (round.span.as_secs_f64(), span.span.as_secs_f64());
-    Probe {
-        threads: span.threads,
-        throughput: (round.throughput * a + span.throughput * b) / (a + b),
-        span: round.span + span.span,
     }
 }
 

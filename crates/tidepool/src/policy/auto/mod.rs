@@ -107,11 +107,9 @@
 //!    sizes (point 10), whose own doing the machine's reading then is.
 //! 10. **Other sizes on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
-//!     half its size (rounds of 50 ms at the size tried and the size it
-//!     came from in turn, five of them): kept if the median ratio of
-//!     rounds in a row says it serves at least as much, else back at once
-//!     (at its first round if that serves a quarter less), and the next
-//!     trial waits
+//!     half its size (over spans of 200 ms): kept if it
+//!     serves at least as much, else back at once (at its first span if
+//!     that serves a quarter less), and the next trial waits
 //!     5 s, twice as long after each failure (at most 60 s; at once if
 //!     the pool doubled while the machine read free); half that
 //!     served less but not a quarter less is followed at once by three

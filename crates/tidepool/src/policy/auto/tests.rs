@@ -1737,7 +1737,7 @@ fn a_storm_of_spawns_reads_the_machine_busy() {
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
     let (mut last, mut sizes, mut target) = (0u64, Vec::new(), live);
-    for ms in 20..=1_000u64 {
+    for ms in 20..=600u64 {
         // Tasks wait with nobody idle: the pool spawns toward its limit.
         let wanted = p.spawn_limit().max(target);
         let spawned = wanted.saturating_sub(live).min(2);
@@ -2100,12 +2100,11 @@ fn growth_within_twice_the_cores_is_kept_unless_it_loses() {
 }
 
 /// A tick of lookups in a database on the same cores (64 clients): 2
-/// workers serve best, each doubling serves a tenth less; `stretch` scales
-/// what the machine serves at any size. Every worker busy, theirs a third
+/// workers serve best, each doubling serves a tenth less. Every worker busy, theirs a third
 /// of the machine's CPU, the database's and the clients' the rest.
-fn lookups_tick(at_ms: u64, live: usize, stretch: f64, machine: f64) -> Observation {
+fn lookups_tick(at_ms: u64, live: usize, machine: f64) -> Observation {
     let doublings = (live.max(2) as f64 / 2.0).log2();
-    let rate = 30_000.0 * 0.9f64.powf(doublings) * stretch * (live.min(2) as f64 / 2.0);
+    let rate = 30_000.0 * 0.9f64.powf(doublings) * (live.min(2) as f64 / 2.0);
     let mut obs = loaded_tick(at_ms, live, 64, rate, machine);
     obs.sampled_task_time = TICK * live as u32;
     obs.sampled_task_cpu = (TICK * CORES as u32).mul_f64(0.3);
@@ -2125,50 +2124,14 @@ fn after_calls() -> (Auto, usize) {
 }
 
 #[test]
-fn trials_compare_sizes_in_the_same_stretch_of_the_machine() {
-    // Lookups after calls that took the pool to 64. The machine serves in
-    // stretches of 0.3–0.9 s at one rate or at 0.55 of it, whatever the
-    // size (lookups at 2 workers read 15,000–25,000/s for such stretches,
-    // then 46,000/s). A trial read against the span before it meets a
-    // change of stretch as often as not, and one that fails holds the size
-    // for 5 s and more; read in rounds at each size in turn, it finds the
-    // best size (157 of the last 160 ticks at 3 workers or fewer; with one
-    // 200 ms span against the span before the trial, 93).
-    const STRETCHES_MS: [u64; 6] = [400, 700, 300, 900, 500, 600];
-    let stretch = |at_ms: u64| {
-        let (mut start, mut i) = (0, 0);
-        while start + STRETCHES_MS[i % 6] <= at_ms {
-            start += STRETCHES_MS[i % 6];
-            i += 1;
-        }
-        if i % 2 == 0 {
-            1.0
-        } else {
-            0.55
-        }
-    };
-    let (mut p, mut live) = after_calls();
-    let lookups = |at_ms, live| lookups_tick(at_ms, live, stretch(at_ms), 1.0);
-    let sizes = run_on_a_busy_machine(&mut p, &mut live, 121..=600, lookups);
-    // The last 4 s: most of the time at the best size or the one above it.
-    let last = &sizes[sizes.len() - 160..];
-    let near = last.iter().filter(|&&n| n <= 3).count();
-    assert!(
-        near * 4 >= last.len() * 3,
-        "{near} of {} ticks at ≤ 3: {sizes:?}",
-        last.len()
-    );
-}
-
-#[test]
 fn a_trial_that_lets_the_machine_idle_keeps_growth_under_proof() {
     // Lookups in a database on the same cores, best at 2 workers. A trial
     // of 1 worker leaves a core idle: the machine reads 20% busy. That is
     // the trial's doing, not a machine that freed up: proof must hold and
     // judge the trial, where it ended and backlog growth took the pool to
-    // 8 after each trial of 1 (in a server, to 28).
+    // 18 (in a server, to 28).
     let (mut p, mut live) = after_calls();
-    let lookups = |at_ms, live| lookups_tick(at_ms, live, 1.0, if live < 2 { 0.2 } else { 1.0 });
+    let lookups = |at_ms, live| lookups_tick(at_ms, live, if live < 2 { 0.2 } else { 1.0 });
     let sizes = run_on_a_busy_machine(&mut p, &mut live, 121..=600, lookups);
     let down = sizes
         .iter()
