@@ -92,7 +92,8 @@
 //!    gain (up to `2 × cores`, did not fall: point 5), judged once the pool
 //!    is 1.6 times that size (smaller steps are within the noise; a span
 //!    with idle workers is a verdict but never a base); otherwise the pool
-//!    goes back to the measured size at once, which becomes the learned cap. A size the pool reached before proof
+//!    goes back to the measured size at once, which becomes the learned
+//!    cap. A size the pool reached before proof
 //!    began doubles only after a trial of half of it (point 10) served
 //!    less, while one may come. Tasks that block on something else double
 //!    every ~50 ms. On such a machine thread totals are no evidence of

@@ -2014,11 +2014,7 @@ fn a_trial_of_half_that_lost_a_little_is_followed_by_three_quarters() {
         let rate = 8_000.0 * (n.min(24.0) / 24.0).powf(0.3) * (1.0 - 0.01 * (n - 24.0).max(0.0));
         loaded_tick(at_ms, live, 64, rate, 1.0)
     };
-    let calls = |at_ms, live| calls_tick(at_ms, live, 64, 1.0);
-    let mut p = Auto::new();
-    let mut live = start(&mut p).target.unwrap();
-    let before = run_on_a_busy_machine(&mut p, &mut live, 1..=120, calls);
-    assert!(live >= 60, "calls ended at {live}: {before:?}");
+    let (mut p, mut live) = after_calls();
     let after = run_on_a_busy_machine(&mut p, &mut live, 121..=400, writes);
     let end = *after.last().unwrap();
     assert!((18..=26).contains(&end), "writes ended at {end}: {after:?}");
@@ -2100,8 +2096,9 @@ fn growth_within_twice_the_cores_is_kept_unless_it_loses() {
 }
 
 /// A tick of lookups in a database on the same cores (64 clients): 2
-/// workers serve best, each doubling serves a tenth less. Every worker busy, theirs a third
-/// of the machine's CPU, the database's and the clients' the rest.
+/// workers serve best, each doubling serves a tenth less. Every worker is
+/// busy; theirs is a third of the machine's CPU, the database's and the
+/// clients' the rest.
 fn lookups_tick(at_ms: u64, live: usize, machine: f64) -> Observation {
     let doublings = (live.max(2) as f64 / 2.0).log2();
     let rate = 30_000.0 * 0.9f64.powf(doublings) * (live.min(2) as f64 / 2.0);
@@ -2113,13 +2110,14 @@ fn lookups_tick(at_ms: u64, live: usize, machine: f64) -> Observation {
     obs
 }
 
-/// A pool that calls waiting on another service took to 64 workers or more.
+/// A fresh pool after 3 s of 64 calls that wait on another service, on a
+/// busy machine: at 60 workers or more. Returns it and its live workers.
 fn after_calls() -> (Auto, usize) {
     let calls = |at_ms, live| calls_tick(at_ms, live, 64, 1.0);
     let mut p = Auto::new();
     let mut live = start(&mut p).target.unwrap();
-    run_on_a_busy_machine(&mut p, &mut live, 1..=120, calls);
-    assert!(live >= 60, "calls ended at {live}");
+    let before = run_on_a_busy_machine(&mut p, &mut live, 1..=120, calls);
+    assert!(live >= 60, "calls ended at {live}: {before:?}");
     (p, live)
 }
 
