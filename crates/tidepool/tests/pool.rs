@@ -818,6 +818,34 @@ fn statistics_follow_the_thesis_tables() {
 }
 
 #[test]
+fn a_workers_first_task_counts_as_starting() {
+    // One worker: its first task is its start (a handler opening its
+    // database connection), its second is not.
+    let pool = Pool::new(1).unwrap();
+    for first in [true, false] {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (running, runs) = std::sync::mpsc::channel::<()>();
+        let task = pool
+            .submit(move || {
+                running.send(()).unwrap();
+                wait.recv().unwrap()
+            })
+            .unwrap();
+        runs.recv().unwrap();
+        assert_eq!(pool.stats().starting_threads, usize::from(first));
+        go.send(()).unwrap();
+        task.join().unwrap();
+        pool.wait_idle();
+        assert_eq!(pool.stats().starting_threads, 0);
+    }
+    // Also when the first task panics.
+    let panics = Pool::new(1).unwrap();
+    assert!(panics.submit(|| panic!("first")).unwrap().join().is_err());
+    panics.wait_idle();
+    assert_eq!(panics.stats().starting_threads, 0);
+}
+
+#[test]
 fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
     let pool = Pool::new(2).unwrap();
     // In waves: a task's timing is decided when it is submitted, so the

@@ -44,6 +44,7 @@ pub fn observation(trigger: Trigger, now: &PoolStats, window: &PoolStats) -> Obs
         busy: now.busy_threads,
         idle: now.idle_threads,
         blocked: now.blocked_threads,
+        starting: now.starting_threads,
         target: now.target_size,
         min: now.min_threads,
         max: now.max_threads,

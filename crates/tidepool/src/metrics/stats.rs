@@ -37,6 +37,11 @@ pub struct PoolStats {
     /// Workers inside [`block_in_place`](crate::block_in_place): running
     /// a task but not available (`busy + idle + blocked = live`).
     pub blocked_threads: usize,
+    /// Workers running their first task: a new thread's first task carries
+    /// its start (thread-local setup, such as opening a database
+    /// connection), so it says little of what the size serves.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub starting_threads: usize,
     /// The target size set by `resize` or the policy.
     pub target_size: usize,
     /// The user's lower bound on the pool size.

@@ -161,6 +161,10 @@ pub struct Observation {
     /// The user's upper bound (the pool's `max`, which a policy may have
     /// set); a policy's spawn limit is not in it.
     pub max: usize,
+    /// Workers running their first task at the end of the window (see
+    /// [`PoolStats::starting_threads`](crate::PoolStats::starting_threads)).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub starting: usize,
     /// Worker threads created during the window.
     pub threads_created: u64,
     /// Worker threads retired during the window.

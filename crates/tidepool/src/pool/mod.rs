@@ -751,6 +751,7 @@ pub(crate) fn snapshot(shared: &Shared) -> PoolStats {
         busy_threads: live - idle - blocked,
         idle_threads: idle,
         blocked_threads: blocked,
+        starting_threads: shared.starting.load(Relaxed).min(live),
         target_size: shared.target(),
         min_threads: shared.sizes.min.load(Relaxed),
         max_threads: shared.sizes.max.load(Relaxed),

@@ -186,6 +186,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Workers inside `block_in_place` (see `pool::blocking`).
     pub(crate) blocked: AtomicUsize,
+    /// Workers running their first task (see `PoolStats::starting_threads`).
+    pub(crate) starting: AtomicUsize,
     /// Tasks dropped unrun by their options (shared with those tasks).
     pub(crate) outcomes: std::sync::Arc<Outcomes>,
     pub(crate) records: Option<Records>,
@@ -229,6 +231,7 @@ impl Shared {
             user_keep_alive: AtomicBool::new(config.keep_alive_set),
             counters: Counters::default(),
             blocked: AtomicUsize::new(0),
+            starting: AtomicUsize::new(0),
             outcomes: Default::default(),
             records: config.statistics.then(Records::default),
             sampler: Sampler::default(),

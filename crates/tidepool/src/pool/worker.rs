@@ -137,6 +137,8 @@ struct Worker {
     since_wake: std::cell::Cell<u32>,
     /// The last wake-up ended an idle period (a park of `IDLE_PARK_NS` or more).
     woke_from_idle: std::cell::Cell<bool>,
+    /// This worker has taken a task (its first counts in `Shared::starting`).
+    started: std::cell::Cell<bool>,
 }
 
 /// Whether a worker that found the queue empty parks at once instead of
@@ -168,6 +170,7 @@ impl Worker {
             slice_ns: std::cell::Cell::new(NO_SLICE),
             since_wake: std::cell::Cell::new(0),
             woke_from_idle: std::cell::Cell::new(false),
+            started: std::cell::Cell::new(false),
         }
     }
 
@@ -336,6 +339,10 @@ impl Worker {
     fn execute(&self, task: Task) {
         let shared = &*self.shared;
         shared.notify_room();
+        let first = !self.started.replace(true);
+        if first {
+            shared.starting.fetch_add(1, Relaxed);
+        }
         let panicked = match &self.record {
             None => self.call(task),
             Some(record) => {
@@ -399,6 +406,9 @@ impl Worker {
                 }
             }
         };
+        if first {
+            shared.starting.fetch_sub(1, Relaxed);
+        }
         if panicked {
             shared.counters.panicked.fetch_add(1, Relaxed);
         }

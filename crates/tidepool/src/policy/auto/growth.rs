@@ -53,6 +53,12 @@ const PROOF_SPAN: Duration = Duration::from_millis(50);
 /// How long after the pool's size last changed its windows are no
 /// evidence for proof: one tick.
 const SETTLE: Duration = Duration::from_millis(25);
+/// How long after the size last changed a worker still on its first task
+/// keeps the windows no evidence: a new worker's first task carries its
+/// start (a handler's first request opens its database connection, and
+/// 30 of them at once held a saturated machine for 100 ms and more), but
+/// a first task that never ends must not hold proof off for good.
+const FIRST_TASKS: Duration = Duration::from_millis(500);
 /// Factor by which the throughput at the proven size must fall, the size
 /// unchanged, to read as other tasks: growth is judged afresh. A database
 /// at its limit serves about the same at a given size, whatever φ says
@@ -218,6 +224,8 @@ pub(super) struct Proof {
     now: Duration,
     /// Windows before this are no evidence: the size just changed.
     steady_from: Duration,
+    /// When workers were last started or retired (kept between proofs).
+    changed_at: Duration,
     /// φ moved as for a new mix while growth needed proof: no evidence
     /// then, but it is once the machine frees up.
     pub(super) mix_moved: bool,
@@ -325,6 +333,10 @@ impl Auto {
     /// pool the window, and once a span is long enough compare its
     /// throughput with the proven size's. Otherwise start over.
     pub(super) fn prove(&mut self, obs: &Observation) {
+        let changed = obs.threads_created > 0 || obs.threads_retired > 0;
+        if changed {
+            self.proof.changed_at = obs.now;
+        }
         if !self.needs_proof() {
             if self.proof.mix_moved {
                 // The machine freed up after φ moved: a new mix after all
@@ -341,19 +353,23 @@ impl Auto {
                     .proof
                     .descent
                     .between_proofs(self.proof.base.map(|b| b.threads)),
+                changed_at: self.proof.changed_at,
                 ..Proof::default()
             };
             return;
         }
         self.proof.now = obs.now;
-        if obs.threads_created > 0 || obs.threads_retired > 0 {
+        let starting = obs.starting > 0 && obs.now < self.proof.changed_at + FIRST_TASKS;
+        if changed || starting {
             self.proof.steady_from = obs.now + SETTLE;
         }
         if obs.now < self.proof.steady_from {
             // The size is still moving or just moved: a new worker's first
-            // tasks carry its start (a handler's first request opens its
+            // task carries its start (a handler's first request opens its
             // database connection), and a doubling judged on them read as
-            // growth that did not pay. The span starts once the size holds.
+            // growth that did not pay, a trial of half as serving as much.
+            // The span starts once the size holds and the new workers'
+            // first tasks are done.
             self.proof.pending = Pending::default();
             self.proof.idle = false;
             return;
