@@ -318,6 +318,14 @@ fn snapshot(args: SnapshotArgs) {
                 b.wait();
             });
         }
+        // Then tasks of 0–49 µs, so each worker's latency histograms hold
+        // many buckets, as a server's do.
+        for i in 0..n * 100 {
+            let _ = pool.execute(move || {
+                let until = Instant::now() + std::time::Duration::from_micros(i as u64 % 50);
+                while Instant::now() < until {}
+            });
+        }
         pool.wait_idle();
         let k = args.snapshots.max(1);
         let start = Instant::now();

@@ -43,6 +43,20 @@ fn midpoint(i: usize) -> u64 {
 pub(crate) struct AtomicLatency {
     buckets: Box<[AtomicU64]>,
     sum: AtomicU64,
+    /// The buckets in use, `lo..hi`, as `lo | hi << 32` (none: `BUCKETS..0`):
+    /// a reader scans only those (a server's latencies span about half the
+    /// buckets, a histogram of submissions that never blocked none).
+    used: AtomicU64,
+}
+
+/// `lo..hi` as [`AtomicLatency::used`] keeps it.
+fn pack(lo: usize, hi: usize) -> u64 {
+    lo as u64 | (hi as u64) << 32
+}
+
+/// The range [`pack`] packed.
+fn unpack(used: u64) -> (usize, usize) {
+    ((used & u64::from(u32::MAX)) as usize, (used >> 32) as usize)
 }
 
 impl Default for AtomicLatency {
@@ -50,6 +64,7 @@ impl Default for AtomicLatency {
         AtomicLatency {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             sum: AtomicU64::new(0),
+            used: AtomicU64::new(pack(BUCKETS, 0)),
         }
     }
 }
@@ -66,27 +81,72 @@ impl AtomicLatency {
     /// Record one value. Only the owning thread may call this.
     #[inline]
     pub(crate) fn record(&self, ns: u64) {
-        bump(&self.buckets[index(ns)], 1);
+        let i = index(ns);
+        let (lo, hi) = unpack(self.used.load(Relaxed));
+        if i < lo || i >= hi {
+            self.used.store(pack(lo.min(i), hi.max(i + 1)), Relaxed);
+        }
+        bump(&self.buckets[i], 1);
         bump(&self.sum, ns);
     }
+}
 
-    /// Add what has been recorded so far into `out`.
+/// Several [`AtomicLatency`]s' buckets summed as plain counts, converted to
+/// a [`Latency`] once: the controller reads every live worker's on each
+/// call, and converting each worker's buckets on its own cost half its
+/// time (80 workers of a server, 0.9 ms a call).
+#[derive(Debug, Clone)]
+pub(crate) struct BucketSums {
+    counts: Box<[u64]>,
+    sum: u128,
+}
+
+impl Default for BucketSums {
+    fn default() -> Self {
+        BucketSums {
+            counts: vec![0; BUCKETS].into_boxed_slice(),
+            sum: 0,
+        }
+    }
+}
+
+impl BucketSums {
+    /// Add what `h` has recorded so far.
+    pub(crate) fn add(&mut self, h: &AtomicLatency) {
+        let (lo, hi) = unpack(h.used.load(Relaxed));
+        if lo < hi {
+            for (c, b) in self.counts[lo..hi].iter_mut().zip(&h.buckets[lo..hi]) {
+                *c += b.load(Relaxed);
+            }
+        }
+        self.sum += h.sum.load(Relaxed) as u128;
+    }
+
+    /// Add the summed counts into `out`.
     pub(crate) fn add_into(&self, out: &mut Latency) {
-        // Straight into `out`: a histogram per worker, then a merge, cost
-        // twice as much (the controller does this for every live worker).
-        for (i, b) in self.buckets.iter().enumerate() {
-            let n = b.load(Relaxed);
+        for (i, &n) in self.counts.iter().enumerate() {
             if n > 0 {
                 out.record_n(midpoint(i), n);
             }
         }
-        out.add_sum(self.sum.load(Relaxed) as u128);
+        out.add_sum(self.sum);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `hs` summed and converted.
+    fn latency(hs: &[&AtomicLatency]) -> Latency {
+        let mut sums = BucketSums::default();
+        for h in hs {
+            sums.add(h);
+        }
+        let mut l = Latency::default();
+        sums.add_into(&mut l);
+        l
+    }
 
     #[test]
     fn buckets_keep_values_within_three_percent() {
@@ -122,8 +182,7 @@ mod tests {
         for v in 1..=1000u64 {
             h.record(v * 1000);
         }
-        let mut l = Latency::default();
-        h.add_into(&mut l);
+        let l = latency(&[&h]);
         assert_eq!(l.count(), 1000);
         assert_eq!(l.mean().unwrap().as_nanos(), 500_500);
         let p50 = l.quantile(0.5).unwrap().as_nanos() as f64;
@@ -137,15 +196,29 @@ mod tests {
             a.record(v * 1000);
             b.record(v * 3000);
         }
-        let mut l = Latency::default();
-        a.add_into(&mut l);
-        b.add_into(&mut l);
+        let l = latency(&[&a, &b]);
         assert_eq!(l.count(), 200);
         // Exact sum: (5050 + 15150) µs over 200 tasks.
         assert_eq!(l.mean().unwrap().as_nanos(), 101_000);
         assert_eq!(l.total().as_nanos(), 20_200_000);
         // Adding again counts again (the caller adds each worker once).
-        a.add_into(&mut l);
-        assert_eq!(l.count(), 300);
+        assert_eq!(latency(&[&a, &b, &a]).count(), 300);
+    }
+
+    #[test]
+    fn only_the_buckets_in_use_are_read_and_every_one_is() {
+        let h = AtomicLatency::default();
+        assert_eq!(unpack(h.used.load(Relaxed)), (BUCKETS, 0));
+        assert_eq!(latency(&[&h]).count(), 0);
+        // In from both ends and in the middle: every value is counted.
+        for v in [5_000u64, 40, 1 << 30, 7_000, 0] {
+            h.record(v);
+        }
+        assert_eq!(unpack(h.used.load(Relaxed)), (0, index(1 << 30) + 1));
+        let l = latency(&[&h]);
+        assert_eq!(l.count(), 5);
+        assert_eq!(l.total().as_nanos(), 5_000 + 40 + (1 << 30) + 7_000);
+        let max = l.max().unwrap().as_nanos() as f64;
+        assert!((max - (1u64 << 30) as f64).abs() / max < 0.04, "{max}");
     }
 }

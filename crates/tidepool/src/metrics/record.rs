@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::metrics::clock::Clock;
-use crate::metrics::histogram::{bump, AtomicLatency};
+use crate::metrics::histogram::{bump, AtomicLatency, BucketSums};
 use crate::metrics::latency::Latency;
 use crate::sync::{lock, Arc, Mutex};
 use crate::sys::{SchedStat, ThreadClock};
@@ -176,6 +176,14 @@ impl WorkerRecord {
     /// Valid only while the worker thread lives: callers hold `Records::live`,
     /// which a worker must take (in `retire`) before it exits.
     pub(crate) fn add_into(&self, sum: &mut TaskTotals) {
+        let mut latencies = LatencySums::default();
+        self.add_counts(sum, &mut latencies);
+        latencies.add_into(sum);
+    }
+
+    /// [`add_into`](Self::add_into), the latencies summed into
+    /// `latencies` for the caller to convert once for all workers.
+    fn add_counts(&self, sum: &mut TaskTotals, latencies: &mut LatencySums) {
         let (cpu, delay) = self.cpu_and_delay();
         sum.cpu += cpu;
         sum.run_delay += delay;
@@ -187,6 +195,22 @@ impl WorkerRecord {
         sum.started += self.started.load(Relaxed);
         sum.panicked += self.panicked.load(Relaxed);
         sum.unblocked += self.unblocked.load(Relaxed);
+        latencies.wait.add(&self.wait);
+        latencies.service.add(&self.service);
+        latencies.submit_blocked.add(&self.submit_blocked);
+    }
+}
+
+/// The latency buckets of [`TaskTotals`], summed over workers.
+#[derive(Debug, Default)]
+struct LatencySums {
+    wait: BucketSums,
+    service: BucketSums,
+    submit_blocked: BucketSums,
+}
+
+impl LatencySums {
+    fn add_into(&self, sum: &mut TaskTotals) {
         self.wait.add_into(&mut sum.wait);
         self.service.add_into(&mut sum.service);
         self.submit_blocked.add_into(&mut sum.submit_blocked);
@@ -234,9 +258,11 @@ impl Records {
             let live = lock(&self.live);
             (live.clone(), lock(&self.retired).clone())
         };
+        let mut latencies = LatencySums::default();
         for r in &live {
-            r.add_into(&mut sum);
+            r.add_counts(&mut sum, &mut latencies);
         }
+        latencies.add_into(&mut sum);
         sum
     }
 }

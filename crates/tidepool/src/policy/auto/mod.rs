@@ -345,6 +345,12 @@ pub struct Auto {
     /// Whether the spawn limit is the tasks present lately plus one per
     /// core (a burst lifts it: the pool calls when it reaches it).
     at_tasks_present: bool,
+    /// The last call at the spawn limit changed nothing: no more such calls
+    /// until the next tick. Each takes a statistics snapshot (0.3 ms at 80
+    /// workers), and 64 clients on 77 workers at the tasks present raised
+    /// 270 a second, 9% of a core beside a database that needed it; a burst
+    /// is seen at the first call.
+    at_max_held: bool,
     /// What the pool was last told about the slice.
     sent_short_slice: bool,
 }
@@ -397,6 +403,7 @@ impl Auto {
             proof: Proof::default(),
             proving: false,
             at_tasks_present: false,
+            at_max_held: false,
         }
     }
 
@@ -769,7 +776,7 @@ impl SizingPolicy for Auto {
             // tick.
             // So must a pool stuck at the tasks present lately plus one
             // per core: a burst raises them.
-            on_at_max: !self.settled() || self.at_tasks_present,
+            on_at_max: !self.settled() || (self.at_tasks_present && !self.at_max_held),
             ..Schedule::default()
         }
     }
@@ -792,6 +799,9 @@ impl SizingPolicy for Auto {
                 }
             }
             Trigger::Tick | Trigger::Completions | Trigger::Retired => {
+                if obs.trigger == Trigger::Tick {
+                    self.at_max_held = false;
+                }
                 self.read_bounds(obs);
                 self.learn(obs);
                 self.choose_slice(obs);
@@ -801,7 +811,11 @@ impl SizingPolicy for Auto {
                 self.read_bounds(obs);
                 self.learn(obs);
                 self.choose_slice(obs);
-                self.starved(obs)
+                let decision = self.starved(obs);
+                if obs.trigger == Trigger::AtMax {
+                    self.at_max_held = decision.is_hold();
+                }
+                decision
             }
         }
     }

@@ -1527,6 +1527,36 @@ fn never_more_workers_than_tasks_present_and_one_per_core() {
     assert!(p.ceiling() > 50, "{}", p.ceiling());
 }
 
+#[test]
+fn calls_at_the_tasks_present_that_change_nothing_wait_for_the_next_tick() {
+    // Eight clients of blocking tasks hold the pool at the tasks present
+    // plus one per core: a burst must be seen at once, but a call at the
+    // limit that changes nothing stops them until the next tick.
+    let mut p = Auto::new();
+    let mut live = start(&mut p).target.unwrap();
+    for tick in 1..=40u64 {
+        let d = p.decide(&loaded_tick(tick * 25, live, 8, 2_000.0, 0.3));
+        apply(&mut live, &d);
+    }
+    assert!(p.schedule().on_at_max, "at the tasks present");
+    let at_max = |at_ms, live, clients: usize| {
+        let mut obs = starved(at_ms, live, clients.saturating_sub(live));
+        (obs.trigger, obs.in_flight) = (Trigger::AtMax, clients);
+        obs
+    };
+    let d = p.decide(&at_max(1_010, live, 8));
+    assert!(d.is_hold(), "{d:?}");
+    assert!(!p.schedule().on_at_max, "a call that changed nothing");
+    let d = p.decide(&loaded_tick(1_025, live, 8, 2_000.0, 0.3));
+    apply(&mut live, &d);
+    assert!(p.schedule().on_at_max, "the next tick");
+    // A burst of 40 clients: the call at the limit raises it, and the
+    // calls go on.
+    let d = p.decide(&at_max(1_030, live, 40));
+    assert!(d.spawn_limit.is_some_and(|l| l > 8 + CORES), "{d:?}");
+    assert!(p.schedule().on_at_max);
+}
+
 /// Ticks of 256 clients whose throughput at `live` workers is
 /// `throughput(live)`, on a machine other processes keep busy; returns
 /// the largest and the last size.
