@@ -346,10 +346,10 @@ pub struct Auto {
     /// core (a burst lifts it: the pool calls when it reaches it).
     at_tasks_present: bool,
     /// The last call at the spawn limit changed nothing: no more such calls
-    /// until the next tick. Each takes a statistics snapshot (0.3 ms at 80
-    /// workers), and 64 clients on 77 workers at the tasks present raised
-    /// 270 a second, 9% of a core beside a database that needed it; a burst
-    /// is seen at the first call.
+    /// until the next tick. Each takes a statistics snapshot (0.3 ms at about
+    /// 70 workers), and 64 clients at the tasks present raised 270 a second,
+    /// 9% of a core beside a database that needed it; a burst is seen at the
+    /// first call.
     at_max_held: bool,
     /// What the pool was last told about the slice.
     sent_short_slice: bool,
