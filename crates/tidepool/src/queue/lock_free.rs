@@ -1,6 +1,7 @@
 //! The fastest flavor: crossbeam's lock-free queues.
 //!
-//! Bounded, it is one preallocated ring (`ArrayQueue`). Unbounded, it is one
+//! Bounded, it is one preallocated ring ([`Ring`], crossbeam's `ArrayQueue`
+//! whose waits on a preempted thread yield). Unbounded, it is one
 //! shard per core (up to four); each shard is a preallocated ring that
 //! spills into a segmented lock-free list ([`SegQueue`], crossbeam's with its
 //! blocks recycled) only while the ring is full. Tasks are stored by value
@@ -18,9 +19,9 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
+use super::ring::Ring;
 use super::seg::SegQueue;
 use super::spill;
 use super::width::Width;
@@ -64,7 +65,7 @@ pub struct LockFreeQueue {
 struct Shard {
     /// The preallocated ring: the whole shard when bounded; when unbounded,
     /// used while the overflow is empty.
-    ring: ArrayQueue<Task>,
+    ring: Ring<Task>,
     /// Unbounded only: tasks pushed while the ring was full, and every later
     /// task until this drains (so order is kept: the ring's tasks are older).
     overflow: Option<SegQueue<Task>>,
@@ -87,15 +88,15 @@ impl spill::Flag for AtomicBool {
     }
 }
 
-impl spill::Part<Task> for ArrayQueue<Task> {
+impl spill::Part<Task> for Ring<Task> {
     #[inline]
     fn push(&self, task: Task) -> Result<(), Task> {
-        ArrayQueue::push(self, task)
+        Ring::push(self, task)
     }
 
     #[inline]
     fn pop(&self) -> Option<Task> {
-        ArrayQueue::pop(self)
+        Ring::pop(self)
     }
 
     #[inline]
@@ -105,7 +106,7 @@ impl spill::Part<Task> for ArrayQueue<Task> {
 
     #[inline]
     fn is_empty(&self) -> bool {
-        ArrayQueue::is_empty(self)
+        Ring::is_empty(self)
     }
 }
 
@@ -204,7 +205,7 @@ impl LockFreeQueue {
     fn with_shards(capacity: Option<usize>, shards: usize) -> Self {
         let shards = match capacity {
             Some(n) => vec![CachePadded::new(Shard {
-                ring: ArrayQueue::new(n.max(1)),
+                ring: Ring::new(n.max(1)),
                 overflow: None,
                 spilled: CachePadded::new(AtomicBool::new(false)),
             })],
@@ -214,7 +215,7 @@ impl LockFreeQueue {
                 (0..n)
                     .map(|_| {
                         CachePadded::new(Shard {
-                            ring: ArrayQueue::new(RING_SLOTS / n),
+                            ring: Ring::new(RING_SLOTS / n),
                             overflow: Some(SegQueue::new()),
                             spilled: CachePadded::new(AtomicBool::new(false)),
                         })
@@ -323,10 +324,9 @@ impl TaskQueue for LockFreeQueue {
         true
     }
 
-    /// crossbeam-queue 0.3's `ArrayQueue::push` and our `SegQueue::push` move
-    /// the tail with a `SeqCst` compare-exchange, and their `is_empty` loads
-    /// head and tail with `SeqCst` (checked against the source of the locked
-    /// version, 0.3.14; re-check when upgrading). `is_empty` asks every
+    /// Our `Ring::push` and `SegQueue::push` (both crossbeam-queue 0.3.14's)
+    /// move the tail with a `SeqCst` compare-exchange, and their `is_empty`
+    /// loads head and tail with `SeqCst`. `is_empty` asks every
     /// shard, so whichever shard a push went to, the argument of
     /// `pool::sleep` holds for it.
     fn push_is_seq_cst(&self) -> bool {

@@ -8,6 +8,7 @@ mod deque;
 pub(crate) mod lanes;
 mod lock_free;
 mod locked;
+mod ring;
 mod seg;
 pub(crate) mod spill;
 mod spin_lock;
