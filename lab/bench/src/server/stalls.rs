@@ -1,11 +1,14 @@
 //! Stalls of the front end: a timer on its runtime that should fire every
 //! 5 ms notes how late it does. The front end is one thread for
-//! every contender, so a late timer means it could not run: on a shared
-//! virtual machine the whole machine stops for 50–150 ms now and then, and
-//! every request in flight then waits that long. At 10,000 requests a
-//! second one such stall delays a thousand requests, as many as a 10 s
-//! phase's 99th percentile counts, so a p99 read beside the stalls tells
-//! a contender's own tail from the machine's.
+//! every contender, so a late timer means it could not run, and every
+//! request in flight waits as long. At 10,000 requests a second one stall
+//! of 100 ms delays a thousand requests, as many as a 10 s phase's 99th
+//! percentile counts, so a p99 read beside the stalls tells a contender's
+//! own tail from a moment the front end lost its core. (Stalls of 100–150
+//! ms a few times a minute, once taken for the virtual machine stopping,
+//! were a pool's idle workers spinning behind the front end preempted in
+//! the middle of a push: a real-time thread timed beside it was never
+//! late. `tidepool`'s queue now yields in that wait: `queue/ring.rs`.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
