@@ -846,6 +846,37 @@ fn a_workers_first_task_counts_as_starting() {
 }
 
 #[test]
+fn a_worker_in_its_start_hook_counts_as_starting() {
+    // The hook is where a handler may open its database connection instead.
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let (running, runs) = std::sync::mpsc::channel::<()>();
+    let wait = std::sync::Mutex::new(wait);
+    let running = std::sync::Mutex::new(running);
+    let pool = Pool::builder()
+        .threads(1)
+        .on_thread_start(move || {
+            running.lock().unwrap().send(()).unwrap();
+            // Bounded, so a failing assertion below does not hang the
+            // pool's drop on this hook.
+            let _ = wait.lock().unwrap().recv_timeout(Duration::from_secs(10));
+        })
+        .build()
+        .unwrap();
+    runs.recv().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.starting_threads, s.idle_threads), (1, 0));
+    go.send(()).unwrap();
+    pool.wait_idle();
+    // Parked, waiting for a first task: not starting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pool.stats().idle_threads == 0 {
+        assert!(Instant::now() < deadline, "the worker never parked");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pool.stats().starting_threads, 0);
+}
+
+#[test]
 fn tiny_tasks_are_timed_by_sample_and_counted_exactly() {
     let pool = Pool::new(2).unwrap();
     // In waves: a task's timing is decided when it is submitted, so the

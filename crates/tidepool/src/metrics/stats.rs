@@ -37,9 +37,11 @@ pub struct PoolStats {
     /// Workers inside [`block_in_place`](crate::block_in_place): running
     /// a task but not available (`busy + idle + blocked = live`).
     pub blocked_threads: usize,
-    /// Workers running their first task: a new thread's first task carries
-    /// its start (thread-local setup, such as opening a database
-    /// connection), so it says little of what the size serves.
+    /// Workers in their start hook ([`on_thread_start`]) or running their
+    /// first task: a new thread's start carries its setup (such as opening
+    /// a database connection), so it says little of what the size serves.
+    ///
+    /// [`on_thread_start`]: crate::Builder::on_thread_start
     #[cfg_attr(feature = "serde", serde(default))]
     pub starting_threads: usize,
     /// The target size set by `resize` or the policy.

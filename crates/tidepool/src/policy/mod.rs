@@ -161,7 +161,7 @@ pub struct Observation {
     /// The user's upper bound (the pool's `max`, which a policy may have
     /// set); a policy's spawn limit is not in it.
     pub max: usize,
-    /// Workers running their first task at the end of the window (see
+    /// Workers in their start hook or first task at the end of the window (see
     /// [`PoolStats::starting_threads`](crate::PoolStats::starting_threads)).
     #[cfg_attr(feature = "serde", serde(default))]
     pub starting: usize,

@@ -186,7 +186,7 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Workers inside `block_in_place` (see `pool::blocking`).
     pub(crate) blocked: AtomicUsize,
-    /// Workers running their first task (see `PoolStats::starting_threads`).
+    /// Workers in their start hook or first task (see `PoolStats::starting_threads`).
     pub(crate) starting: AtomicUsize,
     /// Tasks dropped unrun by their options (shared with those tasks).
     pub(crate) outcomes: std::sync::Arc<Outcomes>,

@@ -185,7 +185,13 @@ impl Worker {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()));
             }
         };
-        hook(&threads.on_start);
+        // Its start hook is as much the thread's start as its first task
+        // (setup such as opening a database connection may be in either).
+        if threads.on_start.is_some() {
+            shared.starting.fetch_add(1, Relaxed);
+            hook(&threads.on_start);
+            shared.starting.fetch_sub(1, Relaxed);
+        }
         self.run();
         hook(&threads.on_stop);
     }

@@ -53,9 +53,9 @@ const PROOF_SPAN: Duration = Duration::from_millis(50);
 /// How long after the pool's size last changed its windows are no
 /// evidence for proof: one tick.
 const SETTLE: Duration = Duration::from_millis(25);
-/// How long after the size last changed a worker still on its first task
-/// keeps the windows no evidence: a new worker's first task carries its
-/// start (right after 33 → 67 handlers, which open their database
+/// How long after the size last changed a worker still in its start hook
+/// or first task keeps the windows no evidence: a new worker's start
+/// carries its setup (right after 33 → 67 handlers, which open their database
 /// connections on their first request, a 218 ms span read 4,946/s where
 /// the size serves 10,000), but a first task that never ends must not
 /// hold proof off for good.

@@ -87,8 +87,8 @@
 //!    tenth or more, blocking may be a wait on one of them (a database on
 //!    the same cores: φ 0.02, ceiling past 150): growth then goes only to
 //!    twice the last size measured with every worker given a task (≥ 50 ms
-//!    from a tick after the size last changed and no new worker is on its
-//!    first task, which carries its start, for up to 0.5 s; two completions
+//!    from a tick after the size last changed and no new worker is in its
+//!    start hook or first task, which carry its setup, for up to 0.5 s; two completions
 //!    per worker),
 //!    and is kept only if throughput rose by a quarter of the proportional
 //!    gain (up to `2 × cores`, did not fall: point 5), judged once the pool
