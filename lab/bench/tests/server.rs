@@ -249,3 +249,19 @@ fn the_warm_up_opens_the_connections_before_the_measured_phase() {
     // Its two workers connected during the warm-up.
     assert_eq!(fixed["db_connections"], 0, "{fixed}");
 }
+
+#[test]
+fn thread_bounds_without_room_are_refused_before_the_database_starts() {
+    let out = bench()
+        .args(["server", "--contenders", "auto"])
+        .args(["--min-threads", "8", "--max-threads", "8"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--min-threads 8 must be below --max-threads 8"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("database ready"), "{stderr}");
+}

@@ -3,6 +3,7 @@
 //! thread-per-request (`tpr`), or tokio's `spawn_blocking` (`tokio`).
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -26,8 +27,8 @@ pub enum Contender {
 
 impl Contender {
     /// The executor the service dispatches to; adaptive pools get
-    /// `1..=max_threads` workers.
-    pub fn dispatch(&self, max_threads: usize) -> Result<Dispatch, String> {
+    /// `threads` workers.
+    pub fn dispatch(&self, threads: RangeInclusive<usize>) -> Result<Dispatch, String> {
         let spec = match self {
             Contender::Tokio => {
                 return Ok(Dispatch::SpawnBlocking(Arc::new(ThreadGauge::default())))
@@ -42,8 +43,8 @@ impl Contender {
         let builder = match spec {
             PolicySpec::Fixed(n) => Pool::builder().threads(*n),
             _ => Pool::builder()
-                .min_threads(1)
-                .max_threads(max_threads)
+                .min_threads(*threads.start())
+                .max_threads(*threads.end())
                 .policy_spec(&spec.to_string())
                 .map_err(|e| e.to_string())?,
         };
@@ -53,6 +54,13 @@ impl Contender {
             .build()
             .map_err(|e| format!("cannot build the pool for {self}: {e}"))?;
         Ok(Dispatch::Executor(Arc::new(pool)))
+    }
+
+    /// Whether this is a tidepool pool that sizes itself (not `fixed:K`,
+    /// not thread-per-request): one that takes the thread bounds.
+    pub fn is_adaptive(&self) -> bool {
+        matches!(self, Contender::Tidepool(spec)
+            if !matches!(spec, PolicySpec::Fixed(_) | PolicySpec::ThreadPerRequest))
     }
 
     /// Whether this is a static pool (a candidate for the oracle).
@@ -141,8 +149,22 @@ mod tests {
     #[test]
     fn every_kind_builds_an_executor() {
         for name in ["auto", "watermark", "hill-climb", "fixed:2", "tpr", "tokio"] {
-            let d = name.parse::<Contender>().unwrap().dispatch(8).unwrap();
+            let d = name.parse::<Contender>().unwrap().dispatch(1..=8).unwrap();
             assert_eq!(d.counts().queued, 0, "{name}");
         }
+    }
+
+    #[test]
+    fn adaptive_pools_get_the_thread_bounds() {
+        let auto: Contender = "auto".parse().unwrap();
+        assert!(auto.is_adaptive());
+        for name in ["fixed:4", "tpr", "tokio"] {
+            assert!(!name.parse::<Contender>().unwrap().is_adaptive(), "{name}");
+        }
+        let Dispatch::Executor(e) = auto.dispatch(3..=9).unwrap() else {
+            panic!("auto runs on a tidepool pool");
+        };
+        let stats = e.pool().expect("a tidepool pool").stats();
+        assert_eq!((stats.min_threads, stats.max_threads), (3, 9));
     }
 }

@@ -86,7 +86,11 @@ pub struct ServerArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 4, 8, 16, 32, 64],
           value_parser = clap::value_parser!(u64).range(1..=4_096).map(|v| v as usize))]
     sizes: Vec<usize>,
-    /// Most threads of the adaptive pools (they run with `1..=max`).
+    /// Fewest threads of the adaptive pools (they run with `min..=max`;
+    /// `min` below `max`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4_096).map(|v| v as usize))]
+    min_threads: usize,
+    /// Most threads of the adaptive pools (they run with `min..=max`).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4_096).map(|v| v as usize))]
     max_threads: usize,
     /// pgbench scale (100,000 accounts, about 15 MB, per unit).
@@ -181,6 +185,12 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
     }
     if contenders.is_empty() {
         return Err("--contenders: give at least one".into());
+    }
+    if args.min_threads >= args.max_threads && contenders.iter().any(Contender::is_adaptive) {
+        return Err(format!(
+            "--min-threads {} must be below --max-threads {}: an adaptive pool needs room to move",
+            args.min_threads, args.max_threads
+        ));
     }
     if !command_exists("wrk") {
         return Err("wrk not found: run scripts/setup.sh (Debian package `wrk`)".into());
@@ -332,7 +342,10 @@ fn run_group(
     group: &[PhaseSpec],
 ) -> Result<Vec<Run>, String> {
     let handlers = Arc::new(Handlers::new(db.conninfo(), db.accounts()));
-    let service = Service::start(contender.dispatch(args.max_threads)?, handlers)?;
+    let service = Service::start(
+        contender.dispatch(args.min_threads..=args.max_threads)?,
+        handlers,
+    )?;
     check_endpoints(service.addr()).map_err(|e| format!("{contender}: {e}"))?;
     if let (Some(first), true) = (group.first(), args.warmup() > 0) {
         load::run(
