@@ -345,6 +345,11 @@ impl Builder {
     }
 
     /// Run `f` on every worker thread when it starts, before its first task.
+    /// Per-thread setup (a database connection, a cache) belongs here: the
+    /// worker counts as starting ([`PoolStats::starting_threads`]) meanwhile,
+    /// so `auto` does not read the size's throughput from it.
+    ///
+    /// [`PoolStats::starting_threads`]: crate::PoolStats::starting_threads
     pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
         self.threads.on_start = Some(std::sync::Arc::new(f));
         self
