@@ -4,11 +4,11 @@
 //! request in flight waits as long. At 10,000 requests a second one stall
 //! of 100 ms delays a thousand requests, as many as a 10 s phase's 99th
 //! percentile counts, so a p99 read beside the stalls tells a contender's
-//! own tail from a moment the front end lost its core. Stalls of 100–150
-//! ms a few times a minute came from a pool's idle workers spinning while
-//! the front end, preempted mid-push, waited for a core (a real-time
-//! thread timed beside it was never late, so the machine did not stop);
-//! `tidepool`'s queue yields in that wait (`queue/ring.rs`).
+//! own tail from a moment the front end lost its core. Idle workers that
+//! spin while the front end, preempted mid-push, waits for a core stall it
+//! for 100–150 ms (a real-time thread timed beside it is never late: the
+//! machine does not stop); `tidepool`'s queue yields in that wait
+//! (`queue/ring.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
