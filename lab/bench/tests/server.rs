@@ -177,6 +177,18 @@ fn quick_run_serves_every_endpoint_with_every_contender_and_removes_the_database
 
 #[test]
 fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
+    stopped_mid_run_by(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_mid_run_stops_the_database_and_removes_its_directory() {
+    // What `kill`, a service manager or a CI timeout sends.
+    stopped_mid_run_by(libc::SIGTERM);
+}
+
+/// Start a quick run, send it `signal` once the second contender is under
+/// load, and check it exits 130 with the database stopped and removed.
+fn stopped_mid_run_by(signal: i32) {
     let mut child = bench()
         .args(["server", "--quick", "--json"])
         .stdout(Stdio::null())
@@ -209,7 +221,7 @@ fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
     assert!(dir.exists());
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: we started this child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -217,7 +229,7 @@ fn ctrl_c_mid_run_stops_the_database_and_removes_its_directory() {
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "no exit after Ctrl-C"
+            "no exit after signal {signal}"
         );
         std::thread::sleep(Duration::from_millis(50));
     };

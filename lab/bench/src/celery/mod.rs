@@ -21,7 +21,7 @@
 //! journal each start and finish ([`journal`]): `ran twice` counts requests
 //! whose work was done twice, `lost` requests without a result. Every
 //! process and directory is removed at the end, after an error, and on
-//! Ctrl-C ([`procs`]).
+//! Ctrl-C or SIGTERM ([`procs`]).
 
 pub mod journal;
 pub mod procs;
@@ -167,7 +167,7 @@ pub fn celery(mut args: CeleryArgs) -> Result<(), String> {
         args.requests = 200;
         args.repeats = 1;
     }
-    cleanup::on_sigint()?;
+    cleanup::on_stop_signal()?;
     let venv = venv::ensure()?;
     let root = std::env::temp_dir().join(format!("tidepool-celery-{}", std::process::id()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;

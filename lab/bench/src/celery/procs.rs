@@ -1,9 +1,10 @@
 //! Child processes of the comparison (Redis, NATS, nodes, Celery workers,
 //! the Celery client), each in a process group of its own and registered
 //! with [`cleanup`]: the group is stopped when its guard drops, after a
-//! panic or an error, and on Ctrl-C. A Celery worker is a group (the main
-//! process and its prefork children), so "kill the worker" and "stop the
-//! worker" act on the whole group, as a machine or container dying would.
+//! panic or an error, and on Ctrl-C or SIGTERM. A Celery worker is a group
+//! (the main process and its prefork children), so "kill the worker" and
+//! "stop the worker" act on the whole group, as a machine or container
+//! dying would.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

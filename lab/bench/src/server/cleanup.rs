@@ -1,11 +1,12 @@
 //! Everything the server benchmark must undo — child processes to stop,
 //! directories to remove — registered in one place, so that the normal end,
-//! an error, a panic (the guards' `Drop`) and Ctrl-C (the SIGINT handler)
-//! all run the same undo, each item exactly once.
+//! an error, a panic (the guards' `Drop`) and a signal to stop (the handler
+//! for SIGINT, SIGTERM and SIGHUP) all run the same undo, each item exactly
+//! once.
 //!
 //! The protocol: [`register`] adds an undo and returns its [`Undo`] handle;
 //! dropping the handle (or [`Undo::run`]) takes the item out of the registry
-//! and runs it; [`on_sigint`] installs a handler that takes every item out,
+//! and runs it; [`on_stop_signal`] installs a handler that takes every item out,
 //! newest first, runs them, and exits with status 130. One mutex guards the
 //! registry and is held while an item runs, so the handler cannot exit the
 //! process half-way through an undo the main thread has started: it waits
@@ -24,14 +25,15 @@ type Action = Box<dyn FnOnce() + Send>;
 static REGISTRY: Mutex<Vec<(u64, Action)>> = Mutex::new(Vec::new());
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A registered undo: runs when dropped, unless the SIGINT handler ran it first.
+/// A registered undo: runs when dropped, unless the signal handler ran it first.
 #[derive(Debug)]
 #[must_use = "dropping the handle runs the undo at once"]
 pub struct Undo {
     id: u64,
 }
 
-/// Register `action` to run once: when the returned handle drops, or on Ctrl-C.
+/// Register `action` to run once: when the returned handle drops, or on
+/// Ctrl-C, SIGTERM or SIGHUP.
 pub fn register(action: impl FnOnce() + Send + 'static) -> Undo {
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     lock().push((id, Box::new(action)));
@@ -57,9 +59,10 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<(u64, Action)>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Install (once) the SIGINT handler that runs every registered undo, newest
-/// first, and exits with status 130.
-pub fn on_sigint() -> Result<(), String> {
+/// Install (once) the handler of SIGINT (Ctrl-C), SIGTERM (`kill`, a CI
+/// timeout) and SIGHUP (a closed terminal) that runs every registered undo,
+/// newest first, and exits with status 130.
+pub fn on_stop_signal() -> Result<(), String> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
@@ -71,7 +74,7 @@ pub fn on_sigint() -> Result<(), String> {
             }
             std::process::exit(130);
         })
-        .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"));
+        .map_err(|e| format!("cannot install the Ctrl-C and SIGTERM handler: {e}"));
     });
     result
 }

@@ -1,7 +1,7 @@
 //! The database under the service: a PostgreSQL cluster from the Debian
 //! package, made and started for one benchmark run, filled with pgbench's
 //! standard schema, stopped and removed when the [`Database`] drops (or on
-//! Ctrl-C, through [`cleanup`]).
+//! Ctrl-C or SIGTERM, through [`cleanup`]).
 //!
 //! PostgreSQL refuses to run as root. When this process is root, the
 //! cluster's programs run as the system user [`OS_USER`] (created with

@@ -18,8 +18,8 @@
 //! stop the service. The groups: one steady mix per connection count, and
 //! the mix change (lookups, then external waits, then writes) against one
 //! running service. Finally the database is stopped and its directory
-//! removed ([`cleanup`] also does this on Ctrl-C), the removal is checked,
-//! and the medians, spreads and oracle ratios are printed ([`report`]).
+//! removed ([`cleanup`] also does this on Ctrl-C and SIGTERM), the removal is
+//! checked, and the medians, spreads and oracle ratios are printed ([`report`]).
 
 pub mod cleanup;
 pub mod contender;
@@ -202,7 +202,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         ),
         None => None,
     };
-    cleanup::on_sigint()?;
+    cleanup::on_stop_signal()?;
     let load_before = tidepool::sys::load_average();
 
     let db = Database::start(&DbOptions {
