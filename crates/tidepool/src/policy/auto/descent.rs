@@ -11,10 +11,10 @@
 //! least as many tasks a second, the smaller size becomes the
 //! proven size and the learned cap (growth past it proves itself again
 //! once the cap expires), and the next trial may follow at once. Otherwise
-//! the pool goes back to the size it came from at once (as soon as the
-//! first span there serves a quarter less: calls that wait on another
-//! service lose half their throughput with half the workers, and each tick
-//! of a trial queues their requests), and waits before
+//! the pool goes back to the size it came from at once (as soon as its
+//! first tick, settling included, serves a quarter less: calls that wait
+//! on another service lose half their throughput with half the workers,
+//! and each tick of a trial queues their requests), and waits before
 //! the next trial: 5 s, twice as long after each trial that failed in a
 //! row (at most 60 s; a trial cut short by the end of proof counts as
 //! failed). A trial starts only from a size whose span is measured and
@@ -44,9 +44,10 @@
 
 use std::time::Duration;
 
-use super::feedback::{gain_needed, Probe};
+use super::super::Observation;
+use super::feedback::{gain_needed, Pending, Probe};
 use super::growth::{Move, PROOF_MIN_GROWTH};
-use super::{Auto, CAP_MEMORY, MAX_CAP_MEMORY};
+use super::{Auto, CAP_MEMORY, FEEDBACK_MIN_COMPLETIONS, MAX_CAP_MEMORY, TICK};
 
 /// The span a trial's throughput and the size it starts from are measured
 /// over: longer than a proof span, as the throughput differences it judges
@@ -69,7 +70,8 @@ const DESCENT_FACTOR: f64 = 0.5;
 /// 50 ms spans of a loaded machine differ by about 6%, a trial of half the
 /// workers of calls that wait on another service loses half. Cut at its
 /// first span, trials of half of 66 such workers lasted 50–75 ms, where
-/// they had lasted 140–175 ms.
+/// they had lasted 140–175 ms; cut at its first tick ([`Auto::watch_trial`]),
+/// 25 ms.
 const DESCENT_CLEAR_LOSS: f64 = 0.25;
 /// The size tried right after a trial of half that lost less than
 /// [`DESCENT_CLEAR_LOSS`], as a fraction of the size it came from.
@@ -100,6 +102,9 @@ pub(super) struct Descent {
     /// The size measured before proof last ended: a pool that grew to
     /// twice it or more while the machine read free is tried at once.
     proven_before: Option<usize>,
+    /// The windows since a trial of fewer began, until its first [`TICK`]
+    /// is judged ([`Auto::watch_trial`]).
+    first: Option<Pending>,
 }
 
 impl Descent {
@@ -198,24 +203,7 @@ impl Auto {
                 self.forget_cap();
                 self.learn_cap(size, now);
             } else {
-                // Back at once to the size that served more.
-                if !was_fine && !clear_loss && size < from.threads {
-                    // Between the two: three quarters next, at once.
-                    d.fine = Some(from.threads);
-                }
-                d.here = Some(from);
-                self.proof.base = Some(from);
-                self.proof.tested = true;
-                self.proof.move_to = Some(Move {
-                    size: from.threads,
-                    why: if size < from.threads {
-                        "fewer workers served less: back"
-                    } else {
-                        "more workers did not pay: back"
-                    },
-                    judged: Some(pooled),
-                    against: from,
-                });
+                self.back_from_trial(from, size, pooled, was_fine || clear_loss);
             }
             return true;
         }
@@ -248,6 +236,7 @@ impl Auto {
             && smaller < n
         {
             d.trial = Some((here, smaller, now));
+            d.first = Some(Pending::default());
             d.here = None;
             d.proven_before = None;
             d.fine = d.fine.filter(|_| fine);
@@ -272,6 +261,57 @@ impl Auto {
             });
         }
         false
+    }
+
+    /// Feed every window to a trial of fewer workers under way: if the
+    /// first [`TICK`] since it began (its settling included) serves
+    /// [`DESCENT_CLEAR_LOSS`] less than the size it came from, the pool
+    /// goes back at once. The workers it let go are still finishing their
+    /// tasks then, which can only make the trial read better than it is;
+    /// waiting for a settled span kept calls that wait on another service
+    /// at half their workers for 75 ms, which held a quarter of their
+    /// phase's slowest 1% of requests.
+    pub(super) fn watch_trial(&mut self, obs: &Observation) {
+        let d = &mut self.proof.descent;
+        let (Some((from, size, _)), Some(first)) = (d.trial, d.first.as_mut()) else {
+            return;
+        };
+        let Some(window) = first.add(obs, FEEDBACK_MIN_COMPLETIONS, TICK) else {
+            return;
+        };
+        d.first = None;
+        if window.throughput < from.throughput * (1.0 - DESCENT_CLEAR_LOSS) {
+            d.trial = None;
+            d.fine = None;
+            self.back_from_trial(from, size, window, true);
+            // The settled span the trial was pooling is the smaller size's.
+            self.proof.pending = Pending::default();
+        }
+    }
+
+    /// A trial of `size` from `from` served less (`judged`): back at once
+    /// to the size that served more. Three quarters follow unless the trial
+    /// was the last step to try (`last`: the finer step itself, or a clear
+    /// loss).
+    fn back_from_trial(&mut self, from: Probe, size: usize, judged: Probe, last: bool) {
+        let d = &mut self.proof.descent;
+        if !last && size < from.threads {
+            // Between the two: three quarters next, at once.
+            d.fine = Some(from.threads);
+        }
+        d.here = Some(from);
+        self.proof.base = Some(from);
+        self.proof.tested = true;
+        self.proof.move_to = Some(Move {
+            size: from.threads,
+            why: if size < from.threads {
+                "fewer workers served less: back"
+            } else {
+                "more workers did not pay: back"
+            },
+            judged: Some(judged),
+            against: from,
+        });
     }
 }
 

@@ -207,7 +207,7 @@ impl Move {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Proof {
     pub(super) base: Option<Probe>,
-    pending: Pending,
+    pub(super) pending: Pending,
     /// A window of the pending span had idle workers.
     idle: bool,
     /// A size to go to at the next tick, and why: back from a doubling
@@ -360,6 +360,7 @@ impl Auto {
             return;
         }
         self.proof.now = obs.now;
+        self.watch_trial(obs);
         let starting = obs.starting > 0 && obs.now < self.proof.changed_at + FIRST_TASKS;
         if changed || starting {
             self.proof.steady_from = obs.now + SETTLE;

@@ -111,7 +111,7 @@
 //! 10. **Other sizes on trial** (`descent.rs`). While growth needs proof
 //!     and other processes hold half the machine or more, the pool tries
 //!     half its size (over spans of 200 ms): kept if it
-//!     serves at least as much, else back at once (at its first span if
+//!     serves at least as much, else back at once (at its first tick if
 //!     that serves a quarter less), and the next trial waits
 //!     5 s, twice as long after each failure (at most 60 s; at once if
 //!     the pool doubled while the machine read free); half that
