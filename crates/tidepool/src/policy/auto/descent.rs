@@ -183,6 +183,7 @@ impl Auto {
                 return true;
             }
             d.trial = None;
+            d.first = None;
             let was_fine = d.fine.take().is_some();
             // More workers must raise throughput as a doubling must;
             // fewer must serve as much.
@@ -276,6 +277,9 @@ impl Auto {
         let (Some((from, size, _)), Some(first)) = (d.trial, d.first.as_mut()) else {
             return;
         };
+        if size >= from.threads {
+            return;
+        }
         let Some(window) = first.add(obs, FEEDBACK_MIN_COMPLETIONS, TICK) else {
             return;
         };
@@ -355,6 +359,36 @@ mod tests {
         };
         p.descend(span, Duration::from_secs(1));
         p
+    }
+
+    #[test]
+    fn only_a_trial_of_fewer_workers_is_cut_at_its_first_tick() {
+        // A first tick at 4,000/s against 10,000/s: a trial of fewer goes
+        // back at once. A step up is judged on settled spans, as growth
+        // is: its new workers' first tasks carry their start.
+        let from = Probe {
+            threads: 12,
+            throughput: 10_000.0,
+            span: Duration::from_millis(250),
+        };
+        for (size, cut) in [(6, true), (16, false)] {
+            let mut p = Auto::new();
+            p.others.value = 0.8;
+            p.proof.descent = Descent {
+                trial: Some((from, size, Duration::ZERO)),
+                first: Some(Pending::default()),
+                ..Descent::default()
+            };
+            let first_tick = Observation {
+                now: TICK,
+                window: TICK,
+                completions: 100,
+                live: size,
+                ..Observation::default()
+            };
+            p.watch_trial(&first_tick);
+            assert_eq!(p.proof.descent.size().is_none(), cut, "a trial of {size}");
+        }
     }
 
     #[test]
