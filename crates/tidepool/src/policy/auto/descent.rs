@@ -270,8 +270,8 @@ impl Auto {
     /// goes back at once. The workers it let go are still finishing their
     /// tasks then, which can only make the trial read better than it is;
     /// waiting for a settled span kept calls that wait on another service
-    /// at half their workers for 75 ms, which held a quarter of their
-    /// phase's slowest 1% of requests.
+    /// at half their workers for 75 ms, which held 6–28% of their phase's
+    /// requests slower than 12 ms.
     pub(super) fn watch_trial(&mut self, obs: &Observation) {
         let d = &mut self.proof.descent;
         let (Some((from, size, _)), Some(first)) = (d.trial, d.first.as_mut()) else {
@@ -373,7 +373,6 @@ mod tests {
         };
         for (size, cut) in [(6, true), (16, false)] {
             let mut p = Auto::new();
-            p.others.value = 0.8;
             p.proof.descent = Descent {
                 trial: Some((from, size, Duration::ZERO)),
                 first: Some(Pending::default()),
