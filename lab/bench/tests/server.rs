@@ -263,17 +263,53 @@ fn the_warm_up_opens_the_connections_before_the_measured_phase() {
 }
 
 #[test]
-fn thread_bounds_without_room_are_refused_before_the_database_starts() {
+fn connections_opened_ahead_serve_the_first_requests() {
+    // No warm-up: without connections opened ahead, fixed:8's workers
+    // would open theirs during the measured phase.
     let out = bench()
-        .args(["server", "--contenders", "auto"])
-        .args(["--min-threads", "8", "--max-threads", "8"])
+        .args(["server", "--quick", "--json", "--contenders", "tpr"])
+        .args(["--open-connections", "8"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["open_connections"], 8);
+    let results = doc["phases"][0]["results"].as_array().unwrap();
+    for size in ["fixed:2", "fixed:8"] {
+        let fixed = results.iter().find(|r| r["impl"] == size).unwrap();
+        assert_eq!(fixed["db_connections"], 0, "{fixed}");
+    }
+}
+
+/// `server` with `args` fails with `message` before it starts the database.
+fn assert_refused_before_the_database_starts(args: &[&str], message: &str) {
+    let out = bench().arg("server").args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("--min-threads 8 must be below --max-threads 8"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(message), "{stderr}");
     assert!(!stderr.contains("database ready"), "{stderr}");
+}
+
+#[test]
+fn connections_opened_ahead_past_the_limit_are_refused_before_the_database_starts() {
+    assert_refused_before_the_database_starts(
+        &["--quick", "--open-connections", "100"],
+        "--open-connections 100 must be below --max-connections 100",
+    );
+}
+
+#[test]
+fn thread_bounds_without_room_are_refused_before_the_database_starts() {
+    assert_refused_before_the_database_starts(
+        &[
+            "--contenders",
+            "auto",
+            "--min-threads",
+            "8",
+            "--max-threads",
+            "8",
+        ],
+        "--min-threads 8 must be below --max-threads 8",
+    );
 }

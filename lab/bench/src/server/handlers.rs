@@ -139,6 +139,16 @@ impl Handlers {
         }
     }
 
+    /// Open `n` connections now and keep them idle for the handler threads
+    /// to take.
+    pub fn open_ahead(&self, n: usize) -> Result<(), postgres::Error> {
+        for _ in 0..n {
+            let conn = self.open()?;
+            lock(&self.idle).push(conn);
+        }
+        Ok(())
+    }
+
     /// Database connections opened so far.
     pub fn opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)

@@ -75,6 +75,12 @@ pub struct ServerArgs {
     /// size. 0 measures the cold start. [default: 2; 0 with `--quick`]
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
     warmup_secs: Option<u64>,
+    /// Database connections the handlers open before each contender's
+    /// warm-up, as a connection pool with that many idle connections would
+    /// (below `--max-connections`). 0: each handler thread opens its own on
+    /// its first request, so a pool that grows opens them as it grows.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    open_connections: u32,
     /// Repeats; each runs every contender once per phase, in a rotated order.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100).map(|v| v as usize))]
     repeats: usize,
@@ -155,6 +161,7 @@ struct Document {
     load_average_after: Option<[f64; 3]>,
     phase_secs: u64,
     warmup_secs: u64,
+    open_connections: u32,
     repeats: usize,
     database: DbReport,
     phases: Vec<Phase>,
@@ -190,6 +197,13 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         return Err(format!(
             "--min-threads {} must be below --max-threads {}: an adaptive pool needs room to move",
             args.min_threads, args.max_threads
+        ));
+    }
+    if args.open_connections >= args.max_connections {
+        return Err(format!(
+            "--open-connections {} must be below --max-connections {}: the handlers need room \
+             past the connections opened ahead",
+            args.open_connections, args.max_connections
         ));
     }
     if !command_exists("wrk") {
@@ -266,6 +280,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         load_average_after: tidepool::sys::load_average(),
         phase_secs: args.phase_secs,
         warmup_secs: args.warmup(),
+        open_connections: args.open_connections,
         repeats: args.repeats,
         database: DbReport {
             scale: args.scale,
@@ -342,6 +357,9 @@ fn run_group(
     group: &[PhaseSpec],
 ) -> Result<Vec<Run>, String> {
     let handlers = Arc::new(Handlers::new(db.conninfo(), db.accounts()));
+    handlers
+        .open_ahead(args.open_connections as usize)
+        .map_err(|e| format!("--open-connections {}: {e}", args.open_connections))?;
     let service = Service::start(
         contender.dispatch(args.min_threads..=args.max_threads)?,
         handlers,
