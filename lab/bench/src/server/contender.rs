@@ -7,14 +7,14 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use tidepool::error::SubmitError;
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
-use tidepool_workload::{Executor, ExecutorCounts, Job, ThreadPerRequest};
-
-use super::handlers::release_connection;
+use tidepool_workload::ThreadPerRequest;
 
 use super::service::{Dispatch, ThreadGauge};
+
+/// tokio's default `max_blocking_threads`, which the front end keeps.
+const TOKIO_MAX_BLOCKING_THREADS: usize = 512;
 
 /// One contender, by the name it has in reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,9 +34,7 @@ impl Contender {
                 return Ok(Dispatch::SpawnBlocking(Arc::new(ThreadGauge::default())))
             }
             Contender::Tidepool(PolicySpec::ThreadPerRequest) => {
-                return Ok(Dispatch::Executor(Arc::new(ReleasingTpr(
-                    ThreadPerRequest::new(),
-                ))))
+                return Ok(Dispatch::Executor(Arc::new(ThreadPerRequest::new())))
             }
             Contender::Tidepool(spec) => spec,
         };
@@ -50,10 +48,21 @@ impl Contender {
         };
         let pool = builder
             .name("server")
-            .on_thread_stop(release_connection)
             .build()
             .map_err(|e| format!("cannot build the pool for {self}: {e}"))?;
         Ok(Dispatch::Executor(Arc::new(pool)))
+    }
+
+    /// The most threads this contender runs handlers on at once, when
+    /// bounded: adaptive pools get `adaptive_max`, tokio's blocking pool has
+    /// its default 512, thread-per-request has no bound.
+    pub fn max_threads(&self, adaptive_max: usize) -> Option<usize> {
+        match self {
+            Contender::Tokio => Some(TOKIO_MAX_BLOCKING_THREADS),
+            Contender::Tidepool(PolicySpec::ThreadPerRequest) => None,
+            Contender::Tidepool(PolicySpec::Fixed(n)) => Some(*n),
+            Contender::Tidepool(_) => Some(adaptive_max),
+        }
     }
 
     /// Whether this is a tidepool pool that sizes itself (not `fixed:K`,
@@ -69,34 +78,6 @@ impl Contender {
             Contender::Tidepool(PolicySpec::Fixed(n)) => Some(*n),
             _ => None,
         }
-    }
-}
-
-/// Thread-per-request whose threads hand back their database connection after
-/// their one job (see [`release_connection`]).
-struct ReleasingTpr(ThreadPerRequest);
-
-impl Executor for ReleasingTpr {
-    fn name(&self) -> String {
-        self.0.name()
-    }
-    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
-        struct Release;
-        impl Drop for Release {
-            fn drop(&mut self) {
-                release_connection(); // also when the job panics
-            }
-        }
-        self.0.execute_job(Box::new(move || {
-            let _release = Release;
-            job();
-        }))
-    }
-    fn counts(&self) -> ExecutorCounts {
-        self.0.counts()
-    }
-    fn wait_idle(&self) {
-        self.0.wait_idle()
     }
 }
 
@@ -155,12 +136,22 @@ mod tests {
     }
 
     #[test]
+    fn the_most_threads_are_known_except_for_thread_per_request() {
+        let max = |name: &str| name.parse::<Contender>().unwrap().max_threads(9);
+        assert_eq!(max("fixed:4"), Some(4));
+        assert_eq!(max("watermark"), Some(9));
+        assert_eq!(max("tokio"), Some(512));
+        assert_eq!(max("tpr"), None);
+    }
+
+    #[test]
     fn adaptive_pools_get_the_thread_bounds() {
         let auto: Contender = "auto".parse().unwrap();
         assert!(auto.is_adaptive());
         for name in ["fixed:4", "tpr", "tokio"] {
             assert!(!name.parse::<Contender>().unwrap().is_adaptive(), "{name}");
         }
+        assert_eq!(auto.max_threads(9), Some(9));
         let Dispatch::Executor(e) = auto.dispatch(3..=9).unwrap() else {
             panic!("auto runs on a tidepool pool");
         };

@@ -1,19 +1,11 @@
 //! The service's request handlers: four endpoints of different cost, each a
-//! real PostgreSQL round trip on the calling thread's own connection.
-//!
-//! Connections are per thread, and outlive their threads: a thread takes one
-//! the first time it handles a request (lazily) and keeps it until it exits;
-//! an exiting thread hands it back ([`release_connection`]) to an idle stack
-//! that the next new thread takes from before it opens one, as a connection
-//! pool (r2d2, deadpool) would. So `K` threads at once hold at most `K`
-//! connections, the service never holds more than its peak of threads, and a
-//! thread that replaces a retired one finds its connection ready. Every
-//! connection opened is counted in [`Handlers::opened`]. Statements are
-//! prepared once per connection.
+//! real PostgreSQL round trip on a connection lent by the handlers'
+//! [`Connections`] for that request. Statements are prepared once per
+//! connection.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::connections::Connections;
 
 use postgres::{Client, NoTls, Statement};
 
@@ -64,35 +56,15 @@ impl Endpoint {
     }
 }
 
-/// What the handlers share: where the database is, the connections no
-/// thread holds, and a counter of connections opened.
+/// What the handlers share: the accounts' range and the connection pool.
+#[derive(Debug)]
 pub struct Handlers {
-    id: u64,
-    conninfo: String,
     accounts: i64,
-    opened: AtomicU64,
-    idle: Arc<Idle>,
+    connections: Connections<Conn>,
 }
 
-/// Connections handed back by exiting threads, for the next new thread.
-type Idle = Mutex<Vec<Conn>>;
-
-impl std::fmt::Debug for Handlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handlers")
-            .field("conninfo", &self.conninfo)
-            .field("accounts", &self.accounts)
-            .field("opened", &self.opened())
-            .field("idle", &lock(&self.idle).len())
-            .finish()
-    }
-}
-
+/// A connection and its prepared statements.
 struct Conn {
-    owner: u64,
-    /// Where the connection goes when its thread exits (gone once the
-    /// handlers are: then it closes).
-    home: Weak<Idle>,
     client: Client,
     lookup: Statement,
     range: Statement,
@@ -101,89 +73,10 @@ struct Conn {
     external: Statement,
 }
 
-thread_local! {
-    static CONN: RefCell<Option<Conn>> = const { RefCell::new(None) };
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-/// Hand this thread's connection, if it has one, back to its handlers' idle
-/// stack (or close it if the handlers are gone). Every handler thread calls
-/// it before it exits (a pool's or runtime's thread-stop hook, or after the
-/// job for thread-per-request): a closing client's `Drop` needs tokio's
-/// thread-locals, which may already be gone when thread-locals are destroyed.
-pub fn release_connection() {
-    let Ok(Some(conn)) = CONN.try_with(|cell| cell.borrow_mut().take()) else {
-        return;
-    };
-    if let Some(idle) = conn.home.upgrade() {
-        if !conn.client.is_closed() {
-            lock(&idle).push(conn);
-        }
-    }
-}
-
-fn lock(idle: &Idle) -> std::sync::MutexGuard<'_, Vec<Conn>> {
-    idle.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Handlers {
-    /// Handlers over the database at `conninfo` with accounts `1..=accounts`.
-    pub fn new(conninfo: String, accounts: i64) -> Self {
-        Handlers {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            conninfo,
-            accounts,
-            opened: AtomicU64::new(0),
-            idle: Arc::new(Mutex::new(Vec::new())),
-        }
-    }
-
-    /// Open `n` connections now and keep them idle for the handler threads
-    /// to take.
-    pub fn open_ahead(&self, n: usize) -> Result<(), postgres::Error> {
-        for _ in 0..n {
-            let conn = self.open()?;
-            lock(&self.idle).push(conn);
-        }
-        Ok(())
-    }
-
-    /// Database connections opened so far.
-    pub fn opened(&self) -> u64 {
-        self.opened.load(Ordering::Relaxed)
-    }
-
-    /// Handle one request on this thread: `Ok(body)` or `Err((status, message))`.
-    pub fn handle(&self, endpoint: Endpoint, aid: i64) -> Result<String, (u16, String)> {
-        if !(1..=self.accounts).contains(&aid) {
-            return Err((400, format!("aid must be in 1..={}\n", self.accounts)));
-        }
-        CONN.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.as_ref().is_none_or(|c| c.owner != self.id) {
-                *slot = None;
-                let handed_back = lock(&self.idle).pop();
-                *slot = Some(match handed_back {
-                    Some(conn) => conn,
-                    None => self.open().map_err(|e| (503, format!("database: {e}\n")))?,
-                });
-            }
-            let conn = slot.as_mut().expect("opened above");
-            let result = self.run(conn, endpoint, aid);
-            if result.is_err() && conn.client.is_closed() {
-                *slot = None; // reconnect on the next request
-            }
-            result.map_err(|e| (500, format!("database: {e}\n")))
-        })
-    }
-
-    fn open(&self) -> Result<Conn, postgres::Error> {
-        let mut client = Client::connect(&self.conninfo, NoTls)?;
-        self.opened.fetch_add(1, Ordering::Relaxed);
+impl Conn {
+    fn open(conninfo: &str) -> Result<Conn, postgres::Error> {
+        let mut client = Client::connect(conninfo, NoTls)?;
         Ok(Conn {
-            owner: self.id,
-            home: Arc::downgrade(&self.idle),
             lookup: client.prepare("SELECT abalance FROM pgbench_accounts WHERE aid = $1")?,
             range: client.prepare(
                 "SELECT count(*), coalesce(sum(abalance), 0)::bigint \
@@ -198,6 +91,50 @@ impl Handlers {
             external: client.prepare("SELECT pg_sleep(0.005)")?,
             client,
         })
+    }
+}
+
+impl Handlers {
+    /// Handlers over the database at `conninfo` with accounts `1..=accounts`,
+    /// holding at most `max_connections` connections; a request that finds
+    /// none for `wait` is answered 503.
+    pub fn new(conninfo: String, accounts: i64, max_connections: usize, wait: Duration) -> Self {
+        Handlers {
+            accounts,
+            connections: Connections::new(
+                max_connections,
+                wait,
+                move || Conn::open(&conninfo).map_err(|e| e.to_string()),
+                |c: &mut Conn| c.client.is_closed(),
+            ),
+        }
+    }
+
+    /// Open `n` connections now and keep them idle for the requests to take.
+    pub fn open_ahead(&self, n: usize) -> Result<(), String> {
+        let held = (0..n)
+            .map(|_| self.connections.get())
+            .collect::<Result<Vec<_>, _>>()?;
+        drop(held);
+        Ok(())
+    }
+
+    /// Database connections opened so far.
+    pub fn opened(&self) -> u64 {
+        self.connections.opened()
+    }
+
+    /// Handle one request: `Ok(body)` or `Err((status, message))`.
+    pub fn handle(&self, endpoint: Endpoint, aid: i64) -> Result<String, (u16, String)> {
+        if !(1..=self.accounts).contains(&aid) {
+            return Err((400, format!("aid must be in 1..={}\n", self.accounts)));
+        }
+        let mut conn = self
+            .connections
+            .get()
+            .map_err(|e| (503, format!("database: {e}\n")))?;
+        self.run(&mut conn, endpoint, aid)
+            .map_err(|e| (500, format!("database: {e}\n")))
     }
 
     fn run(&self, c: &mut Conn, endpoint: Endpoint, aid: i64) -> Result<String, postgres::Error> {
@@ -254,7 +191,12 @@ mod tests {
 
     #[test]
     fn an_account_out_of_range_is_a_400_without_touching_the_database() {
-        let h = Handlers::new("host=127.0.0.1 port=1".into(), 10);
+        let h = Handlers::new(
+            "host=127.0.0.1 port=1".into(),
+            10,
+            4,
+            Duration::from_secs(1),
+        );
         let err = h.handle(Endpoint::Lookup, 11).unwrap_err();
         assert_eq!(err.0, 400);
         assert!(err.1.contains("1..=10"), "{}", err.1);

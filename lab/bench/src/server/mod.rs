@@ -22,6 +22,7 @@
 //! checked, and the medians, spreads and oracle ratios are printed ([`report`]).
 
 pub mod cleanup;
+pub mod connections;
 pub mod contender;
 pub mod db;
 pub mod handlers;
@@ -75,10 +76,9 @@ pub struct ServerArgs {
     /// size. 0 measures the cold start. [default: 2; 0 with `--quick`]
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
     warmup_secs: Option<u64>,
-    /// Database connections the handlers open before each contender's
-    /// warm-up, as a connection pool with that many idle connections would
-    /// (below `--max-connections`). 0: each handler thread opens its own on
-    /// its first request, so a pool that grows opens them as it grows.
+    /// Database connections the handlers' connection pool opens before each
+    /// contender's warm-up (below `--max-connections`). 0: it opens them as
+    /// requests find none idle.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     open_connections: u32,
     /// Repeats; each runs every contender once per phase, in a rotated order.
@@ -356,7 +356,20 @@ fn run_group(
     contender: &Contender,
     group: &[PhaseSpec],
 ) -> Result<Vec<Run>, String> {
-    let handlers = Arc::new(Handlers::new(db.conninfo(), db.accounts()));
+    // The connection pool is sized with the threads: no more connections
+    // than handlers running at once (or opened ahead), within the database's.
+    let threads = contender
+        .max_threads(args.max_threads)
+        .unwrap_or(usize::MAX);
+    let max_connections = threads
+        .max(args.open_connections as usize)
+        .min(args.max_connections as usize);
+    let handlers = Arc::new(Handlers::new(
+        db.conninfo(),
+        db.accounts(),
+        max_connections,
+        Duration::from_secs(args.timeout_secs),
+    ));
     handlers
         .open_ahead(args.open_connections as usize)
         .map_err(|e| format!("--open-connections {}: {e}", args.open_connections))?;
