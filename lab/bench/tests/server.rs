@@ -313,3 +313,42 @@ fn thread_bounds_without_room_are_refused_before_the_database_starts() {
         "--min-threads 8 must be below --max-threads 8",
     );
 }
+
+#[test]
+fn a_shared_connection_pool_serves_every_endpoint_within_one_connection_per_thread() {
+    let out = bench()
+        .args(["server", "--quick", "--json", "--contenders", "tpr,tokio"])
+        .args(["--connection-pool", "shared"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["connection_pool"], "shared");
+    let phases = doc["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 4, "the mix and the three of the change");
+    for p in phases {
+        for r in p["results"].as_array().unwrap() {
+            let what = format!("{} in {}", r["impl"], p["name"]);
+            assert_eq!(r["errors"], 0, "{what}");
+            assert!(r["requests_per_sec"].as_f64().unwrap() > 0.0, "{what}");
+            if r["impl"] == "fixed:2" {
+                assert!(r["db_connections"].as_u64().unwrap() <= 2, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unknown_connection_pool_is_refused_with_the_choices() {
+    let out = bench()
+        .args(["server", "--quick", "--connection-pool", "lazy"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("per-thread") && stderr.contains("shared"),
+        "{stderr}"
+    );
+}

@@ -7,9 +7,12 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use tidepool::error::SubmitError;
 use tidepool::policy::PolicySpec;
 use tidepool::Pool;
-use tidepool_workload::ThreadPerRequest;
+use tidepool_workload::{Executor, ExecutorCounts, Job, ThreadPerRequest};
+
+use super::handlers::release_connection;
 
 use super::service::{Dispatch, ThreadGauge};
 
@@ -34,7 +37,9 @@ impl Contender {
                 return Ok(Dispatch::SpawnBlocking(Arc::new(ThreadGauge::default())))
             }
             Contender::Tidepool(PolicySpec::ThreadPerRequest) => {
-                return Ok(Dispatch::Executor(Arc::new(ThreadPerRequest::new())))
+                return Ok(Dispatch::Executor(Arc::new(ReleasingTpr(
+                    ThreadPerRequest::new(),
+                ))))
             }
             Contender::Tidepool(spec) => spec,
         };
@@ -48,6 +53,7 @@ impl Contender {
         };
         let pool = builder
             .name("server")
+            .on_thread_stop(release_connection)
             .build()
             .map_err(|e| format!("cannot build the pool for {self}: {e}"))?;
         Ok(Dispatch::Executor(Arc::new(pool)))
@@ -78,6 +84,34 @@ impl Contender {
             Contender::Tidepool(PolicySpec::Fixed(n)) => Some(*n),
             _ => None,
         }
+    }
+}
+
+/// Thread-per-request whose threads hand back their database connection after
+/// their one job (see [`release_connection`]).
+struct ReleasingTpr(ThreadPerRequest);
+
+impl Executor for ReleasingTpr {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn execute_job(&self, job: Job) -> Result<(), SubmitError> {
+        struct Release;
+        impl Drop for Release {
+            fn drop(&mut self) {
+                release_connection(); // also when the job panics
+            }
+        }
+        self.0.execute_job(Box::new(move || {
+            let _release = Release;
+            job();
+        }))
+    }
+    fn counts(&self) -> ExecutorCounts {
+        self.0.counts()
+    }
+    fn wait_idle(&self) {
+        self.0.wait_idle()
     }
 }
 

@@ -1,13 +1,24 @@
 //! The service's request handlers: four endpoints of different cost, each a
-//! real PostgreSQL round trip on a connection lent by the handlers'
-//! [`Connections`] for that request. Statements are prepared once per
-//! connection.
+//! real PostgreSQL round trip, on a connection of the calling thread's own or
+//! one lent by a pool shared by all threads ([`ConnectionPool`]).
+//!
+//! Per thread, connections outlive their threads: a thread takes one the
+//! first time it handles a request (lazily) and keeps it until it exits; an
+//! exiting thread hands it back ([`release_connection`]) to an idle stack
+//! that the next new thread takes from before it opens one. So `K` threads
+//! at once hold at most `K` connections, and a thread that replaces a
+//! retired one finds its connection ready. Shared, a request borrows one for
+//! its query from [`Connections`]. Every connection opened is counted in
+//! [`Handlers::opened`]. Statements are prepared once per connection.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::connections::Connections;
-
 use postgres::{Client, NoTls, Statement};
+
+use super::connections::Connections;
 
 /// An endpoint of the service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +67,76 @@ impl Endpoint {
     }
 }
 
-/// What the handlers share: the accounts' range and the connection pool.
-#[derive(Debug)]
+/// Where a request's database connection comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionPool {
+    /// Each handler thread opens its own on its first request and keeps it.
+    PerThread,
+    /// A request borrows one for its query from a pool of at most one per
+    /// thread, opened as requests find none idle ([`Connections`]).
+    Shared,
+}
+
+/// What the handlers share: where the database is, the connections no
+/// thread holds, and a counter of connections opened.
 pub struct Handlers {
+    id: u64,
+    conninfo: String,
     accounts: i64,
-    connections: Connections<Conn>,
+    opened: Arc<AtomicU64>,
+    idle: Arc<Idle>,
+    shared: Option<Connections<Conn>>,
+}
+
+/// Connections handed back by exiting threads, for the next new thread.
+type Idle = Mutex<Vec<Conn>>;
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handlers")
+            .field("conninfo", &self.conninfo)
+            .field("accounts", &self.accounts)
+            .field("opened", &self.opened())
+            .field("idle", &lock(&self.idle).len())
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+/// A handler thread's own connection, and whose it is.
+struct Held {
+    owner: u64,
+    /// Where the connection goes when its thread exits (gone once the
+    /// handlers are: then it closes).
+    home: Weak<Idle>,
+    conn: Conn,
+}
+
+thread_local! {
+    static CONN: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Hand this thread's connection, if it has one, back to its handlers' idle
+/// stack (or close it if the handlers are gone). Every handler thread calls
+/// it before it exits (a pool's or runtime's thread-stop hook, or after the
+/// job for thread-per-request): a closing client's `Drop` needs tokio's
+/// thread-locals, which may already be gone when thread-locals are destroyed.
+pub fn release_connection() {
+    let Ok(Some(held)) = CONN.try_with(|cell| cell.borrow_mut().take()) else {
+        return;
+    };
+    if let Some(idle) = held.home.upgrade() {
+        if !held.conn.client.is_closed() {
+            lock(&idle).push(held.conn);
+        }
+    }
+}
+
+fn lock(idle: &Idle) -> std::sync::MutexGuard<'_, Vec<Conn>> {
+    idle.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A connection and its prepared statements.
@@ -74,8 +150,10 @@ struct Conn {
 }
 
 impl Conn {
-    fn open(conninfo: &str) -> Result<Conn, postgres::Error> {
+    /// Connect and prepare, counting the connection in `opened`.
+    fn open(conninfo: &str, opened: &AtomicU64) -> Result<Conn, postgres::Error> {
         let mut client = Client::connect(conninfo, NoTls)?;
+        opened.fetch_add(1, Ordering::Relaxed);
         Ok(Conn {
             lookup: client.prepare("SELECT abalance FROM pgbench_accounts WHERE aid = $1")?,
             range: client.prepare(
@@ -96,45 +174,93 @@ impl Conn {
 
 impl Handlers {
     /// Handlers over the database at `conninfo` with accounts `1..=accounts`,
-    /// holding at most `max_connections` connections; a request that finds
-    /// none for `wait` is answered 503.
-    pub fn new(conninfo: String, accounts: i64, max_connections: usize, wait: Duration) -> Self {
-        Handlers {
-            accounts,
-            connections: Connections::new(
+    /// their connections per thread or from a shared pool of at most
+    /// `max_connections`, where a request that finds none for `wait` is
+    /// answered 503.
+    pub fn new(
+        conninfo: String,
+        accounts: i64,
+        pool: ConnectionPool,
+        max_connections: usize,
+        wait: Duration,
+    ) -> Self {
+        let opened = Arc::new(AtomicU64::new(0));
+        let shared = (pool == ConnectionPool::Shared).then(|| {
+            let (conninfo, opened) = (conninfo.clone(), opened.clone());
+            Connections::new(
                 max_connections,
                 wait,
-                move || Conn::open(&conninfo).map_err(|e| e.to_string()),
+                move || Conn::open(&conninfo, &opened).map_err(|e| e.to_string()),
                 |c: &mut Conn| c.client.is_closed(),
-            ),
+            )
+        });
+        Handlers {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            conninfo,
+            accounts,
+            opened,
+            idle: Arc::new(Mutex::new(Vec::new())),
+            shared,
         }
     }
 
     /// Open `n` connections now and keep them idle for the requests to take.
     pub fn open_ahead(&self, n: usize) -> Result<(), String> {
-        let held = (0..n)
-            .map(|_| self.connections.get())
-            .collect::<Result<Vec<_>, _>>()?;
-        drop(held);
+        match &self.shared {
+            Some(pool) => {
+                let held = (0..n).map(|_| pool.get()).collect::<Result<Vec<_>, _>>()?;
+                drop(held);
+            }
+            None => {
+                for _ in 0..n {
+                    let conn =
+                        Conn::open(&self.conninfo, &self.opened).map_err(|e| e.to_string())?;
+                    lock(&self.idle).push(conn);
+                }
+            }
+        }
         Ok(())
     }
 
     /// Database connections opened so far.
     pub fn opened(&self) -> u64 {
-        self.connections.opened()
+        self.opened.load(Ordering::Relaxed)
     }
 
-    /// Handle one request: `Ok(body)` or `Err((status, message))`.
+    /// Handle one request on this thread: `Ok(body)` or `Err((status, message))`.
     pub fn handle(&self, endpoint: Endpoint, aid: i64) -> Result<String, (u16, String)> {
         if !(1..=self.accounts).contains(&aid) {
             return Err((400, format!("aid must be in 1..={}\n", self.accounts)));
         }
-        let mut conn = self
-            .connections
-            .get()
-            .map_err(|e| (503, format!("database: {e}\n")))?;
-        self.run(&mut conn, endpoint, aid)
-            .map_err(|e| (500, format!("database: {e}\n")))
+        if let Some(pool) = &self.shared {
+            let mut conn = pool.get().map_err(|e| (503, format!("database: {e}\n")))?;
+            return self
+                .run(&mut conn, endpoint, aid)
+                .map_err(|e| (500, format!("database: {e}\n")));
+        }
+        CONN.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|h| h.owner != self.id) {
+                *slot = None;
+                let handed_back = lock(&self.idle).pop();
+                let conn = match handed_back {
+                    Some(conn) => conn,
+                    None => Conn::open(&self.conninfo, &self.opened)
+                        .map_err(|e| (503, format!("database: {e}\n")))?,
+                };
+                *slot = Some(Held {
+                    owner: self.id,
+                    home: Arc::downgrade(&self.idle),
+                    conn,
+                });
+            }
+            let held = slot.as_mut().expect("opened above");
+            let result = self.run(&mut held.conn, endpoint, aid);
+            if result.is_err() && held.conn.client.is_closed() {
+                *slot = None; // reconnect on the next request
+            }
+            result.map_err(|e| (500, format!("database: {e}\n")))
+        })
     }
 
     fn run(&self, c: &mut Conn, endpoint: Endpoint, aid: i64) -> Result<String, postgres::Error> {
@@ -191,15 +317,18 @@ mod tests {
 
     #[test]
     fn an_account_out_of_range_is_a_400_without_touching_the_database() {
-        let h = Handlers::new(
-            "host=127.0.0.1 port=1".into(),
-            10,
-            4,
-            Duration::from_secs(1),
-        );
-        let err = h.handle(Endpoint::Lookup, 11).unwrap_err();
-        assert_eq!(err.0, 400);
-        assert!(err.1.contains("1..=10"), "{}", err.1);
-        assert_eq!(h.opened(), 0);
+        for pool in [ConnectionPool::PerThread, ConnectionPool::Shared] {
+            let h = Handlers::new(
+                "host=127.0.0.1 port=1".into(),
+                10,
+                pool,
+                4,
+                Duration::from_secs(1),
+            );
+            let err = h.handle(Endpoint::Lookup, 11).unwrap_err();
+            assert_eq!(err.0, 400);
+            assert!(err.1.contains("1..=10"), "{}", err.1);
+            assert_eq!(h.opened(), 0);
+        }
     }
 }

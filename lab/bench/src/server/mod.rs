@@ -46,7 +46,7 @@ use serde::Serialize;
 use crate::harness::{fmt_load, rotated};
 use contender::Contender;
 use db::{Database, DbOptions};
-use handlers::{Endpoint, Handlers};
+use handlers::{ConnectionPool, Endpoint, Handlers};
 use load::Mix;
 use report::{Phase, PoolView, Row, Run};
 use service::Service;
@@ -76,11 +76,16 @@ pub struct ServerArgs {
     /// size. 0 measures the cold start. [default: 2; 0 with `--quick`]
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
     warmup_secs: Option<u64>,
-    /// Database connections the handlers' connection pool opens before each
-    /// contender's warm-up (below `--max-connections`). 0: it opens them as
-    /// requests find none idle.
+    /// Database connections the handlers open before each contender's
+    /// warm-up, as a connection pool with that many idle connections would
+    /// (below `--max-connections`). 0: they are opened as requests need them.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     open_connections: u32,
+    /// Where a request's database connection comes from: its handler
+    /// thread's own (`per-thread`), or a pool that every thread borrows from
+    /// for one query (`shared`), at most one connection per thread.
+    #[arg(long, value_enum, default_value_t = ConnectionPool::PerThread)]
+    connection_pool: ConnectionPool,
     /// Repeats; each runs every contender once per phase, in a rotated order.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100).map(|v| v as usize))]
     repeats: usize,
@@ -162,6 +167,7 @@ struct Document {
     phase_secs: u64,
     warmup_secs: u64,
     open_connections: u32,
+    connection_pool: ConnectionPool,
     repeats: usize,
     database: DbReport,
     phases: Vec<Phase>,
@@ -281,6 +287,7 @@ pub fn server(args: ServerArgs) -> Result<(), String> {
         phase_secs: args.phase_secs,
         warmup_secs: args.warmup(),
         open_connections: args.open_connections,
+        connection_pool: args.connection_pool,
         repeats: args.repeats,
         database: DbReport {
             scale: args.scale,
@@ -356,7 +363,7 @@ fn run_group(
     contender: &Contender,
     group: &[PhaseSpec],
 ) -> Result<Vec<Run>, String> {
-    // The connection pool is sized with the threads: no more connections
+    // A shared connection pool is sized with the threads: no more connections
     // than handlers running at once (or opened ahead), within the database's.
     let threads = contender
         .max_threads(args.max_threads)
@@ -367,6 +374,7 @@ fn run_group(
     let handlers = Arc::new(Handlers::new(
         db.conninfo(),
         db.accounts(),
+        args.connection_pool,
         max_connections,
         Duration::from_secs(args.timeout_secs),
     ));

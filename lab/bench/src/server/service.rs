@@ -22,7 +22,7 @@ use tidepool_workload::{Executor, ExecutorCounts};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::handlers::{Endpoint, Handlers};
+use super::handlers::{release_connection, Endpoint, Handlers};
 use super::spans::Spans;
 use super::stalls::Stalls;
 
@@ -88,7 +88,10 @@ impl Service {
         if let Dispatch::SpawnBlocking(gauge) = &*dispatch {
             let (start, stop) = (gauge.clone(), gauge.clone());
             rt.on_thread_start(move || start.started())
-                .on_thread_stop(move || stop.stopped());
+                .on_thread_stop(move || {
+                    release_connection();
+                    stop.stopped();
+                });
         }
         let rt = rt
             .build()
