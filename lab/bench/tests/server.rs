@@ -237,24 +237,22 @@ fn stopped_mid_run_by(signal: i32) {
     assert_removed(&dir, port, pid);
 }
 
-#[test]
-fn the_warm_up_opens_the_connections_before_the_measured_phase() {
-    // `--quick` sets the sizes (2 and 8) and the phases; the warm-up is ours.
+/// The JSON of a successful `server --quick --json` run with `args` added.
+fn quick_json(args: &[&str]) -> serde_json::Value {
     let out = bench()
-        .args([
-            "server",
-            "--quick",
-            "--json",
-            "--warmup-secs",
-            "1",
-            "--contenders",
-            "tpr",
-        ])
+        .args(["server", "--quick", "--json"])
+        .args(args)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_warm_up_opens_the_connections_before_the_measured_phase() {
+    // `--quick` sets the sizes (2 and 8) and the phases; the warm-up is ours.
+    let doc = quick_json(&["--warmup-secs", "1", "--contenders", "tpr"]);
     assert_eq!(doc["warmup_secs"], 1);
     let results = doc["phases"][0]["results"].as_array().unwrap();
     let fixed = results.iter().find(|r| r["impl"] == "fixed:2").unwrap();
@@ -266,14 +264,7 @@ fn the_warm_up_opens_the_connections_before_the_measured_phase() {
 fn connections_opened_ahead_serve_the_first_requests() {
     // No warm-up: without connections opened ahead, fixed:8's workers
     // would open theirs during the measured phase.
-    let out = bench()
-        .args(["server", "--quick", "--json", "--contenders", "tpr"])
-        .args(["--open-connections", "8"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = quick_json(&["--contenders", "tpr", "--open-connections", "8"]);
     assert_eq!(doc["open_connections"], 8);
     let results = doc["phases"][0]["results"].as_array().unwrap();
     for size in ["fixed:2", "fixed:8"] {
@@ -316,14 +307,7 @@ fn thread_bounds_without_room_are_refused_before_the_database_starts() {
 
 #[test]
 fn a_shared_connection_pool_serves_every_endpoint_within_one_connection_per_thread() {
-    let out = bench()
-        .args(["server", "--quick", "--json", "--contenders", "tpr,tokio"])
-        .args(["--connection-pool", "shared"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = quick_json(&["--contenders", "tpr,tokio", "--connection-pool", "shared"]);
     assert_eq!(doc["connection_pool"], "shared");
     let phases = doc["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 4, "the mix and the three of the change");
